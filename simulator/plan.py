@@ -1,0 +1,148 @@
+"""Launch plans: a step + a cost model + a graph mode -> what the host submits and what the GPU runs.
+
+A plan is plain arrays, the common input of both engines:
+- `host_s[j]`: CPU time spent building host launch j before it is pushed into the launch queue
+  (host-only ops such as views are folded into the next launch that submits work);
+- `kernels_per_launch[j]`: GPU kernels launch j submits (1 for an eager op, n for a graph replay);
+- `gpu_s[i]`, `gap_s[i]`: GPU time of kernel i and the gap the stream pays before it (the in-stream
+  gap for eager kernels and a graph's first node, the per-node cost inside a replayed graph).
+Graph modes: `none` (eager), `full` (one replay), `piecewise` (graph segments split at attention,
+attention eager), `full_and_piecewise` (full for pure decode steps, piecewise otherwise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .costs import CostModel
+from .kernels import LaunchPath, OpClass, Step
+
+GRAPH_MODES = ("none", "full", "piecewise", "full_and_piecewise")
+
+
+class PlanError(ValueError):
+    """An unknown graph mode or an empty step."""
+
+
+@dataclass
+class LaunchPlan:
+    host_s: np.ndarray
+    kernels_per_launch: np.ndarray
+    gpu_s: np.ndarray
+    gap_s: np.ndarray
+    queue_depth: int
+    host_tail_s: float = 0.0
+    launch_labels: list[str] = field(default_factory=list)
+    kernel_names: list[str] = field(default_factory=list)
+    host_calls: int = 0
+    graph_mode: str = "none"
+
+    @property
+    def launches(self) -> int:
+        return int(self.host_s.size)
+
+    @property
+    def kernels(self) -> int:
+        return int(self.gpu_s.size)
+
+    def with_host(self, host_s: np.ndarray) -> "LaunchPlan":
+        """The same plan with other host times (used for sampled host-noise replicates)."""
+        p = LaunchPlan(**{**self.__dict__})
+        p.host_s = np.asarray(host_s, dtype=float)
+        return p
+
+
+def effective_mode(mode: str, step: Step, pure_decode: bool = True) -> str:
+    if mode not in GRAPH_MODES:
+        raise PlanError(f"unknown graph mode '{mode}': use one of {', '.join(GRAPH_MODES)}")
+    if mode == "full_and_piecewise":
+        return "full" if pure_decode else "piecewise"
+    return mode
+
+
+def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: float = 0.5,
+               pure_decode: bool = True, fusion: str | None = None) -> LaunchPlan:
+    """Lower a step to launches under a graph mode. `quantile` picks host costs from the profile."""
+    mode = effective_mode(graph, step, pure_decode)
+    ops = step.ops
+    if not any(o.launches_kernel for o in ops):
+        raise PlanError("step has no kernels")
+    host, counts, gpu, gap, labels, names = [], [], [], [], [], []
+    pending_host = 0.0
+    compiled = any(o.path is LaunchPath.COMPILED for o in ops)
+
+    def graph_segment(seg):
+        n = len(seg)
+        host.append(costs.graph_launch_s(n))
+        counts.append(n)
+        labels.append(f"graph replay ({n} nodes)")
+        for k, o in enumerate(seg):
+            gpu.append(costs.gpu_s(o))
+            gap.append(costs.eager_gap_s if k == 0 else costs.graph_node_s)
+            names.append(o.name)
+
+    if mode == "full":
+        graph_segment([o for o in ops if o.launches_kernel])
+    elif mode == "piecewise":
+        seg = []
+        for o in ops:
+            if not o.launches_kernel:
+                continue
+            if o.op_class is OpClass.ATTENTION:
+                if seg:
+                    graph_segment(seg)
+                    seg = []
+                host.append(costs.host_s(o, quantile))
+                counts.append(1)
+                labels.append(o.name)
+                gpu.append(costs.gpu_s(o))
+                gap.append(costs.eager_gap_s)
+                names.append(o.name)
+            else:
+                seg.append(o)
+        if seg:
+            graph_segment(seg)
+    else:
+        pending_host = costs.compiled_entry_s if compiled else 0.0
+        for o in ops:
+            pending_host += costs.host_s(o, quantile)
+            if o.launches_kernel:
+                host.append(pending_host)
+                pending_host = 0.0
+                counts.append(1)
+                labels.append(o.name)
+                gpu.append(costs.gpu_s(o))
+                gap.append(costs.eager_gap_s)
+                names.append(o.name)
+    return LaunchPlan(
+        host_s=np.asarray(host, dtype=float),
+        kernels_per_launch=np.asarray(counts, dtype=np.int64),
+        gpu_s=np.asarray(gpu, dtype=float),
+        gap_s=np.asarray(gap, dtype=float),
+        queue_depth=costs.queue_depth,
+        host_tail_s=pending_host,
+        launch_labels=labels,
+        kernel_names=names,
+        host_calls=len(ops) if mode == "none" else len(counts),
+        graph_mode=mode,
+    )
+
+
+def sample_host(plan: LaunchPlan, step: Step, costs: CostModel, rng: np.random.Generator) -> np.ndarray:
+    """Host times for one replicate: each eager op's cost drawn from its path's distribution.
+
+    The distribution is piecewise-linear through (0.1, p10), (0.5, p50), (0.9, p90) and flat outside;
+    graph replays keep their fixed cost. Only meaningful for graph mode `none`.
+    """
+    if plan.graph_mode != "none":
+        return plan.host_s.copy()
+    u = rng.random(len(step.ops))
+    out, acc = [], (costs.compiled_entry_s if any(o.path is LaunchPath.COMPILED for o in step.ops) else 0.0)
+    for o, q in zip(step.ops, u):
+        acc += costs.host_s(o, float(np.clip(np.round(q, 2), 0.0, 1.0)))
+        if o.launches_kernel:
+            out.append(acc)
+            acc = 0.0
+    return np.asarray(out, dtype=float)

@@ -1,0 +1,84 @@
+"""One call from a question to an answer: model + shape + fusion + graph mode + profile -> step figures.
+
+`simulate` runs one engine on one step. `predict` adds the host-noise band: with `replicates` > 0 it
+draws each eager op's host cost from the profile's per-path distribution (numpy Generator, seeded)
+and reports the p10/p50/p90 of step time over the replicates (fast path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .costs import CostModel
+from .des import simulate_des
+from .fastpath import simulate_fast
+from .kernels import Step
+from .models import ModelSpec, load_model
+from .plan import build_plan, sample_host
+from .profile import Profile, load_profile
+from .timeline import StepResult, Timeline, summarize
+from .workload import StepShape, build_step, decode
+
+ENGINES = ("des", "fast")
+
+
+class EngineError(ValueError):
+    pass
+
+
+def run_engine(plan, engine: str = "fast") -> Timeline:
+    if engine == "des":
+        return simulate_des(plan)
+    if engine == "fast":
+        return simulate_fast(plan)
+    raise EngineError(f"unknown engine '{engine}': use des or fast")
+
+
+def simulate(step: Step, costs: CostModel, graph: str = "none", engine: str = "fast",
+             pure_decode: bool = True) -> tuple[StepResult, Timeline]:
+    plan = build_plan(step, costs, graph, pure_decode=pure_decode)
+    tl = run_engine(plan, engine)
+    return summarize(tl), tl
+
+
+@dataclass
+class Prediction:
+    result: StepResult
+    timeline: Timeline
+    step: Step
+    band_ms: dict[str, float] | None = None  # p10/p50/p90 of step time under host noise
+
+    def as_dict(self) -> dict:
+        d = self.result.as_dict()
+        if self.band_ms:
+            d["step_ms_p10"] = self.band_ms["p10"]
+            d["step_ms_p50"] = self.band_ms["p50"]
+            d["step_ms_p90"] = self.band_ms["p90"]
+        return d
+
+
+def host_band(step: Step, costs: CostModel, graph: str, replicates: int, seed: int,
+              pure_decode: bool = True) -> dict[str, float]:
+    plan = build_plan(step, costs, graph, pure_decode=pure_decode)
+    rng = np.random.default_rng(seed)
+    times = []
+    for _ in range(replicates):
+        t = simulate_fast(plan.with_host(sample_host(plan, step, costs, rng)))
+        times.append(summarize(t).step_s)
+    q = np.percentile(times, [10, 50, 90]) * 1e3
+    return {"p10": float(q[0]), "p50": float(q[1]), "p90": float(q[2])}
+
+
+def predict(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "none", graph: str = "none",
+            profile: Profile | str | None = None, engine: str = "fast", replicates: int = 0,
+            seed: int = 0, shape: StepShape | None = None) -> Prediction:
+    m = load_model(model) if isinstance(model, str) else model
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    costs = CostModel(prof)
+    shape = shape or decode(batch, ctx)
+    step = build_step(m, shape, fusion)
+    res, tl = simulate(step, costs, graph, engine, pure_decode=shape.is_pure_decode)
+    band = host_band(step, costs, graph, replicates, seed, shape.is_pure_decode) if replicates > 0 else None
+    return Prediction(res, tl, step, band)

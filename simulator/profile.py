@@ -1,0 +1,198 @@
+"""Device profiles: the JSON files that hold every cost figure the simulator uses.
+
+A profile has a `host` section (what the CPU pays to launch, by path: depends on the host CPU) and a
+`device` section (what the GPU pays: ceilings, gaps, measured kernel-time tables). The two can be
+recombined (`combine`) so a user can recalibrate the host on their own box and keep a shipped device.
+Validation on load turns any schema problem into one `ProfileError` line naming file and field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+SCHEMA_VERSION = 1
+PROFILE_DIR = Path(__file__).resolve().parent.parent / "calibration" / "profiles"
+DEFAULT_PROFILE = "h200"  # measured; falls back to datasheet-h200 until it exists
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be found, parsed or validated."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Spread(_Strict):
+    """A measured distribution in microseconds: median plus percentiles."""
+
+    p50: float = Field(ge=0, description="median, µs")
+    p10: float | None = Field(None, ge=0, description="10th percentile, µs (defaults to p50)")
+    p90: float | None = Field(None, ge=0, description="90th percentile, µs (defaults to p50)")
+    n: int | None = Field(None, description="number of samples behind the figure")
+
+    def q(self, quantile: float) -> float:
+        lo = self.p10 if self.p10 is not None else self.p50
+        hi = self.p90 if self.p90 is not None else self.p50
+        if quantile <= 0.1:
+            return lo
+        if quantile >= 0.9:
+            return hi
+        if quantile <= 0.5:
+            return lo + (self.p50 - lo) * (quantile - 0.1) / 0.4
+        return self.p50 + (hi - self.p50) * (quantile - 0.5) / 0.4
+
+
+class HostSection(_Strict):
+    cpu: str = Field(description="host CPU model the host figures were measured on")
+    launch_us: dict[str, Spread] = Field(description="host time per launched op, by launch path")
+    graph_launch_fixed_us: float = Field(ge=0, description="host cost of one CUDA-graph replay call")
+    graph_launch_per_node_us: float = Field(0.0, ge=0, description="extra host cost per graph node")
+    compiled_entry_us: float = Field(0.0, ge=0, description="per-call cost of entering a torch.compile region")
+    capture_per_node_ms: float = Field(0.0, ge=0, description="capture + instantiate time per graph node, ms")
+    source: str = Field("", description="where the host figures came from")
+
+
+class Curve(_Strict):
+    """Kernel time as a function of bytes moved, measured on a grid."""
+
+    bytes: list[float] = Field(min_length=2)
+    us: list[float] = Field(min_length=2)
+
+    @model_validator(mode="after")
+    def _same_len(self):
+        if len(self.bytes) != len(self.us) or any(b2 <= b1 for b1, b2 in zip(self.bytes, self.bytes[1:])):
+            raise ValueError("bytes and us must have equal length, bytes strictly increasing")
+        return self
+
+
+class GemmTable(_Strict):
+    n: int
+    k: int
+    m: list[int] = Field(min_length=1)
+    us: list[float] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _same_len(self):
+        if len(self.m) != len(self.us):
+            raise ValueError("m and us must have equal length")
+        return self
+
+
+class AttentionTable(_Strict):
+    heads: int
+    kv_heads: int
+    head_dim: int
+    batch: list[int] = Field(min_length=1)
+    ctx: list[int] = Field(min_length=1)
+    us: list[list[float]] = Field(description="us[i][j] for batch[i], ctx[j]")
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if len(self.us) != len(self.batch) or any(len(r) != len(self.ctx) for r in self.us):
+            raise ValueError("us must be len(batch) rows of len(ctx) values")
+        return self
+
+
+class Tables(_Strict):
+    gemm: list[GemmTable] = Field(default_factory=list)
+    attention: list[AttentionTable] = Field(default_factory=list)
+    elementwise: Curve | None = None
+    reduction: Curve | None = None
+    memcopy: Curve | None = None
+    embedding: Curve | None = None
+
+
+class GraphMemoryTable(_Strict):
+    """Measured pool bytes of one captured decode step per batch size, for one model."""
+
+    batch: list[int] = Field(min_length=1)
+    private_pool_bytes: list[float] = Field(description="pool bytes when the graph has its own pool")
+    shared_pool_total_bytes: list[float] | None = Field(
+        None, description="cumulative pool bytes when sizes up to batch[i] are captured largest-first into one pool"
+    )
+    capture_s: list[float] | None = Field(None, description="capture + instantiate wall time per graph, s")
+    nodes: int | None = Field(None, description="kernel nodes in the captured graph")
+
+
+class DeviceSection(_Strict):
+    gpu: str
+    memory_gib: float = Field(gt=0)
+    peak_bf16_tflops: float = Field(gt=0, description="dense bf16 tensor-core peak")
+    hbm_tbps: float = Field(gt=0, description="HBM bandwidth, TB/s")
+    gemm_efficiency: float = Field(gt=0, le=1, description="achieved fraction of peak for the roofline fallback")
+    bw_efficiency: float = Field(gt=0, le=1, description="achieved fraction of HBM bandwidth for the fallback")
+    min_kernel_us: float = Field(ge=0, description="floor on any kernel's GPU time")
+    eager_gap_us: float = Field(ge=0, description="GPU gap between back-to-back eager kernels in one stream")
+    graph_node_us: float = Field(ge=0, description="GPU gap per kernel node inside a replayed graph")
+    launch_queue_depth: int = Field(1024, ge=1, description="pending launches before the host blocks")
+    tables: Tables = Field(default_factory=Tables)
+    graph_memory: dict[str, GraphMemoryTable] = Field(default_factory=dict)
+    source: str = Field("", description="where the device figures came from")
+
+
+class Profile(_Strict):
+    schema_version: int = Field(description="must equal the simulator's profile schema version")
+    name: str
+    source: Literal["datasheet", "measured", "derived"]
+    derived_from: str | None = None
+    date: str
+    notes: str = ""
+    environment: dict = Field(default_factory=dict)
+    host: HostSection
+    device: DeviceSection
+
+
+def profile_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix == ".json" or p.exists():
+        return p
+    return PROFILE_DIR / f"{name_or_path}.json"
+
+
+def available_profiles() -> list[Path]:
+    return sorted(PROFILE_DIR.glob("*.json"))
+
+
+def load_profile(name_or_path: str | None = None) -> Profile:
+    """Load and validate a profile by name (from calibration/profiles) or path."""
+    if name_or_path is None:
+        name_or_path = DEFAULT_PROFILE if profile_path(DEFAULT_PROFILE).exists() else "datasheet-h200"
+    path = profile_path(name_or_path)
+    if not path.exists():
+        names = ", ".join(p.stem for p in available_profiles())
+        raise ProfileError(f"unknown profile '{name_or_path}': no file {path} (available: {names})")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ProfileError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    return parse_profile(raw, str(path))
+
+
+def parse_profile(raw: object, where: str = "<profile>") -> Profile:
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{where}: a profile must be a JSON object")
+    v = raw.get("schema_version")
+    if v != SCHEMA_VERSION:
+        raise ProfileError(f"{where}: schema_version is {v!r}, this launchsim reads version {SCHEMA_VERSION}")
+    try:
+        return Profile.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise ProfileError(f"{where}: field '{loc}': {err['msg']}") from None
+
+
+def combine(host_from: Profile, device_from: Profile) -> Profile:
+    """A profile with one profile's host section and another's device section."""
+    return device_from.model_copy(
+        update={
+            "name": f"{host_from.name}-host+{device_from.name}-device",
+            "host": host_from.host,
+            "notes": f"host section from {host_from.name}, device section from {device_from.name}",
+        }
+    )
