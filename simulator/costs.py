@@ -9,6 +9,8 @@ Everything the engines consume goes through `CostModel`; swapping the profile sw
 
 from __future__ import annotations
 
+from .errors import UserError
+
 import bisect
 
 import numpy as np
@@ -19,7 +21,7 @@ from .profile import Curve, Profile
 US = 1e-6
 
 
-class CostError(ValueError):
+class CostError(UserError):
     """A cost the profile cannot give (e.g. a launch path it has no figure for)."""
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from .errors import UserError
+
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 
-class ModelError(ValueError):
+class ModelError(UserError):
     """An unknown preset or an unreadable / incomplete config.json."""
 
 

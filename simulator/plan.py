@@ -12,6 +12,8 @@ attention eager), `full_and_piecewise` (full for pure decode steps, piecewise ot
 
 from __future__ import annotations
 
+from .errors import UserError
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +24,7 @@ from .kernels import LaunchPath, OpClass, Step
 GRAPH_MODES = ("none", "full", "piecewise", "full_and_piecewise")
 
 
-class PlanError(ValueError):
+class PlanError(UserError):
     """An unknown graph mode or an empty step."""
 
 

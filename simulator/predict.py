@@ -7,6 +7,8 @@ and reports the p10/p50/p90 of step time over the replicates (fast path).
 
 from __future__ import annotations
 
+from .errors import UserError
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +26,7 @@ from .workload import StepShape, build_step, decode
 ENGINES = ("des", "fast")
 
 
-class EngineError(ValueError):
+class EngineError(UserError):
     pass
 
 

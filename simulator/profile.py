@@ -8,6 +8,8 @@ Validation on load turns any schema problem into one `ProfileError` line naming 
 
 from __future__ import annotations
 
+from .errors import UserError
+
 import json
 from pathlib import Path
 from typing import Literal
@@ -19,7 +21,7 @@ PROFILE_DIR = Path(__file__).resolve().parent.parent / "calibration" / "profiles
 DEFAULT_PROFILE = "h200"  # measured; falls back to datasheet-h200 until it exists
 
 
-class ProfileError(ValueError):
+class ProfileError(UserError):
     """A profile that cannot be found, parsed or validated."""
 
 

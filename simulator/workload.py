@@ -14,6 +14,8 @@ same lists in PyTorch so that the profiler can check the counts.
 
 from __future__ import annotations
 
+from .errors import UserError
+
 from dataclasses import dataclass
 
 from .kernels import LaunchPath as P
@@ -23,7 +25,7 @@ from .models import ModelSpec
 FUSION_LEVELS = ("none", "packed", "compiled", "fused")
 
 
-class WorkloadError(ValueError):
+class WorkloadError(UserError):
     """A step shape the model cannot run (zero sizes, context beyond the model's limit)."""
 
 

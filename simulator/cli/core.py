@@ -1,0 +1,85 @@
+"""Core commands: `run` a scenario file, `predict` one step, print the scenario `schema`."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import app
+from ..config import load_scenario, scenario_json_schema
+from ..errors import UserError
+
+console = Console(stderr=False)
+
+
+def print_rows(rows: list[dict], title: str, columns: list[str] | None = None, limit: int = 60) -> None:
+    if not rows:
+        return
+    cols = columns or [k for k in rows[0] if not isinstance(rows[0][k], (list, dict))][:12]
+    t = Table(title=title)
+    for c in cols:
+        t.add_column(c, justify="right")
+    for r in rows[:limit]:
+        t.add_row(*[f"{r[c]:.4g}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in cols])
+    if len(rows) > limit:
+        t.caption = f"{len(rows) - limit} more rows in result.json"
+    console.print(t)
+
+
+@app.command()
+def run(
+    scenario: Path = typer.Argument(..., help="scenario YAML file"),
+    out: Path = typer.Option(Path("out"), "--out", help="output folder for result.json and report.html"),
+) -> None:
+    """Validate and run a scenario; print a summary, write DIR/result.json and DIR/report.html."""
+    from ..runner import run_scenario
+
+    sc = load_scenario(scenario)
+    t0 = time.perf_counter()
+    result = run_scenario(sc, out)
+    rows = result.get("summary") or result.get("rows") or []
+    cols = result.get("summary_columns")
+    print_rows(rows, f"{sc.name} ({sc.kind})", cols)
+    console.print(f"wrote {out / 'result.json'} and {out / 'report.html'} in {time.perf_counter() - t0:.2f} s")
+
+
+@app.command()
+def predict(
+    model: str = typer.Option(..., "--model", help="model preset or config.json path"),
+    batch: int = typer.Option(1, "--batch", help="decode batch size"),
+    ctx: int = typer.Option(1024, "--ctx", help="context length, tokens"),
+    fusion: str = typer.Option("none", "--fusion", help="none | packed | compiled | fused"),
+    graph: str = typer.Option("none", "--graph", help="none | full | piecewise | full_and_piecewise"),
+    profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
+    engine: str = typer.Option("fast", "--engine", help="des | fast"),
+    replicates: int = typer.Option(0, "--replicates", help="host-noise replicates for a p10/p50/p90 band"),
+    seed: int = typer.Option(0, "--seed", help="seed for host-noise replicates"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Predict one decode step: step time, CPU/GPU split, kernels, launches and the bounding lane."""
+    from ..predict import predict as _predict
+
+    if batch <= 0:
+        raise UserError(f"--batch must be a positive integer, got {batch}")
+    if ctx <= 0:
+        raise UserError(f"--ctx must be a positive integer, got {ctx}")
+    if replicates < 0:
+        raise UserError(f"--replicates must be >= 0, got {replicates}")
+    p = _predict(model, batch, ctx, fusion, graph, profile, engine, replicates, seed)
+    d = {"model": model, "batch": batch, "ctx": ctx, "fusion": fusion, "engine": engine, **p.as_dict()}
+    if as_json:
+        print(json.dumps(d))
+    else:
+        print_rows([d], "prediction")
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of scenario files."""
+    print(scenario_json_schema())

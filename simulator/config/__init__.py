@@ -1,0 +1,53 @@
+"""Scenario files: one pydantic model per `kind`, joined in a discriminated union.
+
+`load_scenario(path)` reads YAML, validates it and returns the model; errors name file, line and
+field path. To add a kind: define its model (with `kind: Literal[...]`) and add it to KINDS.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Union
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from .base import ConfigError, load_yaml, validation_error
+from .step import StepScenario, ToyScenario
+
+KINDS: list[type] = [StepScenario, ToyScenario]
+
+
+def _union():
+    return Annotated[Union[tuple(KINDS)], Field(discriminator="kind")]
+
+
+def _adapter() -> TypeAdapter:
+    return TypeAdapter(_union())
+
+
+def parse_scenario(data: object, where: str = "<scenario>", lines: dict | None = None):
+    lines = lines or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: a scenario must be a YAML mapping with a 'kind' key")
+    kinds = [k.model_fields["kind"].annotation.__args__[0] for k in KINDS]
+    kind = data.get("kind")
+    if kind not in kinds:
+        line = lines.get(("kind",), 1)
+        raise ConfigError(f"{where}:{line}: field 'kind': must be one of {', '.join(kinds)}, got {kind!r}")
+    try:
+        return _adapter().validate_python(data)
+    except ValidationError as e:
+        raise validation_error(e, where, lines, strip=(kind,)) from None
+
+
+def load_scenario(path: str | Path):
+    data, lines = load_yaml(path)
+    return parse_scenario(data, str(path), lines)
+
+
+def scenario_json_schema() -> str:
+    return json.dumps(_adapter().json_schema(), indent=2)
+
+
+__all__ = ["ConfigError", "KINDS", "load_scenario", "parse_scenario", "scenario_json_schema"]

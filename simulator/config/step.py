@@ -1,0 +1,72 @@
+"""Scenario kinds `step` (model presets over a grid of batch, fusion and graph modes) and `toy`
+(textbook arithmetic: layers x kernels at a fixed launch cost and kernel time)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt, model_validator
+
+from .base import Strict
+
+FusionName = Literal["none", "packed", "compiled", "fused"]
+GraphName = Literal["none", "full", "piecewise", "full_and_piecewise"]
+
+
+class TimelineSpec(Strict):
+    batch: PositiveInt = Field(1, description="batch size whose step timeline the report draws")
+    fusion: FusionName = Field("none", description="fusion level of the drawn timeline")
+    graph: GraphName = Field("none", description="graph mode of the drawn timeline")
+    launches: PositiveInt = Field(18, description="how many first launches the timeline shows")
+
+
+class StepScenario(Strict):
+    kind: Literal["step"] = Field(description="scenario type")
+    name: str = Field(description="scenario name, used in reports")
+    description: str = Field("", description="free text shown in the report")
+    model: str = Field(description="model preset (qwen3-0.6b, qwen3-8b, llama3-8b, llama3-70b) or config.json path")
+    profile: str | None = Field(None, description="profile name or path (default: h200)")
+    fusion: list[FusionName] = Field(["none"], min_length=1, description="fusion levels to compare")
+    graph: list[GraphName] = Field(["none"], min_length=1, description="graph modes to compare")
+    batch: list[PositiveInt] = Field([1], min_length=1, description="decode batch sizes")
+    ctx: PositiveInt = Field(1024, description="context length of every sequence, tokens")
+    engine: Literal["des", "fast"] = Field("fast", description="engine for the grid (des = SimPy reference)")
+    replicates: int = Field(0, ge=0, le=1000, description="host-noise replicates for p10/p90 bands (0: off)")
+    seed: int = Field(0, description="seed of the host-noise generator")
+    timeline: TimelineSpec = Field(default_factory=TimelineSpec, description="which step the timeline shows")
+
+
+class ToyCase(Strict):
+    label: str = Field(description="case name")
+    layers: PositiveInt = Field(description="decoder layers")
+    kernels_per_layer: PositiveInt = Field(description="kernel launches per layer")
+    launch_us: float = Field(ge=0, description="host cost of each launch, µs")
+    kernel_us: float | None = Field(None, ge=0, description="GPU time of each kernel, µs")
+    gpu_busy_ms: float | None = Field(None, ge=0, description="total GPU time of the step, ms (split evenly)")
+    gap_us: float = Field(0.0, ge=0, description="GPU gap before each kernel, µs")
+    queue_depth: PositiveInt = Field(1024, description="launch-queue capacity")
+
+    @model_validator(mode="after")
+    def _one_time(self):
+        if (self.kernel_us is None) == (self.gpu_busy_ms is None):
+            raise ValueError("give exactly one of kernel_us or gpu_busy_ms")
+        return self
+
+    @property
+    def kernels(self) -> int:
+        return self.layers * self.kernels_per_layer
+
+    @property
+    def kernel_s(self) -> float:
+        if self.kernel_us is not None:
+            return self.kernel_us * 1e-6
+        return self.gpu_busy_ms * 1e-3 / self.kernels
+
+
+class ToyScenario(Strict):
+    kind: Literal["toy"] = Field(description="scenario type")
+    name: str = Field(description="scenario name")
+    description: str = Field("", description="free text shown in the report")
+    engine: Literal["des", "fast"] = Field("des", description="engine")
+    cases: list[ToyCase] = Field(min_length=1, description="cases to simulate")
+    timeline_launches: PositiveInt = Field(18, description="how many first launches the timeline shows")
