@@ -18,79 +18,108 @@ from .plan import LaunchPlan
 from .timeline import Timeline
 
 
-def _gpu_scan(ready: np.ndarray, c: np.ndarray, end_init: float) -> np.ndarray:
-    C = np.cumsum(c)
-    best = np.maximum.accumulate(ready - C + c)
-    return C + np.maximum(best, end_init)
-
-
-def _host_scan(host: np.ndarray, floor: np.ndarray, sub_init: float) -> np.ndarray:
-    H = np.cumsum(host)
-    best = np.maximum.accumulate(floor - H)
-    return H + np.maximum(best, sub_init)
-
-
 def simulate_fast(plan: LaunchPlan) -> Timeline:
-    host, counts = plan.host_s, plan.kernels_per_launch
-    c = plan.gap_s + plan.gpu_s
+    host, counts, gpu = plan.host_s, plan.kernels_per_launch, plan.gpu_s
+    c = plan.gap_s + gpu
     n_l, Q = host.size, plan.queue_depth
-    single = c.size == n_l  # every launch submits one kernel: index arrays are identities
+    single = c.size == n_l  # every launch submits one kernel: launch and kernel indices coincide
     last_k = np.arange(n_l) if single else np.cumsum(counts) - 1  # each launch's last kernel
     first_k = last_k - counts + 1
+    # global prefix sums: a block [j0, j1) needs only slices of these
+    H = np.cumsum(host)  # host time up to and including launch j
+    C = np.cumsum(c)  # stream time up to and including kernel i
+    D = C - c  # ... excluding kernel i
     submit = np.empty(n_l)
     end = np.empty(c.size)
-    j0, sub_prev, end_prev = 0, 0.0, 0.0
-    unconstrained = True
-    while j0 < n_l:
-        if unconstrained:
-            j1 = n_l
-            floor = np.full(n_l - j0, -np.inf)
+    start = end  # filled at the end: start = end - gpu
+
+    def run_block(j0: int, j1: int, floor, sub_prev: float, end_prev: float) -> None:
+        """submit_j = max(submit_{j-1} + host_j, floor_j); end_i = max(ready_i, end_{i-1}) + c_i."""
+        hj = H[j0:j1]
+        h_prev = H[j0 - 1] if j0 else 0.0
+        if floor is None:
+            sub = hj + (sub_prev - h_prev)
         else:
-            j1 = min(n_l, j0 + Q)
-            idx = np.arange(j0, j1) - Q
-            lv = np.full(j1 - j0, -np.inf)
-            ok = idx >= 0
-            li = last_k[idx[ok]]
-            lv[ok] = end[li] - plan.gpu_s[li]
-            floor = lv
-        sub = _host_scan(host[j0:j1], floor, sub_prev)
+            sub = hj + np.maximum(np.maximum.accumulate(floor - hj), sub_prev - h_prev)
         k0, k1 = first_k[j0], last_k[j1 - 1] + 1
         ready = sub if single else np.repeat(sub, counts[j0:j1])
-        e = _gpu_scan(ready, c[k0:k1], end_prev)
-        if unconstrained:
-            # check the queue bound on this tentative answer
-            submit[j0:j1] = sub
-            end[k0:k1] = e
-            js0 = max(j0, Q)
-            if js0 < n_l:
-                lk = last_k[js0 - Q:n_l - Q]
-                lvs = end[lk] - plan.gpu_s[lk]
-                prev = submit[js0 - 1:n_l - 1].copy()
-                if js0 == j0:
-                    prev[0] = sub_prev
-                bad = np.nonzero(lvs > prev + host[js0:n_l])[0]
-            else:
-                bad = np.array([], dtype=int)
-            if bad.size == 0:
-                j0 = n_l
-                break
-            jv = js0 + int(bad[0])  # everything before jv is exact
-            j0_new = jv
-            if j0_new > j0:
-                sub_prev = float(submit[j0_new - 1])
-                end_prev = float(end[first_k[j0_new] - 1]) if first_k[j0_new] > 0 else 0.0
-            j0 = j0_new
-            unconstrained = False
-            continue
+        e = C[k0:k1] + np.maximum(np.maximum.accumulate(ready - D[k0:k1]), end_prev - D[k0])
         submit[j0:j1] = sub
         end[k0:k1] = e
-        # did the bound bind anywhere in this block?
-        ready_cpu = np.concatenate(([sub_prev], sub[:-1])) + host[j0:j1]
-        bound = bool(np.any(floor > ready_cpu))
-        sub_prev, end_prev = float(sub[-1]), float(e[-1])
-        j0 = j1
-        unconstrained = not bound
+
+    def leave(j0: int, j1: int) -> np.ndarray:
+        if single:
+            return end[j0:j1] - gpu[j0:j1]
+        lk = last_k[j0:j1]
+        return end[lk] - gpu[lk]
+
+    j0, sub_prev, end_prev = 0, 0.0, 0.0
+    window = 8 * Q  # optimistic windows grow while no stall shows up
+    while j0 < n_l:
+        # optimistic pass: no queue stalls in [j0, j1); keep it up to the first launch that would stall
+        j1 = min(n_l, j0 + window)
+        run_block(j0, j1, None, sub_prev, end_prev)
+        js0 = max(j0, Q)
+        bad = np.empty(0, dtype=np.int64)
+        if js0 < j1:
+            prev = submit[js0 - 1:j1 - 1].copy()
+            if js0 == j0:
+                prev[0] = sub_prev
+            bad = np.flatnonzero(leave(js0 - Q, j1 - Q) > prev + host[js0:j1])
+        if bad.size == 0:
+            sub_prev, end_prev = float(submit[j1 - 1]), float(end[last_k[j1 - 1]])
+            j0 = j1
+            window *= 2
+            continue
+        window = 8 * Q
+        j0 = js0 + int(bad[0])
+        sub_prev = float(submit[j0 - 1])
+        end_prev = float(end[first_k[j0] - 1])
+        # blocked mode: blocks of Q launches, each needing only leave times already final
+        if single:
+            j0, sub_prev, end_prev = _blocked_single(j0, Q, H, C, D, host, gpu, submit, end)
+            continue
+        while j0 < n_l:
+            j1 = min(n_l, j0 + Q)
+            floor = leave(j0 - Q, j1 - Q)
+            run_block(j0, j1, floor, sub_prev, end_prev)
+            # the bound binds where the floor lifted submit above the host-only chain
+            binding = floor[0] > sub_prev + host[j0] or bool(
+                np.greater(floor[1:], submit[j0:j1 - 1] + host[j0 + 1:j1]).any())
+            sub_prev, end_prev = float(submit[j1 - 1]), float(end[last_k[j1 - 1]])
+            j0 = j1
+            if not binding:
+                break
     ready_cpu = np.concatenate(([0.0], submit[:-1])) + host
     stall = np.maximum(submit - ready_cpu, 0.0)
-    start = end - plan.gpu_s
-    return Timeline(plan, submit, stall, start, end)
+    return Timeline(plan, submit, stall, start - gpu, end)
+
+
+def _blocked_single(j0, Q, H, C, D, host, gpu, submit, end):
+    """Blocked mode when every launch is one kernel (GPU-bound eager steps): the same two scans as
+    `run_block`, written into preallocated buffers. Returns (next launch, its submit and end floors)."""
+    n = host.size
+    fl = np.empty(Q)
+    tmp = np.empty(Q)
+    acc = np.maximum.accumulate
+    while j0 < n:
+        j1 = min(n, j0 + Q)
+        m = j1 - j0
+        f, t = fl[:m], tmp[:m]
+        sub_prev, end_prev = submit[j0 - 1], end[j0 - 1]
+        np.subtract(end[j0 - Q:j1 - Q], gpu[j0 - Q:j1 - Q], out=f)  # leave times of launches j-Q
+        bind0 = f[0] > sub_prev + host[j0]
+        np.subtract(f, H[j0:j1], out=t)
+        acc(t, out=t)
+        np.maximum(t, sub_prev - H[j0 - 1], out=t)
+        sub = submit[j0:j1]
+        np.add(t, H[j0:j1], out=sub)
+        np.subtract(sub, D[j0:j1], out=t)
+        acc(t, out=t)
+        np.maximum(t, end_prev - D[j0], out=t)
+        np.add(t, C[j0:j1], out=end[j0:j1])
+        binding = bind0 or bool(np.greater(f[1:], sub[:-1] + host[j0 + 1:j1]).any())
+        j0 = j1
+        if not binding:
+            break
+    return j0, float(submit[j0 - 1]), float(end[j0 - 1])

@@ -7,10 +7,13 @@ from pathlib import Path
 
 from .config.step import StepScenario, ToyScenario
 from .study_step import run_step_scenario, run_toy_scenario
+from .config.sweep import SweepScenario
+from .study_sweep import run_sweep_scenario
 
 RUNNERS: dict[type, object] = {
     StepScenario: run_step_scenario,
     ToyScenario: run_toy_scenario,
+    SweepScenario: run_sweep_scenario,
 }
 
 

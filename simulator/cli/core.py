@@ -51,28 +51,45 @@ def run(
 
 @app.command()
 def predict(
-    model: str = typer.Option(..., "--model", help="model preset or config.json path"),
-    batch: int = typer.Option(1, "--batch", help="decode batch size"),
-    ctx: int = typer.Option(1024, "--ctx", help="context length, tokens"),
+    model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json path"),
+    batch: Optional[int] = typer.Option(None, "--batch", help="decode batch size (default 1, or the workload's)"),
+    ctx: Optional[int] = typer.Option(None, "--ctx", help="context length, tokens (default 1024, or the workload's)"),
+    workload: Optional[Path] = typer.Option(None, "--workload", help="imported workload (launchsim import-trace) "
+                                            "instead of --model"),
     fusion: str = typer.Option("none", "--fusion", help="none | packed | compiled | fused"),
     graph: str = typer.Option("none", "--graph", help="none | full | piecewise | full_and_piecewise"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     engine: str = typer.Option("fast", "--engine", help="des | fast"),
     replicates: int = typer.Option(0, "--replicates", help="host-noise replicates for a p10/p50/p90 band"),
     seed: int = typer.Option(0, "--seed", help="seed for host-noise replicates"),
+    prefill_seqs: int = typer.Option(0, "--prefill-seqs", help="mixed step: sequences also prefilling"),
+    prefill_len: int = typer.Option(0, "--prefill-len", help="mixed step: tokens each prefilling sequence adds"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
-    """Predict one decode step: step time, CPU/GPU split, kernels, launches and the bounding lane."""
+    """Predict one decode (or mixed decode + prefill) step: step time, CPU/GPU split, kernels, launches."""
     from ..predict import predict as _predict
 
+    if workload is not None or model is None:
+        from .trace import predict_workload_cmd
+
+        return predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, engine, replicates, seed,
+                                    prefill_seqs, as_json)
+    batch, ctx = 1 if batch is None else batch, 1024 if ctx is None else ctx
     if batch <= 0:
         raise UserError(f"--batch must be a positive integer, got {batch}")
     if ctx <= 0:
         raise UserError(f"--ctx must be a positive integer, got {ctx}")
     if replicates < 0:
         raise UserError(f"--replicates must be >= 0, got {replicates}")
-    p = _predict(model, batch, ctx, fusion, graph, profile, engine, replicates, seed)
+    if prefill_seqs < 0 or prefill_len < 0 or (prefill_seqs > 0) != (prefill_len > 0):
+        raise UserError("--prefill-seqs and --prefill-len must both be positive (a mixed step) or both 0")
+    from ..workload import StepShape
+
+    shape = StepShape(batch, ctx, prefill_seqs, prefill_len)
+    p = _predict(model, batch, ctx, fusion, graph, profile, engine, replicates, seed, shape=shape)
     d = {"model": model, "batch": batch, "ctx": ctx, "fusion": fusion, "engine": engine, **p.as_dict()}
+    if prefill_seqs:
+        d.update(prefill_seqs=prefill_seqs, prefill_len=prefill_len, tokens=shape.tokens)
     if as_json:
         print(json.dumps(d))
     else:

@@ -14,8 +14,9 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from .base import ConfigError, load_yaml, validation_error
 from .step import StepScenario, ToyScenario
+from .sweep import SweepScenario
 
-KINDS: list[type] = [StepScenario, ToyScenario]
+KINDS: list[type] = [StepScenario, ToyScenario, SweepScenario]
 
 
 def _union():

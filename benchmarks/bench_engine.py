@@ -1,0 +1,74 @@
+"""Engine throughput: kernel events per second of the SimPy DES and of the numpy fast path.
+
+Workloads: one million single-kernel launches (an eager step stretched out), in a CPU-bound regime
+(6 us host, 3 us kernels: the GPU idles between kernels) and a GPU-bound regime (3 us host, 6 us
+kernels: the launch queue fills and the host stalls), plus a Qwen3-0.6B eager decode step repeated.
+Prints medians over --repeats runs and the ratio to the targets (DES >= 300k, fast >= 20M kernels/s).
+
+    python benchmarks/bench_engine.py [--kernels 1000000] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import numpy as np
+
+from simulator.costs import CostModel
+from simulator.des import simulate_des
+from simulator.fastpath import simulate_fast
+from simulator.models import PRESETS
+from simulator.plan import LaunchPlan, build_plan
+from simulator.profile import load_profile
+from simulator.workload import build_step, decode
+
+
+def uniform_plan(n: int, host_us: float, gpu_us: float) -> LaunchPlan:
+    return LaunchPlan(np.full(n, host_us * 1e-6), np.ones(n, dtype=np.int64), np.full(n, gpu_us * 1e-6),
+                      np.full(n, 1e-6), 1024)
+
+
+def decode_plan(n: int) -> LaunchPlan:
+    step = build_step(PRESETS["qwen3-0.6b"], decode(1, 1024), "none")
+    p = build_plan(step, CostModel(load_profile("datasheet-h200")), "none")
+    reps = max(1, n // p.kernels)
+    return LaunchPlan(np.tile(p.host_s, reps), np.tile(p.kernels_per_launch, reps), np.tile(p.gpu_s, reps),
+                      np.tile(p.gap_s, reps), p.queue_depth)
+
+
+def timed(fn, plan, repeats):
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn(plan)
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernels", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    cases = [
+        ("cpu-bound 6us host / 3us kernel", uniform_plan(a.kernels, 6, 3)),
+        ("gpu-bound 3us host / 6us kernel", uniform_plan(a.kernels, 3, 6)),
+        ("qwen3-0.6b eager decode, repeated", decode_plan(a.kernels)),
+    ]
+    print(f"machine: {platform.processor() or platform.machine()}, python {platform.python_version()}, "
+          f"median of {a.repeats}")
+    print(f"{'workload':36} {'kernels':>9} {'DES s':>8} {'DES k/s':>10} {'fast s':>8} {'fast k/s':>11} "
+          f"{'fast/DES':>9}")
+    for name, plan in cases:
+        d = timed(simulate_des, plan, a.repeats)
+        f = timed(simulate_fast, plan, a.repeats)
+        n = plan.kernels
+        print(f"{name:36} {n:9d} {d:8.3f} {n / d:10.3g} {f:8.4f} {n / f:11.3g} {d / f:9.0f}")
+    print("targets: DES >= 3e+05 kernels/s, fast path >= 2e+07 kernels/s")
+
+
+if __name__ == "__main__":
+    main()

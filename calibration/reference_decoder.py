@@ -1,0 +1,210 @@
+"""A plain-PyTorch decoder with random bf16 weights, written op for op as simulator/workload.py
+describes the fusion levels, so that torch.profiler can check the workload model's kernel lists.
+
+- `none`: Hugging Face transformers-style eager code: RMSNorm as 8 kernels (to fp32, pow, mean,
+  add eps, rsqrt, mul, to bf16, mul weight), separate q/k/v and gate/up projections, q/k-norm for
+  qwen3, rotate_half RoPE, a static KV cache written with `index_copy_`, SDPA with `enable_gqa`,
+  the rotary cos/sin preamble, a final norm and lm_head on each sequence's last token.
+- `packed`: the same with one QKV GEMM (split into views) and one gate/up GEMM (chunked).
+- `compiled`: `torch.compile` of the `none` step function (Inductor, default mode).
+
+The cache is static (one [batch, kv_heads, ctx, head_dim] buffer per layer for K and V), the new
+token is written at position ctx-1 and attention reads the ctx keys, so one decode step has fixed
+shapes and can be captured as a CUDA graph. Weights are plain tensors, no nn.Module per op, so the
+host cost per op is the aten dispatch the microbenchmarks measure. torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.models import PRESETS, ModelSpec  # stdlib-only module, safe on the GPU machine
+
+EPS = 1e-6
+
+
+def _rmsnorm(x, w):
+    import torch
+
+    dt = x.dtype
+    h = x.to(torch.float32)
+    var = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(var + EPS)
+    return w * h.to(dt)
+
+
+def _rotate_half(x):
+    import torch
+
+    d = x.shape[-1] // 2
+    x1 = x[..., :d]
+    x2 = x[..., d:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def _rope(x, cos, sin):
+    return (x * cos) + (_rotate_half(x) * sin)
+
+
+@dataclass
+class Weights:
+    embed: object
+    lm_head: object
+    inv_freq: object
+    final_norm: object
+    layers: list  # dicts: ln1, ln2, qkv, q, k, v, o, gate_up, gate, up, down, qn, kn
+
+
+def make_weights(m: ModelSpec, device="cuda", seed=0) -> Weights:
+    """Random bf16 weights (std 0.02). Packed and unpacked projections share storage: the
+    unpacked q/k/v and gate/up weights are contiguous row slices of the packed ones."""
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(seed)
+    bf = torch.bfloat16
+
+    def rnd(*shape):
+        return (torch.randn(*shape, device=device, dtype=bf, generator=g) * 0.02)
+
+    H, q, kv, I, hd = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size, m.head_dim
+    layers = []
+    for _ in range(m.num_hidden_layers):
+        qkv = rnd(q + 2 * kv, H)
+        gu = rnd(2 * I, H)
+        layers.append({
+            "ln1": torch.ones(H, device=device, dtype=bf), "ln2": torch.ones(H, device=device, dtype=bf),
+            "qkv": qkv, "q": qkv[:q], "k": qkv[q:q + kv], "v": qkv[q + kv:],
+            "o": rnd(H, q), "gate_up": gu, "gate": gu[:I], "up": gu[I:], "down": rnd(H, I),
+            "qn": torch.ones(hd, device=device, dtype=bf), "kn": torch.ones(hd, device=device, dtype=bf),
+        })
+    embed = rnd(m.vocab_size, H)
+    lm_head = embed if m.tie_word_embeddings else rnd(m.vocab_size, H)
+    inv_freq = 1.0 / (1e6 ** (torch.arange(0, hd, 2, device=device, dtype=torch.float32) / hd))
+    return Weights(embed, lm_head, inv_freq, torch.ones(H, device=device, dtype=bf), layers)
+
+
+def make_cache(m: ModelSpec, batch: int, ctx: int, device="cuda"):
+    """Static KV cache: per layer a K and a V buffer of [batch, kv_heads, ctx, head_dim], random
+    (never zeros: zeros can run faster than real data)."""
+    import torch
+
+    shape = (batch, m.num_key_value_heads, ctx, m.head_dim)
+    return [(torch.randn(shape, device=device, dtype=torch.bfloat16),
+             torch.randn(shape, device=device, dtype=torch.bfloat16)) for _ in range(m.num_hidden_layers)]
+
+
+def decode_step(m: ModelSpec, w: Weights, cache, input_ids, position_ids, cache_pos, packed: bool = False):
+    """One decode step: input_ids/position_ids [B, 1] int64, cache_pos [1] int64 (= ctx - 1).
+    Returns logits [B, vocab] of each sequence's (only) token."""
+    import torch
+    import torch.nn.functional as F
+
+    B = input_ids.shape[0]
+    H, nq, nkv, hd = m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.head_dim
+    q_dim, kv_dim = m.q_dim, m.kv_dim
+    x = F.embedding(input_ids, w.embed)
+    # rotary preamble (HF LlamaRotaryEmbedding.forward)
+    inv = w.inv_freq[None, :, None].float().expand(B, -1, 1)
+    pos = position_ids[:, None, :].float()
+    freqs = (inv.float() @ pos.float()).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos = emb.cos() * 1.0
+    sin = emb.sin() * 1.0
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    for li, L in enumerate(w.layers):
+        kc, vc = cache[li]
+        residual = x
+        h = _rmsnorm(x, L["ln1"])
+        if packed:
+            qkv = F.linear(h, L["qkv"])
+            q, k, v = qkv.split([q_dim, kv_dim, kv_dim], dim=-1)
+        else:
+            q = F.linear(h, L["q"])
+            k = F.linear(h, L["k"])
+            v = F.linear(h, L["v"])
+        q = q.view(B, 1, nq, hd)
+        k = k.view(B, 1, nkv, hd)
+        v = v.view(B, 1, nkv, hd)
+        if m.qk_norm:
+            q = _rmsnorm(q, L["qn"])
+            k = _rmsnorm(k, L["kn"])
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+        q = _rope(q, c, s)
+        k = _rope(k, c, s)
+        kc.index_copy_(2, cache_pos, k)
+        vc.index_copy_(2, cache_pos, v)
+        ctx = kc.shape[2]
+        kk, vv = kc[:, :, :ctx], vc[:, :, :ctx]
+        a = F.scaled_dot_product_attention(q, kk, vv, enable_gqa=True)
+        a = a.transpose(1, 2).contiguous()
+        a = a.reshape(B, 1, q_dim)
+        x = residual + F.linear(a, L["o"])
+        residual = x
+        h = _rmsnorm(x, L["ln2"])
+        if packed:
+            gu = F.linear(h, L["gate_up"])
+            g, u = gu.chunk(2, dim=-1)
+        else:
+            g = F.linear(h, L["gate"])
+            u = F.linear(h, L["up"])
+        x = residual + F.linear(F.silu(g) * u, L["down"])
+    x = _rmsnorm(x, w.final_norm)
+    return F.linear(x[:, -1, :], w.lm_head)
+
+
+class Runner:
+    """A model at one fusion level with a static cache for (batch, ctx): `step()` runs one decode
+    step eagerly (or through the compiled function); `capture()` records it as a CUDA graph."""
+
+    _compiled: dict = {}
+
+    def __init__(self, model: str | ModelSpec, fusion: str, batch: int, ctx: int, weights: Weights | None = None,
+                 cache=None, device="cuda"):
+        import torch
+
+        self.m = PRESETS[model] if isinstance(model, str) else model
+        if fusion not in ("none", "packed", "compiled"):
+            raise ValueError(f"reference decoder has no fusion level '{fusion}'")
+        self.fusion, self.batch, self.ctx = fusion, batch, ctx
+        self.w = weights if weights is not None else make_weights(self.m, device)
+        self.cache = cache if cache is not None else make_cache(self.m, batch, ctx, device)
+        g = torch.Generator(device=device).manual_seed(batch * 7919 + ctx)
+        self.ids = torch.randint(0, self.m.vocab_size, (batch, 1), device=device, generator=g)
+        self.pos = torch.full((batch, 1), ctx - 1, device=device, dtype=torch.long)
+        self.cpos = torch.tensor([ctx - 1], device=device, dtype=torch.long)
+        self.fn = self._fn()
+        self.graph = None
+
+    def _fn(self):
+        import torch
+
+        m = self.m
+        if self.fusion == "compiled":
+            key = m.name
+            if key not in Runner._compiled:
+                def f(w, cache, ids, pos, cpos):
+                    return decode_step(m, w, cache, ids, pos, cpos, packed=False)
+                Runner._compiled[key] = torch.compile(f, dynamic=True, fullgraph=True)
+            return Runner._compiled[key]
+        packed = self.fusion == "packed"
+        return lambda w, cache, ids, pos, cpos: decode_step(m, w, cache, ids, pos, cpos, packed=packed)
+
+    def step(self):
+        return self.fn(self.w, self.cache, self.ids, self.pos, self.cpos)
+
+    def capture(self, pool=None, warmup: int = 2):
+        """Capture one step into a CUDA graph (after warm-up on a side stream)."""
+        import torch
+
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(warmup):
+                self.step()
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool):
+            self.out = self.step()
+        return self.graph

@@ -1,0 +1,111 @@
+"""Capture-layout commands: `buckets` (a preset's sizes), `pad` (where one batch lands) and `graph-memory`
+(pinned graph memory and capture time of a layout, checked against a budget; exit 1 when over it)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from . import app
+from ..buckets import pad as _pad
+from ..buckets import parse_layout, preset_sizes
+from ..errors import UserError
+
+MiB = 1 << 20
+
+
+@app.command()
+def buckets(
+    preset: str = typer.Argument(..., help="vllm | sglang | trtllm | seed | pow2 | all"),
+    max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size (preset default if unset)"),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
+    as_json: bool = typer.Option(False, "--json", help='print {"sizes": [...]}'),
+) -> None:
+    """Print the capture sizes of a layout preset."""
+    sizes = preset_sizes(preset, max_size, max_num_seqs)
+    if as_json:
+        print(json.dumps({"sizes": sizes}))
+    else:
+        print(f"{preset}: {len(sizes)} sizes: {', '.join(map(str, sizes))}")
+
+
+@app.command()
+def pad(
+    batch: int = typer.Argument(..., help="real batch size"),
+    layout: str = typer.Option("vllm", "--layout", help="preset name or comma-separated sizes"),
+    max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size of a preset"),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
+    as_json: bool = typer.Option(False, "--json", help='print {"batch", "padded", "waste"}'),
+) -> None:
+    """Pad a batch to the smallest captured size >= it (padded null: no captured size fits, no graph)."""
+    p = _pad(batch, parse_layout(layout, max_size, max_num_seqs))
+    if as_json:
+        print(json.dumps({"batch": p.batch, "padded": p.padded, "waste": p.waste}))
+    elif p.padded is None:
+        print(f"batch {batch}: above the largest captured size, runs without a graph")
+    else:
+        print(f"batch {batch} -> {p.padded}: {p.waste_rows} padded rows, waste {p.waste:.4f}")
+
+
+def _bytes(v: Optional[str], flag: str) -> Optional[int]:
+    from ..config.sweep import parse_bytes
+
+    if v is None:
+        return None
+    try:
+        return parse_bytes(v if not v.strip().isdigit() else int(v))
+    except ValueError as e:
+        raise UserError(f"{flag}: {e}") from None
+
+
+@app.command("graph-memory")
+def graph_memory(
+    model: str = typer.Option(..., "--model", help="model preset or config.json path"),
+    layout: str = typer.Option("vllm", "--layout", help="preset name or comma-separated sizes"),
+    max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size of a preset"),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
+    profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
+    fusion: str = typer.Option("fused", "--fusion", help="none | packed | compiled | fused"),
+    graph: str = typer.Option("full", "--graph", help="full | piecewise | full_and_piecewise | none"),
+    budget: Optional[str] = typer.Option(None, "--budget", help="pinned graph-memory budget: bytes or 256MiB / 1GiB"),
+    private: bool = typer.Option(False, "--private", help="a private pool per graph instead of one shared pool"),
+    workspace: str = typer.Option("1GiB", "--workspace", help="workspace + eager activation memory"),
+    gpu_util: float = typer.Option(0.9, "--gpu-util", help="fraction of GPU memory the engine may use"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Pinned graph memory, capture time and KV capacity of a layout; exit 1 when over --budget."""
+    from ..graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
+    from ..models import load_model
+    from ..profile import load_profile
+
+    m, prof = load_model(model), load_profile(profile)
+    sizes = parse_layout(layout, max_size, max_num_seqs)
+    mem = GraphMemoryModel(m, prof, fusion, graph).layout(sizes, shared_pool=not private)
+    b = _bytes(budget, "--budget")
+    kv = kv_cache_bytes(m, prof, mem, _bytes(workspace, "--workspace"), gpu_util)
+    fits = b is None or mem.total_bytes <= b
+    d = {"model": m.name, "profile": prof.name, "layout": layout, **mem.as_dict(),
+         "budget_bytes": b, "fits_budget": fits, "weights_bytes": m.weight_bytes,
+         "kv_cache_bytes": kv, "kv_tokens": kv_cache_tokens(m, kv), "kv_fits": kv > 0}
+    if as_json:
+        print(json.dumps(d))
+    else:
+        pool = "private pools" if private else "one shared pool (largest first)"
+        print(f"{m.name} on {prof.name}, {fusion}/{graph}, layout {layout}: {len(sizes)} sizes, {mem.graphs} graphs, "
+              f"{pool} [{mem.source}]")
+        print(f"  graph pool      {mem.pool_bytes / MiB:10.1f} MiB")
+        print(f"  static buffers  {mem.static_buffer_bytes / MiB:10.1f} MiB  (inputs + logits for size {max(sizes)})")
+        print(f"  pinned total    {mem.total_bytes / MiB:10.1f} MiB"
+              + ("" if b is None else f"   budget {b / MiB:.1f} MiB: {'ok' if fits else 'OVER BUDGET'}"))
+        print(f"  capture time    {mem.capture_s:10.2f} s")
+        print(f"  KV cache        {kv / MiB:10.1f} MiB = {kv_cache_tokens(m, kv)} tokens "
+              f"(after {m.weight_bytes / MiB:.0f} MiB weights, graphs and workspace)")
+    if not fits:
+        print(f"launchsim: graph memory {mem.total_bytes:.0f} bytes exceeds the budget {b} bytes", file=sys.stderr)
+        raise typer.Exit(1)
+    if kv <= 0:
+        print("launchsim: no memory left for the KV cache", file=sys.stderr)
+        raise typer.Exit(1)

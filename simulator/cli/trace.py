@@ -1,0 +1,122 @@
+"""Trace commands: `import-trace` (torch.profiler trace -> workload file) and `export-trace`
+(a simulated step -> Chrome trace for Perfetto)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import app
+from .core import console, print_rows
+from ..errors import UserError
+
+
+@app.command("import-trace")
+def import_trace_cmd(
+    trace: Path = typer.Argument(..., help="Chrome trace from torch.profiler's export_chrome_trace (.json or .json.gz)"),
+    out: Path = typer.Option(..., "--out", help="workload file to write (JSON)"),
+    steps: str = typer.Option("auto", "--steps", help="auto (markers, annotations, repetition) or N equal steps"),
+    batch: Optional[int] = typer.Option(None, "--batch", help="batch size the trace was recorded at "
+                                        "(default: read from recorded shapes)"),
+) -> None:
+    """Import a torch.profiler trace as a workload; print per-step figures (kernels, host, GPU, step time)."""
+    from ..trace_workload import workload_from_trace
+    from ..workload_file import save_workload
+
+    if batch is not None and batch <= 0:
+        raise UserError(f"--batch must be a positive integer, got {batch}")
+    wl, imp = workload_from_trace(trace, steps, batch)
+    cols = ["step", "label", "kernels", "host_ms", "gpu_ms", "step_ms", "sync_ms"]
+    print_rows(imp.step_rows, f"{trace.name}: {len(imp.step_rows)} step(s), {imp.method}", cols)
+    classes = Counter(k.op_class for k in wl.kernels)
+    console.print(f"representative step: {wl.steps.representative}; {len(wl.kernels)} kernels "
+                  f"({', '.join(f'{c} {n}' for c, n in classes.most_common())}); host {wl.host_ms:.3f} ms, "
+                  f"GPU {wl.gpu_ms:.3f} ms", soft_wrap=True)
+    shaped = sum(1 for k in wl.kernels if k.dims)
+    size = (f"batch {wl.batch}, tokens/seq {wl.q_len or '?'}, ctx {wl.ctx or '?'}" if wl.batch
+            else "batch unknown (no shapes recorded: give --batch to enable batch what-ifs)")
+    console.print(f"{size}; {shaped} of {len(wl.kernels)} kernels have recorded shapes", soft_wrap=True)
+    if imp.outside:
+        console.print(f"{imp.outside} kernels lie outside every step (partial steps) and were left out")
+    save_workload(out, wl)
+    console.print(f"wrote {out}")
+
+
+@app.command("export-trace")
+def export_trace_cmd(
+    out: Path = typer.Option(..., "--out", help="Chrome trace to write (JSON, opens in Perfetto)"),
+    model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json path"),
+    workload: Optional[Path] = typer.Option(None, "--workload", help="imported workload file instead of a model"),
+    batch: Optional[int] = typer.Option(None, "--batch", help="decode batch size (default 1, or the workload's)"),
+    ctx: Optional[int] = typer.Option(None, "--ctx", help="context length (default 1024, or the workload's)"),
+    fusion: str = typer.Option("none", "--fusion", help="none | packed | compiled | fused (workload: none | compiled)"),
+    graph: str = typer.Option("none", "--graph", help="none | full | piecewise | full_and_piecewise"),
+    profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
+) -> None:
+    """Simulate one step and write it as a Chrome trace: a CPU launch lane and a GPU stream lane."""
+    from ..trace_export import write_chrome_trace
+
+    if (model is None) == (workload is None):
+        raise UserError("give exactly one of --model or --workload")
+    for name, v in (("--batch", batch), ("--ctx", ctx)):
+        if v is not None and v <= 0:
+            raise UserError(f"{name} must be a positive integer, got {v}")
+    if workload is not None:
+        from ..trace_predict import predict_workload
+
+        p, _, wl = predict_workload(workload, batch, ctx, fusion, graph, profile)
+        what = f"workload {wl.name}"
+    else:
+        from ..predict import predict
+
+        p = predict(model, batch or 1, ctx or 1024, fusion, graph, profile)
+        what = f"model {model}"
+    from ..profile import load_profile
+
+    prof = load_profile(profile)
+    info = {"source": what, "batch": batch, "ctx": ctx, "fusion": fusion, "graph": graph, "profile": prof.name,
+            **p.as_dict()}
+    write_chrome_trace(out, p.timeline, p.step, info, prof.device.gpu)
+    r = p.result
+    console.print(f"wrote {out}: {r.launches} launches, {r.kernels} kernels, step {r.step_s * 1e3:.3f} ms "
+                  f"({what}, fusion {fusion}, graph {graph}); open it in https://ui.perfetto.dev", soft_wrap=True)
+
+
+def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, engine, replicates, seed,
+                         prefill_seqs, as_json) -> None:
+    """`launchsim predict --workload W`: the imported step under graph / fusion / batch what-ifs."""
+    import json
+
+    from ..trace_predict import predict_workload, result_dict
+
+    if model is not None and workload is not None:
+        raise UserError("give either --model or --workload, not both")
+    if workload is None:
+        raise UserError("give --model (a preset or config.json) or --workload (an imported trace)")
+    if prefill_seqs:
+        raise UserError("--prefill-seqs applies to model presets, not to an imported workload")
+    if replicates < 0:
+        raise UserError(f"--replicates must be >= 0, got {replicates}")
+    p, wi, wl = predict_workload(workload, batch, ctx, fusion, graph, profile, engine, replicates, seed)
+    d = result_dict(p, wi, wl, batch, ctx, fusion)
+    if as_json:
+        print(json.dumps(d))
+        return
+    cols = ["workload", "batch", "fusion", "graph", "step_ms", "cpu_ms", "gpu_ms", "kernels", "launches", "bound",
+            "traced_host_ms", "traced_gpu_ms"]
+    print_rows([d], "prediction (imported workload)", cols)
+    if wi.fusion:
+        f = wi.fusion
+        console.print(f"fusion rule: {f['rule']}", soft_wrap=True)
+        console.print(f"kernels {f['kernels_before']} -> {f['kernels_after']} ({f['saved']} saved)")
+        print_rows(f["groups"], "merged runs (by pattern)",
+                   ["count", "members", "saved", "gpu_us_before", "gpu_us_after", "pattern"], limit=15)
+    if wi.unscaled:
+        top = ", ".join(f"{n} x{c}" for n, c in Counter(wi.unscaled).most_common(8))
+        console.print(f"unscaled (no recorded shape, kept at measured time): {len(wi.unscaled)} kernels: {top}",
+                      soft_wrap=True)
+    elif wi.scaled:
+        console.print(f"scaled {wi.scaled} kernels through the profile's cost model")

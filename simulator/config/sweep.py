@@ -1,0 +1,106 @@
+"""Scenario kind `sweep`: a grid over model x profile x fusion x graph mode x capture layout x batch-size
+distribution x graph-memory budget, run in parallel, resumable, reported as CSV, JSON and HTML."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Union
+
+from pydantic import Field, PositiveInt, field_validator, model_validator
+
+from .base import Strict
+from .step import FusionName, GraphName
+
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
+
+
+def parse_bytes(v) -> int:
+    """An int of bytes or a string such as '256MiB', '1 GiB', '2e9'."""
+    if isinstance(v, bool):
+        raise ValueError("a byte count must be a number or a string like '256MiB'")
+    if isinstance(v, (int, float)):
+        if v <= 0:
+            raise ValueError(f"a byte count must be positive, got {v}")
+        return int(v)
+    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", str(v))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"cannot read {v!r} as bytes (use e.g. 268435456, '256MiB', '1GiB')")
+    try:
+        n = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    except ValueError:
+        raise ValueError(f"cannot read {v!r} as bytes") from None
+    if n <= 0:
+        raise ValueError(f"a byte count must be positive, got {v!r}")
+    return int(n)
+
+
+class LayoutSpec(Strict):
+    name: str = Field(description="label of the layout in results and charts")
+    sizes: Union[str, list[PositiveInt]] = Field(
+        description="a preset (vllm, sglang, trtllm, seed, pow2, all), 'a,b,c' or a list of capture sizes")
+    max_size: PositiveInt | None = Field(None, description="cap on a preset's largest size (preset default if unset)")
+    max_num_seqs: PositiveInt | None = Field(None, description="vllm preset: max = min(2 x max_num_seqs, 512)")
+
+
+class DistributionSpec(Strict):
+    name: str = Field(description="label of the batch-size distribution")
+    histogram: dict[PositiveInt, float] | None = Field(None, description="{batch: count} of observed steps")
+    samples: list[PositiveInt] | None = Field(None, description="observed batch sizes, one per step")
+    csv: str | None = Field(None, description="CSV with a 'batch' column (and optionally 'count'), path relative to the working directory")
+    uniform: tuple[PositiveInt, PositiveInt] | None = Field(None, description="[lo, hi]: every batch lo..hi equally likely")
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        given = [k for k in ("histogram", "samples", "csv", "uniform") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of histogram, samples, csv or uniform")
+        if self.uniform is not None and self.uniform[0] > self.uniform[1]:
+            raise ValueError("uniform: lo must be <= hi")
+        return self
+
+
+class MixedSpec(Strict):
+    share: float = Field(ge=0, le=1, description="fraction of steps that also carry a prefill chunk")
+    prefill_seqs: PositiveInt = Field(1, description="sequences prefilling in a mixed step")
+    prefill_len: PositiveInt = Field(256, description="tokens each prefilling sequence adds")
+
+
+class SweepScenario(Strict):
+    kind: Literal["sweep"] = Field(description="scenario type")
+    name: str = Field(description="scenario name, used in reports")
+    description: str = Field("", description="free text shown in the report")
+    models: list[str] = Field(min_length=1, description="model presets or config.json paths")
+    profiles: list[str] = Field(["datasheet-h200"], min_length=1, description="profile names or paths")
+    fusion: list[FusionName] = Field(["fused"], min_length=1, description="fusion levels")
+    graph: list[GraphName] = Field(["none", "full"], min_length=1, description="graph modes")
+    layouts: list[LayoutSpec] = Field(min_length=1, description="capture layouts to compare")
+    distributions: list[DistributionSpec] = Field(min_length=1, description="batch-size distributions")
+    budgets: list[Union[int, str]] = Field(["1GiB"], min_length=1, validate_default=True,
+                                           description="pinned graph-memory budgets (bytes or '256MiB'/'1GiB')")
+    ctx: PositiveInt = Field(1024, description="context length of every decoding sequence, tokens")
+    mixed: MixedSpec | None = Field(None, description="optional share of mixed (decode + prefill) steps")
+    shared_pool: bool = Field(True, description="one graph pool shared by all sizes (captured largest-first)")
+    gpu_util: float = Field(0.9, gt=0, le=1, description="fraction of GPU memory the engine may use")
+    workspace_bytes: Union[int, str] = Field("1GiB", validate_default=True, description="memory for workspaces and eager activations")
+    executor: Literal["local", "ray"] = Field("local", description="local processes or a Ray cluster")
+    workers: PositiveInt = Field(2, description="parallel worker processes (local) or Ray CPUs when starting Ray")
+    chunk: PositiveInt = Field(64, description="grid points per task sent to a worker")
+
+    @field_validator("budgets")
+    @classmethod
+    def _budgets(cls, v):
+        return [parse_bytes(x) for x in v]
+
+    @field_validator("workspace_bytes")
+    @classmethod
+    def _ws(cls, v):
+        return parse_bytes(v)
+
+    @model_validator(mode="after")
+    def _unique_names(self):
+        for what, items in (("layouts", self.layouts), ("distributions", self.distributions)):
+            names = [x.name for x in items]
+            dup = {n for n in names if names.count(n) > 1}
+            if dup:
+                raise ValueError(f"{what}: duplicate name {sorted(dup)[0]!r}")
+        return self

@@ -1,0 +1,126 @@
+"""The KV cache of one replica: how many paged blocks fit, and block bookkeeping for decoding requests.
+
+Capacity: `gpu_util * GPU memory - weights - graph memory (pools + static buffers of the capture layout,
+from simulator.graph_memory) - workspace`, divided into blocks of `block_size` tokens (16, as vLLM).
+A request holding `t` tokens holds `ceil(t / block_size)` blocks; a block is taken when a token starts
+one and all of a request's blocks are freed when it finishes or is preempted.
+
+Decoding requests are tracked as a cohort against a global decode-step counter G: a request that joined
+holding `kv0` tokens when the counter read G0 holds `base + G` tokens after step G, with `base = kv0 - G0`.
+It needs a new block at step G exactly when `(base + G) % block_size == 1`, so counting members per
+residue `base % block_size` gives each step's block demand in O(1) and a run of k steps in O(block_size),
+without touching the requests one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UserError
+from ..graph_memory import DEFAULT_WORKSPACE_BYTES, GraphMemoryModel, kv_cache_bytes
+from ..models import ModelSpec
+from ..profile import Profile
+
+BLOCK_SIZE = 16
+GiB = float(1 << 30)
+
+
+class KVError(UserError):
+    """A configuration whose weights and graphs leave no room for a KV cache."""
+
+
+@dataclass(frozen=True)
+class KVCapacity:
+    blocks: int
+    block_size: int
+    kv_bytes: float
+    graph_bytes: float
+    capture_s: float
+    graphs: int
+
+    @property
+    def tokens(self) -> int:
+        return self.blocks * self.block_size
+
+    def as_dict(self) -> dict:
+        return {"kv_blocks": self.blocks, "kv_tokens": self.tokens, "kv_gib": self.kv_bytes / GiB,
+                "graph_gib": self.graph_bytes / GiB, "capture_s": self.capture_s, "graphs": self.graphs}
+
+
+def kv_capacity(model: ModelSpec, profile: Profile, fusion: str, graph: str, sizes: list[int],
+                gpu_util: float = 0.9, workspace_bytes: float = DEFAULT_WORKSPACE_BYTES,
+                block_size: int = BLOCK_SIZE, blocks_override: int | None = None) -> KVCapacity:
+    """KV blocks left after weights, the capture layout's graph memory and workspace."""
+    lm = GraphMemoryModel(model, profile, fusion, graph).layout(sizes or [1])
+    kvb = kv_cache_bytes(model, profile, lm, workspace_bytes=workspace_bytes, gpu_util=gpu_util)
+    per_block = model.kv_bytes_per_token() * block_size
+    blocks = int(kvb // per_block) if kvb > 0 else 0
+    if blocks_override is not None:
+        blocks = blocks_override
+    if blocks <= 0:
+        raise KVError(
+            f"{model.name} on {profile.name}: no memory left for the KV cache ({kvb / GiB:.2f} GiB after "
+            f"weights {model.weight_bytes / GiB:.2f} GiB, graphs {lm.total_bytes / GiB:.2f} GiB and workspace "
+            f"{workspace_bytes / GiB:.2f} GiB at gpu_util {gpu_util})")
+    return KVCapacity(blocks, block_size, float(kvb), float(lm.total_bytes), float(lm.capture_s), lm.graphs)
+
+
+def blocks_for(tokens: int, block_size: int = BLOCK_SIZE) -> int:
+    return -(-tokens // block_size)
+
+
+class Cohort:
+    """Block demand of the decoding requests, by residue class of `base` modulo the block size."""
+
+    def __init__(self, block_size: int = BLOCK_SIZE):
+        self.bs = block_size
+        self.count = [0] * block_size
+        self.n = 0
+        self.base_sum = 0  # sum of base over members: their total tokens after step G is base_sum + n * G
+
+    def add(self, base: int) -> None:
+        self.count[base % self.bs] += 1
+        self.n += 1
+        self.base_sum += base
+
+    def remove(self, base: int) -> None:
+        self.count[base % self.bs] -= 1
+        self.n -= 1
+        self.base_sum -= base
+
+    def need(self, g: int) -> int:
+        """New blocks the members take at decode step number g."""
+        return self.count[(1 - g) % self.bs]
+
+    def needs_over(self, g_first: int, k: int) -> tuple[int, int]:
+        """Blocks taken over steps g_first .. g_first+k-1: (total, sum of need_i * (steps left incl. i)).
+        The second figure integrates held blocks over the run (see `Replica` KV utilisation)."""
+        bs, last, total, weighted = self.bs, g_first + k - 1, 0, 0
+        for r, c in enumerate(self.count):
+            if not c:
+                continue
+            g1 = g_first + ((1 - r - g_first) % bs)  # first step >= g_first with (r + g) % bs == 1
+            if g1 > last:
+                continue
+            m = (last - g1) // bs + 1
+            total += c * m
+            weighted += c * (m * (last + 1 - g1) - bs * m * (m - 1) // 2)
+        return total, weighted
+
+    def steps_affordable(self, g_first: int, free: int) -> int:
+        """Largest k such that steps g_first .. g_first+k-1 take at most `free` blocks."""
+        if self.n == 0:
+            return 1 << 62
+        bs = self.bs
+        cycles = free // self.n  # each block_size steps every member takes exactly one block
+        left = free - cycles * self.n
+        k = cycles * bs
+        g = g_first + k
+        for _ in range(bs):
+            c = self.count[(1 - g) % bs]
+            if c > left:
+                break
+            left -= c
+            k += 1
+            g += 1
+        return k

@@ -1,0 +1,255 @@
+"""The continuous-batching scheduler of one replica, after vLLM V1, and the per-request state it keeps.
+
+Each scheduling point (the end of a step) builds the next step:
+1. decoding requests each take one token; their new KV blocks are reserved first. If the pool cannot hold
+   them, running requests are preempted from the most recently admitted end (recompute: their blocks are
+   freed, they go back to the head of the waiting queue and later prefill prompt + tokens generated so far);
+2. running requests still in prefill take chunks of what is left of the token budget
+   (`max_num_batched_tokens`), in admission order; if their blocks do not fit, the newest running requests
+   are preempted (a request that would preempt itself waits instead);
+3. waiting requests are admitted first-come-first-served while `max_num_seqs` and the token budget allow and
+   their first chunk's blocks fit; the first that cannot be admitted stops admission (no skipping). With
+   chunked prefill off a prompt is admitted only when it fits the budget whole.
+A step holding prefill chunks is a mixed step. The prefill step that completes a prompt yields the first
+output token; each decode step one more; a request holds prompt + output - 1 tokens when it finishes.
+A request whose prompt + output cannot fit the KV pool or `max_model_len` is rejected on arrival.
+
+Decoding requests are a `kv.Cohort` on the global decode-step counter G (finish steps in a heap), so a step
+costs O(1) whatever the batch, and `extend` can merge a run of identical decode-only steps into one event:
+it stops at the first finish, at a context-bucket change, or before the pool would run short; the caller
+also stops it at the next arrival when one could be admitted, and at measurement-window boundaries.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from .kv import Cohort, blocks_for
+
+WAITING, PREFILL, DECODE, DONE, REJECTED = range(5)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+    max_model_len: int = 1 << 30
+
+
+@dataclass
+class Plan:
+    """What the next step (or run of `steps` identical decode-only steps) holds."""
+
+    decode: int  # decoding sequences (one token each)
+    decode_ctx_sum: int  # their summed context at the first step
+    chunks: list = field(default_factory=list)  # (request id, prefill tokens) for a mixed step
+    prefill_tokens: int = 0
+    prefill_ctx_sum: int = 0  # tokens the chunked requests already hold
+    steps: int = 1
+    peak_used: int = 0  # blocks held during the last step (the most: blocks only grow within a plan)
+    block_steps: int = 0  # blocks held, summed over the steps
+
+    @property
+    def seqs(self) -> int:
+        return self.decode + len(self.chunks)
+
+    @property
+    def ctx(self) -> int:
+        """Mean context of the step's sequences, rounded up."""
+        return -(-(self.decode_ctx_sum + self.prefill_ctx_sum) // max(1, self.seqs))
+
+
+class Scheduler:
+    def __init__(self, limits: Limits, kv_blocks: int, block_size: int, prompt: list[int], output: list[int]):
+        self.lim, self.bs, self.total = limits, block_size, kv_blocks
+        self.P, self.O = prompt, output
+        n = len(prompt)
+        self.state = [WAITING] * n
+        self.gen = [0] * n  # output tokens produced so far
+        self.comp = [0] * n  # prefill tokens computed (PREFILL)
+        self.target = [0] * n  # prefill target: prompt + tokens generated before a preemption
+        self.held = [0] * n  # blocks held while in PREFILL
+        self.base = [0] * n  # cohort base while in DECODE
+        self.epoch = [0] * n
+        self.join = [0] * n  # step counter when the request last joined the decoding cohort
+        self.first_t = [math.nan] * n
+        self.finish_t = [math.nan] * n
+        self.preempted = [0] * n
+        self.waiting: deque[int] = deque()
+        self.running: dict[int, None] = {}  # admission order
+        self.prefilling: dict[int, None] = {}
+        self.cohort = Cohort(block_size)
+        self.heap: list[tuple[int, int, int]] = []  # (finish step, id, epoch)
+        self.G = 0  # decode steps run so far
+        self.used = 0
+        self.preemptions = 0
+
+    # -- arrivals and bookkeeping -----------------------------------------------------------------
+    def arrive(self, rid: int) -> bool:
+        need = self.P[rid] + self.O[rid]
+        if blocks_for(need - 1, self.bs) > self.total or need > self.lim.max_model_len:
+            self.state[rid] = REJECTED
+            return False
+        self.target[rid] = self.P[rid]
+        self.waiting.append(rid)
+        return True
+
+    @property
+    def in_system(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def admission_open(self) -> bool:
+        """Could a request arriving now be admitted at the next scheduling point?"""
+        return not self.waiting and len(self.running) < self.lim.max_num_seqs
+
+    def _preempt_last(self) -> int:
+        rid, _ = self.running.popitem()
+        if self.state[rid] == DECODE:
+            b = self.base[rid]
+            self.cohort.remove(b)
+            self.used -= blocks_for(b + self.G, self.bs)
+            self.gen[rid] += self.G - self.join[rid]
+            self.epoch[rid] += 1
+        else:
+            self.used -= self.held[rid]
+            del self.prefilling[rid]
+        self.state[rid] = WAITING
+        self.comp[rid] = self.held[rid] = 0
+        self.target[rid] = self.P[rid] + self.gen[rid]
+        self.waiting.appendleft(rid)
+        self.preempted[rid] += 1
+        self.preemptions += 1
+        return rid
+
+    def _room(self, g1: int) -> int:
+        """Blocks free once the decoding requests' blocks for step g1 are set aside."""
+        return self.total - self.used - self.cohort.need(g1)
+
+    # -- one scheduling point ---------------------------------------------------------------------
+    def schedule(self) -> Plan | None:
+        g1, co, bs = self.G + 1, self.cohort, self.bs
+        while co.need(g1) > self.total - self.used and self.running:
+            self._preempt_last()
+        chunks, ptok, pctx = [], 0, 0
+        budget = self.lim.max_num_batched_tokens
+        for rid in list(self.prefilling):
+            if rid not in self.running:
+                continue
+            left = budget - co.n - ptok
+            if left <= 0:
+                break
+            c = self.comp[rid]
+            chunk = min(self.target[rid] - c, left)
+            nb = blocks_for(c + chunk, bs) - self.held[rid]
+            ok = True
+            while nb > self._room(g1):
+                if self._preempt_last() == rid:
+                    ok = False
+                    break
+            if ok:
+                self.used += nb
+                self.held[rid] += nb
+                chunks.append((rid, chunk))
+                ptok += chunk
+                pctx += c
+        lim = self.lim
+        while self.waiting and len(self.running) < lim.max_num_seqs:
+            left = budget - co.n - ptok
+            if left <= 0:
+                break
+            rid = self.waiting[0]
+            rem = self.target[rid]
+            if not lim.chunked_prefill and rem > left:
+                break
+            chunk = min(rem, left)
+            nb = blocks_for(chunk, bs)
+            if nb > self._room(g1):
+                break
+            self.waiting.popleft()
+            self.running[rid] = None
+            self.prefilling[rid] = None
+            self.state[rid] = PREFILL
+            self.comp[rid], self.held[rid] = 0, nb
+            self.used += nb
+            chunks.append((rid, chunk))
+            ptok += chunk
+        if co.n == 0 and not chunks:
+            return None
+        self.used += co.need(g1)
+        return Plan(co.n, co.base_sum + co.n * g1, chunks, ptok, pctx, 1, self.used, self.used)
+
+    def extend(self, plan: Plan, cap: int, ctx_bucket: int) -> int:
+        """Merge up to `cap` identical decode-only steps into `plan` (see module docstring)."""
+        co, g1 = self.cohort, self.G + 1
+        if plan.chunks or co.n == 0 or cap <= 1:
+            return 1
+        heap, ep, st = self.heap, self.epoch, self.state
+        while heap and (heap[0][2] != ep[heap[0][1]] or st[heap[0][1]] != DECODE):
+            heapq.heappop(heap)
+        k = min(cap, heap[0][0] - self.G)
+        c1 = -(-co.base_sum // co.n) + g1
+        k = min(k, -(-c1 // ctx_bucket) * ctx_bucket - c1 + 1)
+        k = min(k, 1 + co.steps_affordable(g1 + 1, self.total - self.used))
+        if k > 1:
+            taken, weighted = co.needs_over(g1 + 1, k - 1)
+            plan.block_steps = k * self.used + weighted
+            self.used += taken
+            plan.peak_used = self.used
+            plan.steps = k
+        return max(k, 1)
+
+    def complete(self, plan: Plan, t_end: float) -> tuple[int, list[int]]:
+        """Apply a finished plan at time t_end; return (output tokens produced, requests finished)."""
+        tokens, done = 0, []
+        bs, co = self.bs, self.cohort
+        if plan.decode:
+            self.G += plan.steps
+            tokens += plan.decode * plan.steps
+            heap, G = self.heap, self.G
+            while heap and heap[0][0] <= G:
+                _, rid, e = heapq.heappop(heap)
+                if e != self.epoch[rid] or self.state[rid] != DECODE:
+                    continue
+                b = self.base[rid]
+                co.remove(b)
+                self.used -= blocks_for(b + G, bs)
+                self.gen[rid] = self.O[rid]
+                self._finish(rid, t_end, done)
+        for rid, chunk in plan.chunks:
+            self.comp[rid] += chunk
+            if self.comp[rid] < self.target[rid]:
+                continue
+            del self.prefilling[rid]
+            self.gen[rid] += 1
+            tokens += 1
+            if self.first_t[rid] != self.first_t[rid]:  # nan: first token
+                self.first_t[rid] = t_end
+            if self.gen[rid] >= self.O[rid]:
+                self.used -= self.held[rid]
+                self.held[rid] = 0
+                self._finish(rid, t_end, done)
+                continue
+            self.held[rid] = 0
+            self.state[rid] = DECODE
+            b = self.target[rid] - self.G
+            self.base[rid] = b
+            self.join[rid] = self.G
+            co.add(b)
+            heapq.heappush(self.heap, (self.G + self.O[rid] - self.gen[rid], rid, self.epoch[rid]))
+        return tokens, done
+
+    def _finish(self, rid: int, t: float, done: list) -> None:
+        self.state[rid] = DONE
+        self.finish_t[rid] = t
+        del self.running[rid]
+        done.append(rid)
+
+    def generated_now(self, rid: int) -> int:
+        """Output tokens a request has produced so far (decoding ones counted from the step counter)."""
+        if self.state[rid] == DECODE:
+            return self.gen[rid] + self.G - self.join[rid]
+        return self.gen[rid]

@@ -1,0 +1,222 @@
+"""Sweeps: grid points, their evaluation, the on-disk cache that makes a sweep resumable, and the run loop.
+
+A `Point` is one configuration (model, profile, fusion, graph mode, layout, batch-size distribution,
+budget, ...). `evaluate_point` is a pure function of it: graph memory and capture time of the layout
+(graph_memory.py), padding waste and expected step time over the distribution (padding.py), with every
+step evaluated by the memoised fast engine (sweep_eval.py). `run_points` splits pending points into chunks,
+runs them on an executor (executors.py: local processes or Ray), and appends each finished chunk's rows to
+OUT/cache.jsonl, one JSON line per point keyed by a hash of its configuration. A rerun (or a rerun after
+an interruption) loads the cache and only computes the points that are missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
+from .models import ModelSpec
+from .padding import route
+from .sweep_eval import STATS, load_cached_profile, step_time
+from .workload import StepShape, decode
+
+CACHE_VERSION = 1
+CACHE_FILE = "cache.jsonl"
+
+
+@dataclass(frozen=True)
+class Point:
+    model: tuple  # ModelSpec fields, in order (hashable, picklable, content-addressed)
+    profile: str
+    profile_digest: str
+    fusion: str
+    graph: str
+    layout: str
+    sizes: tuple[int, ...]
+    distribution: str
+    dist_sizes: tuple[int, ...]
+    dist_weights: tuple[float, ...]
+    budget_bytes: int
+    ctx: int
+    mixed: tuple[float, int, int] | None = None  # (share, prefill_seqs, prefill_len)
+    shared_pool: bool = True
+    gpu_util: float = 0.9
+    workspace_bytes: int = 1 << 30
+
+    @property
+    def spec(self) -> ModelSpec:
+        return ModelSpec(*self.model)
+
+    def key(self) -> str:
+        d = asdict(self)
+        d["v"] = CACHE_VERSION
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def model_tuple(m: ModelSpec) -> tuple:
+    return tuple(asdict(m).values())
+
+
+def point_for(model: ModelSpec, profile: str, **kw) -> Point:
+    return Point(model=model_tuple(model), profile=profile, profile_digest=load_cached_profile(profile)[2], **kw)
+
+
+def evaluate_point(p: Point) -> dict:
+    """All figures of one grid point (pure: the same point always gives the same row)."""
+    m = p.spec
+    prof = load_cached_profile(p.profile)[0]
+    sizes = list(p.sizes)
+    mem = GraphMemoryModel(m, prof, p.fusion, p.graph).layout(sizes, p.shared_pool)
+    kv = kv_cache_bytes(m, prof, mem, p.workspace_bytes, p.gpu_util)
+    lookups0 = STATS["lookups"]
+
+    def t(fusion: str, mode: str, shape: StepShape) -> float:
+        return step_time(m, p.profile, fusion, mode, shape).step_s
+
+    share, ps, pl = p.mixed if p.mixed else (0.0, 0, 0)
+    acc = dict.fromkeys(("rows", "pad", "wmean", "over", "step", "unpad", "gnone", "eager", "tokens"), 0.0)
+    for b, w in zip(p.dist_sizes, p.dist_weights):
+        kinds = [(1.0 - share, True)] + ([(share, False)] if share > 0 else [])
+        for wk, pure in kinds:
+            if wk <= 0:
+                continue
+            ww = w * wk
+            tokens = b if pure else b + ps * pl
+            r = route(tokens, sizes, p.graph, pure_decode=pure)
+            extra = r.rows - tokens
+
+            def shape(n: int) -> StepShape:
+                return decode(n, p.ctx) if pure else StepShape(n, p.ctx, ps, pl)
+
+            run = t(p.fusion, r.mode, shape(b + extra))
+            acc["rows"] += ww * r.rows
+            acc["pad"] += ww * extra
+            acc["wmean"] += ww * extra / r.rows
+            acc["over"] += ww * (r.padded is None and p.graph != "none")
+            acc["step"] += ww * run
+            acc["unpad"] += ww * (t(p.fusion, r.mode, shape(b)) if extra else run)
+            acc["gnone"] += ww * t(p.fusion, "none", shape(b))
+            acc["eager"] += ww * t("none", "none", shape(b))
+            acc["tokens"] += ww * tokens
+    ms = 1e3
+    return {
+        "model": m.name, "profile": p.profile, "fusion": p.fusion, "graph": p.graph, "layout": p.layout,
+        "sizes": len(sizes), "max_size": max(sizes), "distribution": p.distribution,
+        "budget_bytes": p.budget_bytes, "ctx": p.ctx, "mixed_share": share, "shared_pool": p.shared_pool,
+        "graphs": mem.graphs, "pool_bytes": mem.pool_bytes, "static_bytes": mem.static_buffer_bytes,
+        "graph_bytes": mem.total_bytes, "fits_budget": bool(mem.total_bytes <= p.budget_bytes),
+        "kv_cache_bytes": kv, "kv_tokens": kv_cache_tokens(m, kv), "capture_s": mem.capture_s,
+        "memory_source": mem.source,
+        "waste": acc["pad"] / acc["rows"], "waste_mean": acc["wmean"], "padded_rows": acc["pad"],
+        "overflow_frac": acc["over"],
+        "expected_step_ms": acc["step"] * ms, "unpadded_step_ms": acc["unpad"] * ms,
+        "padding_cost_ms": (acc["step"] - acc["unpad"]) * ms,
+        "graph_none_step_ms": acc["gnone"] * ms, "speedup_vs_graph_none": acc["gnone"] / acc["step"],
+        "eager_step_ms": acc["eager"] * ms, "speedup_vs_eager": acc["eager"] / acc["step"],
+        "tokens_per_s": acc["tokens"] / acc["step"],
+        "step_evals": STATS["lookups"] - lookups0,
+    }
+
+
+def evaluate_chunk(points: list[Point]) -> tuple[list[dict], dict]:
+    """A worker's task: rows of `points`, plus this process's memo statistics for the chunk."""
+    s0, l0 = STATS["simulated"], STATS["lookups"]
+    rows = [evaluate_point(p) for p in points]
+    return rows, {"simulated": STATS["simulated"] - s0, "lookups": STATS["lookups"] - l0}
+
+
+# -- the cache ------------------------------------------------------------------------------------
+def load_cache(out: Path) -> dict[str, dict]:
+    """Rows by point key from OUT/cache.jsonl; a torn last line (interrupted write) is ignored."""
+    path = Path(out) / CACHE_FILE
+    if not path.exists():
+        return {}
+    done = {}
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+            done[rec["key"]] = rec["row"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+    return done
+
+
+def append_cache(out: Path, rows: list[tuple[str, dict]]) -> None:
+    """Append one line per point in a single write to an O_APPEND file, then fsync."""
+    path = Path(out) / CACHE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps({"key": k, "row": r}, sort_keys=True) + "\n" for k, r in rows)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size and _last_byte(path) != b"\n":
+            text = "\n" + text  # close a torn line so the new records stay parseable
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _last_byte(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1)
+
+
+# -- the run loop ---------------------------------------------------------------------------------
+@dataclass
+class SweepRun:
+    rows: list[dict]  # in point order
+    computed: int  # points evaluated in this run
+    cached: int  # points taken from the cache
+    simulated_steps: int  # unique step simulations (memo misses) in this run
+    step_lookups: int  # step evaluations requested in this run
+    wall_s: float
+    keys: list[str] = field(default_factory=list)
+
+
+def _chunks(items: list, n: int) -> list[list]:
+    return [items[i:i + n] for i in range(0, len(items), n)]
+
+
+def run_points(points: list[Point], out: Path | None = None, executor: str = "local", workers: int = 2,
+               chunk: int = 64, progress: bool = True, max_points: int | None = None) -> SweepRun:
+    """Evaluate `points` (resuming from OUT/cache.jsonl when `out` is given). `max_points` stops after that
+    many newly computed points (used to test resumption)."""
+    from .executors import run_chunks
+
+    t0 = time.perf_counter()
+    keys = [p.key() for p in points]
+    done = load_cache(out) if out is not None else {}
+    pending = [i for i, k in enumerate(keys) if k not in done]
+    cached = len(points) - len(pending)
+    if max_points is not None:
+        pending = pending[:max_points]
+    # group points that share step evaluations so one worker's memo serves them
+    pending.sort(key=lambda i: (points[i].model, points[i].profile, points[i].fusion, points[i].ctx,
+                                points[i].graph, i))
+    tasks = _chunks(pending, chunk)
+    fresh: dict[int, dict] = {}
+    stats = {"simulated": 0, "lookups": 0}
+
+    def on_done(task_idx: int, rows: list[dict], st: dict) -> None:
+        idx = tasks[task_idx]
+        for i, r in zip(idx, rows):
+            fresh[i] = r
+        if out is not None:
+            append_cache(out, [(keys[i], r) for i, r in zip(idx, rows)])
+        for k in stats:
+            stats[k] += st[k]
+
+    run_chunks([[points[i] for i in t] for t in tasks], on_done, executor, workers, progress,
+               total_points=len(pending), cached_points=cached)
+    rows = []
+    for i, k in enumerate(keys):
+        r = fresh.get(i, done.get(k))
+        if r is not None:
+            rows.append(r)
+    return SweepRun(rows, len(fresh), cached, stats["simulated"], stats["lookups"], time.perf_counter() - t0,
+                    keys)

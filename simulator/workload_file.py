@@ -1,0 +1,117 @@
+"""The workload file: one measured step's kernel sequence, written by `launchsim import-trace`.
+
+Format (JSON, `format_version` 1; unknown keys are rejected):
+- `format_version` (1), `kind` ("launchsim-workload"), `name`;
+- `source`: the trace path, its sha256, the GPU named in the trace, how steps were found;
+- `batch`, `q_len`, `ctx`: sequences per step, tokens per sequence, context length, from recorded
+  shapes (null when the trace has no shapes; `import-trace --batch` sets batch by hand);
+- `steps`: per-step figures of every step found (kernels, host_ms, gpu_ms, step_ms, sync_ms) and
+  how the representative step below was chosen;
+- `host_tail_us`: host time after the last launch of the step (the step's remaining Python);
+- `kernels`: the representative step, in launch order. Each has `name`, `op_class` (gemm,
+  attention, elementwise, reduction, copy, embedding, sampling), `gpu_us` (measured kernel
+  duration), `host_us` (host time from the previous launch's return to this one's, syncs
+  excluded), `op` (top-level aten op), `event` (kernel | gpu_memcpy | gpu_memset), `graph_node`
+  (position inside a graph launch, 0 otherwise) and, when the trace recorded shapes, `shape_op`,
+  `dims`, `dtypes` (the aten op whose input shapes size this kernel, and those shapes).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import UserError
+from .kernels import OpClass
+from .report import write_json
+
+FORMAT_VERSION = 1
+CLASS_NAMES = tuple(c.value for c in OpClass if c is not OpClass.VIEW)
+
+
+class WorkloadFileError(UserError):
+    """A workload file that cannot be read or validated."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class KernelEntry(_Strict):
+    name: str = Field(description="kernel name as the trace gives it")
+    op_class: Literal[CLASS_NAMES] = Field(description="cost class of the kernel")  # type: ignore[valid-type]
+    gpu_us: float = Field(ge=0, description="measured GPU duration, µs")
+    host_us: float = Field(ge=0, description="host time charged to this launch, µs")
+    op: str = Field("", description="top-level aten op that launched it")
+    event: Literal["kernel", "gpu_memcpy", "gpu_memset"] = Field("kernel", description="trace event category")
+    graph_node: int = Field(0, ge=0, description="position inside a graph launch (0: first or eager)")
+    shape_op: str | None = Field(None, description="aten op whose input shapes size this kernel")
+    dims: list | None = Field(None, description="that op's 'Input Dims'")
+    dtypes: list | None = Field(None, description="that op's 'Input type'")
+
+
+class StepsInfo(_Strict):
+    method: str = Field(description="how step boundaries were found")
+    representative: str = Field(description="how the step in `kernels` was built")
+    outside_kernels: int = Field(0, ge=0, description="kernels outside every step (partial steps)")
+    rows: list[dict] = Field(default_factory=list, description="per-step figures")
+
+
+class Workload(_Strict):
+    format_version: int = Field(description="must be 1")
+    kind: Literal["launchsim-workload"] = Field(description="file type")
+    name: str = Field(description="workload name (the trace file's stem)")
+    source: dict = Field(default_factory=dict, description="trace path, sha256, device")
+    batch: int | None = Field(None, ge=1, description="sequences per step, from shapes or --batch")
+    q_len: int | None = Field(None, ge=1, description="tokens per sequence in the step")
+    ctx: int | None = Field(None, ge=1, description="context length, from attention's key shape")
+    steps: StepsInfo
+    host_tail_us: float = Field(0.0, ge=0, description="host time after the last launch, µs")
+    kernels: list[KernelEntry] = Field(min_length=1, description="the representative step, in launch order")
+
+    @property
+    def gpu_ms(self) -> float:
+        return sum(k.gpu_us for k in self.kernels) / 1e3
+
+    @property
+    def host_ms(self) -> float:
+        return (sum(k.host_us for k in self.kernels) + self.host_tail_us) / 1e3
+
+
+def save_workload(path: str | Path, wl: Workload) -> Path:
+    return write_json(path, wl.model_dump(mode="json", exclude_none=True))
+
+
+def parse_workload(raw: object, where: str = "<workload>") -> Workload:
+    if not isinstance(raw, dict):
+        raise WorkloadFileError(f"{where}: a workload file must hold a JSON object")
+    if raw.get("kind") != "launchsim-workload":
+        raise WorkloadFileError(f"{where}: not a launchsim workload (kind is {raw.get('kind')!r}; "
+                                "make one with `launchsim import-trace`)")
+    v = raw.get("format_version")
+    if v != FORMAT_VERSION:
+        raise WorkloadFileError(f"{where}: format_version is {v!r}, this launchsim reads version {FORMAT_VERSION}")
+    try:
+        return Workload.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise WorkloadFileError(f"{where}: field '{loc}': {err['msg']}") from None
+
+
+def load_workload(path: str | Path) -> Workload:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise WorkloadFileError(f"{p}: no such workload file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+        raise WorkloadFileError(f"{p}: cannot read workload file ({e.__class__.__name__})") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise WorkloadFileError(f"{p}:{e.lineno}: not valid JSON ({e.msg})") from None
+    return parse_workload(raw, str(p))

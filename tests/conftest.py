@@ -1,0 +1,19 @@
+import numpy as np
+import pytest
+
+from simulator.plan import LaunchPlan
+
+
+def make_plan(host_us, gpu_us, gap_us=0.0, counts=None, queue_depth=1024):
+    host = np.asarray(host_us, dtype=float) * 1e-6
+    counts = np.ones(host.size, dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
+    gpu = np.asarray(gpu_us, dtype=float) * 1e-6
+    gap = np.broadcast_to(np.asarray(gap_us, dtype=float) * 1e-6, gpu.shape).copy()
+    return LaunchPlan(host, counts, gpu, gap, queue_depth,
+                      launch_labels=[f"l{i}" for i in range(host.size)],
+                      kernel_names=[f"k{i}" for i in range(gpu.size)], host_calls=host.size)
+
+
+@pytest.fixture
+def plan_factory():
+    return make_plan

@@ -1,0 +1,112 @@
+"""CLI and scenario-file tests: run, predict, schema, and one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from simulator.cli import app, main
+from simulator.config import ConfigError, load_scenario
+
+runner = CliRunner()
+
+
+def err_of(capsys, argv):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_predict_json_keys():
+    r = runner.invoke(app, ["predict", "--model", "qwen3-0.6b", "--batch", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    for k in ("step_ms", "cpu_ms", "gpu_ms", "kernels", "launches", "bound"):
+        assert k in d
+    assert d["bound"] == "cpu" and d["kernels"] == d["launches"]
+
+
+def test_predict_graph_full_is_one_launch_and_faster():
+    eager = json.loads(runner.invoke(app, ["predict", "--model", "qwen3-0.6b", "--json"]).stdout)
+    graph = json.loads(runner.invoke(app, ["predict", "--model", "qwen3-0.6b", "--graph", "full", "--json"]).stdout)
+    assert graph["launches"] == 1 and graph["kernels"] == eager["kernels"]
+    assert graph["step_ms"] < eager["step_ms"]
+
+
+def test_predict_des_equals_fast():
+    a = json.loads(runner.invoke(app, ["predict", "--model", "llama3-8b", "--batch", "16", "--engine", "des", "--json"]).stdout)
+    b = json.loads(runner.invoke(app, ["predict", "--model", "llama3-8b", "--batch", "16", "--engine", "fast", "--json"]).stdout)
+    assert a["step_ms"] == pytest.approx(b["step_ms"], rel=1e-9)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["predict", "--model", "nope"], "unknown model"),
+    (["predict", "--model", "qwen3-0.6b", "--batch", "0"], "--batch"),
+    (["predict", "--model", "qwen3-0.6b", "--batch", "-3"], "--batch"),
+    (["predict", "--model", "llama3-8b", "--ctx", "9000"], "max_position_embeddings"),
+    (["predict", "--model", "qwen3-0.6b", "--fusion", "max"], "fusion"),
+    (["predict", "--model", "qwen3-0.6b", "--graph", "sometimes"], "graph mode"),
+    (["predict", "--model", "qwen3-0.6b", "--profile", "tpu-v9"], "unknown profile"),
+    (["predict", "--model", "qwen3-0.6b", "--engine", "warp"], "engine"),
+])
+def test_predict_bad_input(capsys, argv, needle):
+    assert needle in err_of(capsys, argv)
+
+
+def test_run_scenarios_write_outputs(tmp_path):
+    r = runner.invoke(app, ["run", "scenarios/s13_launch_bound.yaml", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    d = json.loads((tmp_path / "result.json").read_text())
+    assert d["rows"][0]["launches"] == 288
+    html = (tmp_path / "report.html").read_text()
+    assert "Plotly.newPlot" in html and "<script src=\"http" not in html  # plotly.js embedded: opens offline
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+BAD_YAML = {
+    "unknown_key": ("kind: step\nname: x\nmodel: qwen3-0.6b\nbatchh: [1]\n", ":4: field 'batchh': unknown key"),
+    "negative_batch": ("kind: step\nname: x\nmodel: qwen3-0.6b\nbatch:\n  - 1\n  - -4\n", ":6: field 'batch[1]'"),
+    "bad_kind": ("kind: magic\nname: x\n", ":1: field 'kind'"),
+    "malformed": ("kind: step\nname: [unclosed\n", "malformed YAML"),
+    "missing": ("kind: step\nname: x\n", "field 'model': required field missing"),
+    "nested": ("kind: toy\nname: t\ncases:\n  - label: a\n    layers: 2\n    kernels_per_layer: 3\n"
+               "    launch_us: 6\n    kernel_us: 1\n    colour: red\n", ":9: field 'cases[0].colour': unknown key"),
+    "not_mapping": ("- 1\n- 2\n", "must be a YAML mapping"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_YAML))
+def test_bad_scenarios_name_file_line_and_field(tmp_path, capsys, case):
+    text, needle = BAD_YAML[case]
+    p = tmp_path / f"{case}.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    assert str(p) in str(e.value) and needle in str(e.value)
+    err = err_of(capsys, ["run", str(p), "--out", str(tmp_path / "o")])
+    assert needle in err
+    assert not (tmp_path / "o" / "result.json").exists()
+
+
+def test_unknown_model_in_scenario_is_one_line(tmp_path, capsys):
+    p = tmp_path / "s.yaml"
+    p.write_text("kind: step\nname: x\nmodel: gpt-7\n")
+    assert "unknown model" in err_of(capsys, ["run", str(p), "--out", str(tmp_path / "o")])
+
+
+def test_schema_is_json():
+    r = runner.invoke(app, ["schema"])
+    schema = json.loads(r.stdout)
+    text = json.dumps(schema)
+    assert "step" in text and "toy" in text and "description" in text
+
+
+def test_console_script_runs():
+    r = subprocess.run([sys.executable, "-m", "simulator.cli", "predict", "--model", "qwen3-0.6b", "--batch", "0"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr

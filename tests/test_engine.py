@@ -1,0 +1,125 @@
+"""Engine tests: hand-computed timelines, and the fast path equals the SimPy DES (hypothesis)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.des import simulate_des
+from simulator.fastpath import simulate_fast
+from simulator.timeline import summarize
+from tests.conftest import make_plan
+
+ENGINES = [simulate_des, simulate_fast]
+
+
+@pytest.mark.parametrize("sim", ENGINES)
+def test_cpu_bound_hand_case(sim):
+    # 3 launches, 6 us host each, 2 us kernels, 1 us gap:
+    # submits at 6, 12, 18; kernels start at 7, 13, 19; end at 9, 15, 21.
+    tl = sim(make_plan([6, 6, 6], [2, 2, 2], gap_us=1))
+    np.testing.assert_allclose(tl.submit * 1e6, [6, 12, 18])
+    np.testing.assert_allclose(tl.gpu_start * 1e6, [7, 13, 19])
+    np.testing.assert_allclose(tl.gpu_end * 1e6, [9, 15, 21])
+    r = summarize(tl)
+    assert r.step_s == pytest.approx(21e-6)
+    assert r.cpu_busy_s == pytest.approx(18e-6)
+    assert r.gpu_busy_s == pytest.approx(6e-6)
+    # idle waiting for the CPU: 6 before k0, 15-9... k1 ready at 12 vs k0 end 9 -> 3; k2: 18-15 = 3
+    assert r.gpu_bubble_s == pytest.approx(12e-6)
+    assert r.bound == "cpu"
+
+
+@pytest.mark.parametrize("sim", ENGINES)
+def test_gpu_bound_hand_case(sim):
+    # host 1 us, kernels 10 us, no gap: submits 1,2,3; kernels 1-11, 11-21, 21-31.
+    tl = sim(make_plan([1, 1, 1], [10, 10, 10]))
+    np.testing.assert_allclose(tl.gpu_end * 1e6, [11, 21, 31])
+    r = summarize(tl)
+    assert r.step_s == pytest.approx(31e-6)
+    assert r.bound == "gpu"
+    assert r.gpu_idle_frac == pytest.approx(1 - 30 / 31)
+
+
+@pytest.mark.parametrize("sim", ENGINES)
+def test_bounded_queue_stalls_host(sim):
+    # queue depth 1: launch j waits until launch j-1's kernel has started.
+    # host 1 us, kernel 10 us: submit0=1 (start 1), ready1=2 >= 1 -> submit1=2, starts 11;
+    # ready2 = 3 but launch 1 leaves at 11 -> stall 8, submit2 = 11, starts 21.
+    tl = sim(make_plan([1, 1, 1], [10, 10, 10], queue_depth=1))
+    np.testing.assert_allclose(tl.submit * 1e6, [1, 2, 11])
+    np.testing.assert_allclose(tl.stall * 1e6, [0, 0, 8])
+    np.testing.assert_allclose(tl.gpu_end * 1e6, [11, 21, 31])
+
+
+@pytest.mark.parametrize("sim", ENGINES)
+def test_graph_replay_one_launch_many_nodes(sim):
+    # one replay: 10 us host, 4 nodes of 5 us; first node pays 1 us gap, the rest 0.5 us.
+    p = make_plan([10], [5, 5, 5, 5], gap_us=[1, 0.5, 0.5, 0.5], counts=[4])
+    tl = sim(p)
+    np.testing.assert_allclose(tl.gpu_start * 1e6, [11, 16.5, 22, 27.5])
+    assert summarize(tl).step_s == pytest.approx(32.5e-6)
+
+
+def test_seed_arithmetic_288_launches():
+    """The seed's s13 numbers: 288 launches x 6 us = 1.728 ms host, 0.89 ms GPU, CPU-bound."""
+    n = 288
+    p = make_plan([6] * n, [890 / n] * n)
+    r = summarize(simulate_des(p))
+    assert r.cpu_busy_s == pytest.approx(1.728e-3)
+    assert r.gpu_busy_s == pytest.approx(0.89e-3)
+    assert r.bound == "cpu"
+    # the step ends when the last kernel ends: 1.728 ms + one kernel
+    assert r.step_s == pytest.approx(1.728e-3 + 0.89e-3 / n)
+    assert r.gpu_busy_s / r.step_s == pytest.approx(0.514, abs=0.001)
+
+
+plans = st.integers(1, 40).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.floats(0, 20, allow_nan=False), min_size=n, max_size=n),
+        st.lists(st.integers(1, 4), min_size=n, max_size=n),
+        st.integers(1, 6),
+        st.floats(0, 3),
+        st.randoms(use_true_random=False),
+    )
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(plans)
+def test_fast_path_equals_des(args):
+    host, counts, q, gap, rnd = args
+    nk = sum(counts)
+    gpu = [rnd.uniform(0, 20) for _ in range(nk)]
+    gaps = [rnd.uniform(0, gap) for _ in range(nk)]
+    p = make_plan(host, gpu, gap_us=gaps, counts=counts, queue_depth=q)
+    a, b = simulate_des(p), simulate_fast(p)
+    scale = max(float(a.gpu_end[-1]), 1e-12)
+    for f in ("submit", "stall", "gpu_start", "gpu_end"):
+        np.testing.assert_allclose(getattr(a, f), getattr(b, f), rtol=0, atol=1e-9 * scale)
+    ra, rb = summarize(a), summarize(b)
+    assert ra.step_s == pytest.approx(rb.step_s, rel=1e-9)
+    assert ra.bound == rb.bound
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(50, 400), st.integers(1, 16), st.floats(0.1, 10), st.floats(0.1, 10))
+def test_fast_path_equals_des_long_queue_runs(n, q, host_us, gpu_us):
+    """Long uniform runs where the queue fills and drains (the fast path's blocked mode)."""
+    rng = np.random.default_rng(n * 31 + q)
+    p = make_plan(rng.uniform(0.5, 1.5, n) * host_us, rng.uniform(0.5, 1.5, n) * gpu_us, 0.3, queue_depth=q)
+    a, b = simulate_des(p), simulate_fast(p)
+    np.testing.assert_allclose(a.gpu_end, b.gpu_end, rtol=0, atol=1e-9 * a.gpu_end[-1])
+    np.testing.assert_allclose(a.submit, b.submit, rtol=0, atol=1e-9 * a.gpu_end[-1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.1, 10), min_size=2, max_size=30), st.floats(0.01, 5))
+def test_step_time_monotone_in_host_cost(host, extra):
+    """Raising any launch's host cost never shortens the step."""
+    gpu = [3.0] * len(host)
+    base = summarize(simulate_fast(make_plan(host, gpu, 0.5, queue_depth=4))).step_s
+    host2 = list(host)
+    host2[len(host) // 2] += extra
+    more = summarize(simulate_fast(make_plan(host2, gpu, 0.5, queue_depth=4))).step_s
+    assert more >= base - 1e-15
