@@ -18,7 +18,8 @@ def timeline_figure(tl: Timeline, launches: int = 18, title: str = "") -> go.Fig
     fig = go.Figure()
     fig.add_trace(go.Bar(
         y=["CPU"] * n, x=cpu_w, base=cpu0, orientation="h", name="CPU: build + submit launch",
-        marker_color="#4C78A8", text=p.launch_labels[:n], hovertemplate="%{text}<br>%{base:.2f}–%{x:.2f} µs",
+        marker=dict(color="#4C78A8", line=dict(color="white", width=1)), text=p.launch_labels[:n],
+        textposition="none", hovertemplate="%{text}<br>from %{base:.2f} µs, %{x:.2f} µs",
     ))
     st = tl.stall[:n] * us
     if st.sum() > 0:
@@ -27,8 +28,9 @@ def timeline_figure(tl: Timeline, launches: int = 18, title: str = "") -> go.Fig
     g0 = tl.gpu_start[:k_end] * us
     gw = (tl.gpu_end[:k_end] - tl.gpu_start[:k_end]) * us
     fig.add_trace(go.Bar(
-        y=["GPU"] * k_end, x=gw, base=g0, orientation="h", name="GPU: kernel", marker_color="#54A24B",
-        text=p.kernel_names[:k_end], hovertemplate="%{text}<br>start %{base:.2f} µs, %{x:.2f} µs",
+        y=["GPU"] * k_end, x=gw, base=g0, orientation="h", name="GPU: kernel",
+        marker=dict(color="#54A24B", line=dict(color="white", width=1)), text=p.kernel_names[:k_end],
+        textposition="none", hovertemplate="%{text}<br>start %{base:.2f} µs, %{x:.2f} µs",
     ))
     fig.update_layout(title=title or f"First {n} launches: gaps on the GPU lane are idle time",
                       barmode="overlay", xaxis_title="time in step (µs)", height=300,
@@ -51,4 +53,29 @@ def lines_figure(series: dict[str, tuple[list, list]], title: str, xtitle: str, 
 def bars_figure(labels: list[str], values: list[float], title: str, ytitle: str) -> go.Figure:
     fig = go.Figure(go.Bar(x=labels, y=values, text=[f"{v:g}" for v in values], textposition="outside"))
     fig.update_layout(title=title, yaxis_title=ytitle, height=400)
+    return fig
+
+
+def panels_figure(panels: dict[str, dict[str, tuple[list, list]]], title: str, xtitle: str, ytitle: str,
+                  log_x: bool = False, dash: dict[str, str] | None = None, cols: int = 2) -> go.Figure:
+    """One subplot per panel, each with named series; series of the same name share a colour."""
+    from plotly.subplots import make_subplots
+
+    names = list(panels)
+    rows = (len(names) + cols - 1) // cols
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, shared_xaxes=True)
+    palette = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D"]
+    colours: dict[str, str] = {}
+    for i, name in enumerate(names):
+        r, c = i // cols + 1, i % cols + 1
+        for sname, (xs, ys) in panels[name].items():
+            first = sname not in colours
+            colours.setdefault(sname, palette[len(colours) % len(palette)])
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=sname, legendgroup=sname,
+                                     showlegend=first, line=dict(color=colours[sname],
+                                                                 dash=(dash or {}).get(sname, "solid"))),
+                          row=r, col=c)
+        fig.update_xaxes(title_text=xtitle, type="log" if log_x else "linear", row=r, col=c)
+        fig.update_yaxes(title_text=ytitle, row=r, col=c)
+    fig.update_layout(title=title, height=380 * rows)
     return fig

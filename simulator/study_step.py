@@ -75,22 +75,21 @@ def _crossovers(rows: list[dict]) -> list[dict]:
 
 
 def _split_figure(rows: list[dict], model: str):
-    series, dash = {}, {}
+    """Per fusion level: step time per graph mode, and the eager step's host and GPU lane totals."""
+    panels: dict[str, dict] = {}
+    dash = {"host launch time (eager)": "dot", "GPU kernel time": "dash"}
     for r in rows:
-        key = f"{r['fusion']}/{r['graph']}"
-        series.setdefault(f"step {key}", ([], []))
-        series[f"step {key}"][0].append(r["batch"])
-        series[f"step {key}"][1].append(r["step_ms"])
+        pan = panels.setdefault(f"fusion {r['fusion']}", {})
+        series = [(f"step, graph {r['graph']}", r["step_ms"])]
         if r["graph"] == "none":
-            for lane, col in (("CPU", "cpu_ms"), ("GPU", "gpu_ms")):
-                name = f"{lane} {r['fusion']}/none"
-                series.setdefault(name, ([], []))
-                series[name][0].append(r["batch"])
-                series[name][1].append(r[col])
-                dash[name] = "dot" if lane == "CPU" else "dash"
-    return charts.lines_figure(series, f"{model}: step time and its CPU/GPU split across batch sizes "
-                               "(dotted: host launch time, dashed: GPU kernel time)", "batch", "ms",
-                               log_x=True, dash=dash)
+            series += [("host launch time (eager)", r["cpu_ms"]), ("GPU kernel time", r["gpu_ms"])]
+        for name, y in series:
+            xs, ys = pan.setdefault(name, ([], []))
+            xs.append(r["batch"])
+            ys.append(y)
+    return charts.panels_figure(panels, f"{model}: step time and its CPU/GPU split across batch sizes "
+                                "(launch-bound where the dotted host line is above the dashed GPU line)",
+                                "batch", "ms", log_x=True, dash=dash)
 
 
 def run_toy_scenario(sc: ToyScenario, out: Path | None) -> dict:
