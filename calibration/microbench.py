@@ -145,6 +145,7 @@ def host_costs(n=4000):
     for path, (desc, fns) in paths.items():
         xs = [max(v - empty, 0.0) for v in _time_calls(fns, n)]
         res[path] = {**_pct(xs), "op": desc}
+    ctx = mixed_block(paths, res, n // 10)
     extra = {}
     for name, fn in {"F.rms_norm": lambda: F.rms_norm(a, (256,)),
                      "torch.add(out=)": lambda: torch.add(a, b, out=a)}.items():
@@ -152,7 +153,40 @@ def host_costs(n=4000):
             extra[name] = _pct([max(v - empty, 0.0) for v in _time_calls([fn], n // 2)])
         except Exception as e:  # noqa: BLE001
             extra[name] = str(e)
-    return {"paths": res, "timer_overhead_us": empty, "extra": extra}
+    return {"paths": res, "timer_overhead_us": empty, "extra": extra, "context": ctx}
+
+
+BLOCK_MIX = {"eager_elementwise": 16, "eager_reduction": 2, "eager_copy": 6, "eager_gemm": 4,
+             "eager_attention": 1, "eager_view": 10, "eager_embedding": 1}
+
+
+def mixed_block(paths, res, n_blocks=300):
+    """Host time of a straight-line block of 40 mixed ops in a decoder-like proportion, against
+    the sum of the same ops' isolated costs: the 'context factor' of ops issued among other ops
+    (instruction-cache and branch-predictor misses, allocator state) rather than in a tight loop."""
+    import torch
+
+    items, expect = [], 0.0
+    for path, c in BLOCK_MIX.items():
+        fns = paths[path][1]
+        items += [((i * 997 + len(items) * 31) % 101, fns[i % len(fns)]) for i in range(c)]
+        expect += c * res[path]["p50"]
+    seq = [f for _, f in sorted(items, key=lambda t: t[0])]  # a fixed interleaving
+    pc = time.perf_counter_ns
+    for _ in range(20):
+        for f in seq:
+            f()
+    ts = []
+    for _ in range(n_blocks):
+        torch.cuda.synchronize()
+        t0 = pc()
+        for f in seq:
+            f()
+        ts.append((pc() - t0) / 1e3)
+    torch.cuda.synchronize()
+    q = _pct(ts)
+    return {"ops": len(seq), "block_us": q, "isolated_sum_us": expect, "factor": q["p50"] / expect,
+            "factor_p10": q["p10"] / expect, "factor_p90": q["p90"] / expect}
 
 
 def compiled_costs(ks=(1, 4, 16, 48), n=600):
@@ -224,9 +258,67 @@ def gaps():
         en.record()
         en.synchronize()
         tot.append(st.elapsed_time(en) * 1e3 / N)
-    return {"eager_gap": _pct(eg), "eager_kernel_dur": _pct(dur_e), "graph_gap": _pct(gg),
-            "graph_kernel_dur": _pct(dur_g), "graph_per_node_total": _pct(tot), "n_eager": len(ev),
-            "n_graph": len(gv)}
+    res = {"eager_gap": _pct(eg), "eager_kernel_dur": _pct(dur_e), "graph_gap": _pct(gg),
+           "graph_kernel_dur": _pct(dur_g), "graph_per_node_total": _pct(tot), "n_eager": len(ev),
+           "n_graph": len(gv)}
+    res.update(hetero_gaps())
+    return res
+
+
+def hetero_gaps(n=240):
+    """As `gaps`, for a decode-like cycle of different small kernels (a different kernel each
+    node costs more than the same one repeated): gaps in eager (queue full) and in a graph."""
+    import torch
+    import torch.nn.functional as F
+
+    from .profiling import kernel_events
+
+    bf = torch.bfloat16
+    a = torch.randn(1, 1024, device="cuda", dtype=bf)
+    f = torch.randn(1, 1024, device="cuda")
+    r = torch.randn(1, 1, device="cuda")
+    q = torch.randn(1, 16, 1, 128, device="cuda", dtype=bf)
+    cs = torch.randn(1, 1, 1, 128, device="cuda", dtype=bf)
+    w = torch.randn(1024, 1024, device="cuda", dtype=bf)
+    cyc = [lambda: a.to(torch.float32), lambda: f.pow(2), lambda: f.mean(-1, keepdim=True), lambda: r + 1e-6,
+           lambda: torch.rsqrt(r), lambda: f * r, lambda: f.to(bf), lambda: a * a, lambda: F.linear(a, w),
+           lambda: q.transpose(1, 2) * cs, lambda: torch.cat((q, q), -1), lambda: F.silu(a)]
+    seq = [cyc[i % len(cyc)] for i in range(n)]
+
+    def eager():
+        torch.cuda._sleep(20_000_000)
+        for fn in seq:
+            fn()
+
+    eager()
+    torch.cuda.synchronize()
+    ev = [e for e in kernel_events(eager) if "sleep" not in e["name"]]
+    eg = [b["ts"] - (x["ts"] + x["dur"]) for x, b in zip(ev, ev[1:])]
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        for fn in seq:
+            fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for fn in seq:
+            fn()
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    gv = kernel_events(lambda: g.replay())
+    gg = [b["ts"] - (x["ts"] + x["dur"]) for x, b in zip(gv, gv[1:])]
+    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    tot = []
+    for _ in range(20):
+        st.record()
+        g.replay()
+        en.record()
+        en.synchronize()
+        tot.append(st.elapsed_time(en) * 1e3)
+    return {"hetero_eager_gap": _pct(eg), "hetero_graph_gap": _pct(gg),
+            "hetero_graph_kernel_sum_us": sum(x["dur"] for x in gv), "hetero_graph_nodes": len(gv),
+            "hetero_graph_total_us": _pct(tot), "hetero_eager_kernel_sum_us": sum(x["dur"] for x in ev)}
 
 
 def graph_costs(sizes=(1, 10, 100, 300, 1000), reps=200):

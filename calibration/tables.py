@@ -70,6 +70,8 @@ def gemm_tables(shapes, m_grid=M_GRID):
     import torch
     import torch.nn.functional as F
 
+    from .profiling import count_kernels
+
     out = []
     for n, k in shapes:
         row = {"n": n, "k": k, "m": list(m_grid), "graph_us": []}
@@ -86,6 +88,7 @@ def gemm_tables(shapes, m_grid=M_GRID):
         for m in m_grid:
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             row["graph_us"].append(graph_op_us([lambda w=w, x=x: F.linear(x, w) for w in ws]))
+            row.setdefault("kernels", []).append(count_kernels(lambda: F.linear(x, ws[0]))["kernels"])
         out.append(row)
         del ws
     return out
@@ -118,24 +121,38 @@ def attention_tables(head_cfgs, batches=ATT_BATCH, ctxs=ATT_CTX, max_tokens=None
 
 
 def curves(quick=False):
-    """Elementwise (bf16 a*b), reduction (fp32 mean over 1024 columns), copy (bf16->fp32 cast),
-    embedding (qwen3 table lookup) time vs bytes moved (read + written)."""
+    """Elementwise, reduction and copy time vs bytes moved (read + written), each point the mean
+    over a mix of the kernels decode issues for that class (vectorised and broadcast /
+    non-contiguous variants); embedding as a qwen3-sized table lookup."""
     import torch
     import torch.nn.functional as F
 
+    bf = torch.bfloat16
     exps = range(10, 27, 4 if quick else 2)
     res = {"elementwise": [], "reduction": [], "memcopy": [], "embedding": []}
     for e in exps:
         n = 1 << e
-        a = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-        R = 16
-        res["elementwise"].append((6.0 * n, graph_op_us([lambda: a * b] * R)))
-        f = torch.randn(n // 1024, 1024, device="cuda")
-        res["reduction"].append((4.0 * n + 4.0 * n / 1024, graph_op_us([lambda: f.mean(-1, keepdim=True)] * R)))
-        res["memcopy"].append((6.0 * n, graph_op_us([lambda: a.to(torch.float32)] * R)))
-        del a, b, f
-    W = torch.randn(151936, 1024, device="cuda", dtype=torch.bfloat16)
+        rows = n // 1024
+        a = torch.randn(rows, 1024, device="cuda", dtype=bf)
+        b = torch.randn(rows, 1024, device="cuda", dtype=bf)
+        f = torch.randn(rows, 1024, device="cuda")
+        r = torch.randn(rows, 1, device="cuda")
+        x4 = torch.randn(rows, 1, 8, 128, device="cuda", dtype=bf)
+        c4 = torch.randn(rows, 1, 1, 128, device="cuda", dtype=bf)
+        f128 = torch.randn(n // 128, 128, device="cuda")
+        mixes = {
+            "elementwise": [(lambda: a * b, 6 * n), (lambda: f * r, 8 * n), (lambda: x4.transpose(1, 2) * c4, 4 * n),
+                            (lambda: f.pow(2), 8 * n), (lambda: F.silu(a), 4 * n)],
+            "reduction": [(lambda: f.mean(-1, keepdim=True), 4 * n + 4 * rows),
+                          (lambda: f128.mean(-1, keepdim=True), 4 * n + 4 * n / 128)],
+            "memcopy": [(lambda: a.to(torch.float32), 6 * n), (lambda: f.to(bf), 6 * n),
+                        (lambda: torch.cat((a, b), -1), 8 * n)],
+        }
+        for cls, mix in mixes.items():
+            fns = [fn for fn, _ in mix] * (16 // len(mix) + 1)
+            res[cls].append((sum(bt for _, bt in mix) / len(mix), graph_op_us(fns)))
+        del a, b, f, r, x4, c4, f128
+    W = torch.randn(151936, 1024, device="cuda", dtype=bf)
     for B in (1, 4, 16, 64, 256, 1024) if not quick else (1, 64, 1024):
         ids = torch.randint(0, 151936, (B, 1), device="cuda")
         res["embedding"].append((B * (1024 * 2 + 8.0), graph_op_us([lambda: F.embedding(ids, W)] * 16)))

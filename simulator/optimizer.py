@@ -232,8 +232,11 @@ def solve(p: Problem, seeds: list[list[int]] = ()) -> Solution:
             v = _path_value(W, tail, idx)
             if v < ub:
                 ub, ub_idx = v, idx
-    Abest = np.minimum.accumulate(np.where(np.isfinite(A), A, INF), axis=0)
-    res = _labels(p, W, tail, Abest, K, track_cap, ub, ub_idx)
+    for beam in (1, 4):  # quick heuristic layouts: a good upper bound makes the exact search small
+        h_idx, h_val, _ = _labels(p, W, tail, A, arg, K, track_cap, ub, ub_idx, beam=beam, lagrange=False)
+        if h_val < ub:
+            ub, ub_idx = h_val, h_idx
+    res = _labels(p, W, tail, A, arg, K, track_cap, ub, ub_idx)
     return _solution(p, res[0], res[1], "labels", res[2], by_count)
 
 
@@ -250,20 +253,96 @@ def _solution(p, idx, value, method, labels, by_count) -> Solution:
     return Solution([int(p.sizes[i - 1]) for i in idx], value, mem, cap, method, labels, by_count)
 
 
-def _labels(p, W, tail, Abest, K, track_cap, ub, ub_idx):
-    """Label search from the largest size down. Returns (indices, value, labels kept)."""
+class SearchTooLarge(Exception):
+    """The exact search would keep more labels than LABEL_LIMIT (never answered approximately)."""
+
+
+LABEL_LIMIT = 4_000_000
+
+
+def _penalties(p: Problem, track_mem: bool, track_cap: bool):
+    """Per-size additive lower bounds of resource use: memory min(inc, chk), capture seconds."""
+    dims = []
+    if track_mem:
+        dims.append((np.minimum(p.mem_inc, p.mem_chk), p.static, float(p.memory_budget)))
+    if track_cap:
+        dims.append((p.capture, np.zeros(len(p.sizes)), float(p.capture_budget)))
+    return dims
+
+
+def _dual(p, W, tail, K, dims, lam):
+    """Lagrangian dual value at multipliers `lam` and the bound table for label completions."""
+    pen = np.zeros(W.shape[0])
+    top = np.zeros(W.shape[0])
+    for (pe, stc, _), l in zip(dims, lam):
+        pen[1:] += l * pe
+        top[1:] += l * (stc + pe)
+    A, arg = _forward(W + pen[:, None], K)
+    fin = np.concatenate(([False], p.final_ok))
+    tot = A + np.where(fin, tail + top, INF)[None, :]
+    n, j = np.unravel_index(int(np.argmin(tot)), tot.shape)
+    d = float(tot[n, j]) - sum(l * b for (_, _, b), l in zip(dims, lam))
+    idx = _backtrack(arg, int(n), int(j))
+    use = [float(stc[idx[-1] - 1] + pe[np.asarray(idx) - 1].sum()) - b for pe, stc, b in dims]
+    return d, np.minimum.accumulate(A, axis=0), use
+
+
+def _multipliers(p, W, tail, K, dims, ub, d0):
+    """Multipliers with a good dual bound: doubling then geometric bisection, one dimension at a time.
+    Any multipliers >= 0 give valid bounds; the search only makes the pruning stronger."""
+    lam = [0.0] * len(dims)
+    best = (d0, None, [0.0] * len(dims))
+    for d in range(len(dims)):
+        scale = max(ub - d0, 1e-300) / max(abs(dims[d][2]), 1e-300)
+        lo, hi, tries = 0.0, scale, 0
+        while tries < 40:
+            lam[d] = hi
+            val, tab, use = _dual(p, W, tail, K, dims, lam)
+            best = max(best, (val, tab, list(lam)), key=lambda t: t[0])
+            if use[d] <= 0 or val >= ub:
+                break
+            lo, hi, tries = hi, hi * 4, tries + 1
+        for _ in range(6):
+            if best[0] >= ub or lo == 0 and hi == 0:
+                break
+            mid = (lo * hi) ** 0.5 if lo > 0 else hi / 4
+            lam[d] = mid
+            val, tab, use = _dual(p, W, tail, K, dims, lam)
+            best = max(best, (val, tab, list(lam)), key=lambda t: t[0])
+            lo, hi = (mid, hi) if use[d] > 0 else (lo, mid)
+        lam[d] = best[2][d]
+    return best
+
+
+def _labels(p, W, tail, A, arg, K, track_cap, ub, ub_idx, beam: int | None = None, lagrange: bool = True):
+    """Label search from the largest size down. Returns (indices, value, labels kept). With `beam`, only
+    the `beam` cheapest labels per state survive: a fast heuristic whose answer seeds the exact search."""
     N = len(p.sizes)
-    Bm = INF if p.memory_budget is None else p.memory_budget
-    Bc = INF if p.capture_budget is None else p.capture_budget
+    track_mem = p.memory_budget is not None
+    Bm = INF if not track_mem else p.memory_budget
+    Bc = INF if not track_cap else p.capture_budget
     cap = p.capture if track_cap else np.zeros(N)
+    Abest = np.minimum.accumulate(A, axis=0)
+    dims = _penalties(p, track_mem, track_cap)
+    lam, Alam = [0.0] * len(dims), None
+    d0 = float(np.min(Abest[K][1:][p.final_ok] + tail[1:][p.final_ok]))
+    if d0 < ub and lagrange:
+        dual, tab, lam_b = _multipliers(p, W, tail, K, dims, ub, d0)
+        if tab is not None:
+            Alam, lam = tab, lam_b
+        if dual >= ub - 1e-12 * max(1.0, abs(ub)):
+            return ub_idx, ub, 0
     chk = np.concatenate(([INF], p.mem_chk))
     inc = np.concatenate(([0.0], p.mem_inc))
-    capx = np.concatenate(([INF], cap))
-    slack = 1e-12 * max(1.0, abs(ub)) if np.isfinite(ub) else 0.0
-    # layer 1: the largest size J
+    capx = np.concatenate(([0.0], cap))
+    # worst-case use of sizes below j (prefix maxima, excluding j): a label that cannot break a budget
+    # whatever it adds is closed at once with its unconstrained completion
+    maxinc = np.concatenate(([0.0], np.maximum.accumulate(np.concatenate(([0.0], p.mem_inc)))[:-1]))
+    maxchk = np.concatenate(([0.0], np.maximum.accumulate(np.concatenate(([0.0], p.mem_chk)))[:-1]))
+    maxcap = np.concatenate(([0.0], np.maximum.accumulate(np.concatenate(([0.0], cap)))[:-1]))
+    slack = lambda: 1e-12 * max(1.0, abs(ub))  # noqa: E731
     J = np.arange(1, N + 1)
-    r0 = p.static + p.mem_chk
-    keep = p.final_ok & (r0 <= Bm) & (cap <= Bc)
+    keep = p.final_ok & (p.static + p.mem_chk <= Bm) & (cap <= Bc)
     st, ob = J[keep], tail[1:][keep]
     r, c = (p.static + p.mem_inc)[keep], cap[keep]
     layers = [(st, np.full(st.size, -1))]
@@ -272,31 +351,56 @@ def _labels(p, W, tail, Abest, K, track_cap, ub, ub_idx):
     for k in range(1, K + 1):
         if st.size == 0:
             break
-        # close: batches in (0, c_j] pay c_j
-        done = ob + W[0, st]
+        left = K - k  # sizes a completion may still add below st
+        # safe labels: every completion fits, so the unconstrained completion is theirs
+        safe = np.ones(st.size, bool)
+        if left > 0 and track_mem:
+            safe &= r + (left - 1) * maxinc[st] + maxchk[st] <= Bm
+        if left > 0 and track_cap:
+            safe &= c + left * maxcap[st] <= Bc
+        done = ob + np.where(safe, Abest[left + 1, st], W[0, st])
         m = int(np.argmin(done))
         if done[m] < ub:
-            ub, ub_idx = float(done[m]), _trace(layers, k, m)
-            slack = 1e-12 * max(1.0, abs(ub))
-        if k == K:
+            ub = float(done[m])
+            path = _trace(layers, k, m)
+            if safe[m]:
+                j = int(st[m])
+                n = int(np.argmin(A[1:left + 2, j])) + 1
+                path = _backtrack(arg, n, j)[:-1] + path
+            ub_idx = path
+        if left == 0:
             break
-        # extend: next smaller size i < j
+        live = ~safe
+        st, ob, r, c = st[live], ob[live], r[live], c[live]
+        idx_live = np.nonzero(live)[0]
+        if st.size == 0:
+            break
         ns, no, nr, nc, npar = [], [], [], [], []
-        bound_rest = Abest[min(K - k, Abest.shape[0] - 1)]
+        bound0 = Abest[left]
+        boundl = None if Alam is None else Alam[left]
         for s0 in range(0, st.size, 1024):
             sl = slice(s0, s0 + 1024)
-            cand = ob[sl, None] + W[:, st[sl]].T  # (labels, i)
-            ok = np.isfinite(cand) & (cand + bound_rest[None, :] <= ub + slack)
+            cand = ob[sl, None] + W[:, st[sl]].T  # (labels, i): batches in (c_i, c_j] pay c_j
+            ok = np.isfinite(cand) & (cand + bound0[None, :] <= ub + slack())
+            nr_all = r[sl, None] + inc[None, :]
+            nc_all = c[sl, None] + capx[None, :]
+            if boundl is not None:
+                lb = cand + boundl[None, :]
+                for (_, _, b), l, use in zip(dims, lam, [nr_all, nc_all] if track_mem else [nc_all]):
+                    lb = lb - l * (b - use)
+                ok &= lb <= ub + slack()
             ok &= (r[sl, None] + chk[None, :] <= Bm) & (c[sl, None] + capx[None, :] <= Bc)
             ok[:, 0] = False
             li, ii = np.nonzero(ok)
-            ns.append(cols[ii]); no.append(cand[li, ii]); npar.append(li + s0)
-            nr.append(r[sl][li] + inc[ii]); nc.append(c[sl][li] + capx[ii] * track_cap)
+            ns.append(cols[ii]); no.append(cand[li, ii]); npar.append(idx_live[li + s0])
+            nr.append(nr_all[li, ii]); nc.append(nc_all[li, ii])
         st, ob, r, c, par = (np.concatenate(x) for x in (ns, no, nr, nc, npar))
-        keep = _pareto(st, ob, r if np.isfinite(Bm) else None, c if track_cap else None)
+        keep = _pareto(st, ob, r if track_mem else None, c if track_cap else None, beam)
         st, ob, r, c, par = st[keep], ob[keep], r[keep], c[keep], par[keep]
         layers.append((st, par))
         kept += st.size
+        if kept > LABEL_LIMIT:
+            raise SearchTooLarge(f"the exact search passed {LABEL_LIMIT:,} labels")
     if ub_idx is None:
         raise Infeasible("no layout meets the budgets", {})
     return ub_idx, ub, kept
@@ -311,8 +415,23 @@ def _trace(layers, k, m) -> list[int]:
     return out
 
 
-def _pareto(group, obj, r1, r2) -> np.ndarray:
-    """Keep mask of labels not dominated inside their group on (obj, r1, r2); None dims are ignored."""
+def _pareto(group, obj, r1, r2, beam: int | None = None) -> np.ndarray:
+    """Keep mask of labels not dominated inside their group on (obj, r1, r2); None dims are ignored.
+    With `beam`, also drop all but the `beam` cheapest survivors of each group."""
+    keep = _pareto_exact(group, obj, r1, r2)
+    if beam is None or not keep.any():
+        return keep
+    ix = np.nonzero(keep)[0]
+    order = ix[np.lexsort((obj[ix], group[ix]))]
+    g = group[order]
+    start = np.concatenate(([True], g[1:] != g[:-1]))
+    first = np.maximum.accumulate(np.where(start, np.arange(order.size), 0))
+    out = np.zeros(group.size, bool)
+    out[order[np.arange(order.size) - first < beam]] = True
+    return out
+
+
+def _pareto_exact(group, obj, r1, r2) -> np.ndarray:
     n = group.size
     if n == 0:
         return np.ones(0, bool)

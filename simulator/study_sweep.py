@@ -75,7 +75,7 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
     result = {
         "scenario": sc.model_dump(mode="json"),
         "points": len(points), "computed": run.computed, "cached": run.cached,
-        "step_lookups": run.step_lookups, "steps_simulated": run.simulated_steps, "wall_s": run.wall_s,
+        "step_evals": run.step_evals, "step_lookups": run.step_lookups, "steps_simulated": run.simulated_steps, "wall_s": run.wall_s,
         "over_budget": len(over),
         "rows": rows,
         "summary": summary,

@@ -12,6 +12,7 @@ an interruption) loads the cache and only computes the points that are missing.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -65,48 +66,67 @@ def point_for(model: ModelSpec, profile: str, **kw) -> Point:
     return Point(model=model_tuple(model), profile=profile, profile_digest=load_cached_profile(profile)[2], **kw)
 
 
-def evaluate_point(p: Point) -> dict:
-    """All figures of one grid point (pure: the same point always gives the same row)."""
+_EXPECT: dict[tuple, dict] = {}  # per process: expectations shared by points that differ only in layout/budget
+
+
+def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> dict:
+    """Weighted sums over the distribution (and the mixed share) for one fusion level and graph mode."""
+    key = (p.model, p.profile_digest, fusion, mode, sizes if mode != "none" else (), p.dist_sizes,
+           p.dist_weights, p.ctx, p.mixed)
+    hit = _EXPECT.get(key)
+    if hit is not None:
+        return hit
     m = p.spec
-    prof = load_cached_profile(p.profile)[0]
-    sizes = list(p.sizes)
-    mem = GraphMemoryModel(m, prof, p.fusion, p.graph).layout(sizes, p.shared_pool)
-    kv = kv_cache_bytes(m, prof, mem, p.workspace_bytes, p.gpu_util)
-    lookups0 = STATS["lookups"]
-
-    def t(fusion: str, mode: str, shape: StepShape) -> float:
-        return step_time(m, p.profile, fusion, mode, shape).step_s
-
     share, ps, pl = p.mixed if p.mixed else (0.0, 0, 0)
-    acc = dict.fromkeys(("rows", "pad", "wmean", "over", "step", "unpad", "gnone", "eager", "tokens"), 0.0)
+    kinds = [(1.0 - share, True)] + ([(share, False)] if share > 0 else [])
+    acc = dict.fromkeys(("rows", "pad", "wmean", "over", "step", "unpad", "tokens", "evals"), 0.0)
     for b, w in zip(p.dist_sizes, p.dist_weights):
-        kinds = [(1.0 - share, True)] + ([(share, False)] if share > 0 else [])
         for wk, pure in kinds:
             if wk <= 0:
                 continue
             ww = w * wk
             tokens = b if pure else b + ps * pl
-            r = route(tokens, sizes, p.graph, pure_decode=pure)
+            r = route(tokens, list(sizes), mode, pure_decode=pure)
             extra = r.rows - tokens
 
             def shape(n: int) -> StepShape:
                 return decode(n, p.ctx) if pure else StepShape(n, p.ctx, ps, pl)
 
-            run = t(p.fusion, r.mode, shape(b + extra))
+            run = step_time(m, p.profile, fusion, r.mode, shape(b + extra)).step_s
+            unpad = step_time(m, p.profile, fusion, r.mode, shape(b)).step_s if extra else run
             acc["rows"] += ww * r.rows
             acc["pad"] += ww * extra
             acc["wmean"] += ww * extra / r.rows
-            acc["over"] += ww * (r.padded is None and p.graph != "none")
+            acc["over"] += ww * (r.padded is None and mode != "none")
             acc["step"] += ww * run
-            acc["unpad"] += ww * (t(p.fusion, r.mode, shape(b)) if extra else run)
-            acc["gnone"] += ww * t(p.fusion, "none", shape(b))
-            acc["eager"] += ww * t("none", "none", shape(b))
+            acc["unpad"] += ww * unpad
             acc["tokens"] += ww * tokens
+            acc["evals"] += 1
+    if len(_EXPECT) > 100_000:
+        _EXPECT.clear()
+    _EXPECT[key] = acc
+    return acc
+
+
+def evaluate_point(p: Point) -> dict:
+    """All figures of one grid point (pure: the same point always gives the same row).
+
+    `step_evals` counts the step times the point's expected step time sums over (one per batch size and
+    step kind in its own mode; the eager baselines and any memoised sums are not counted)."""
+    m = p.spec
+    prof = load_cached_profile(p.profile)[0]
+    sizes = tuple(p.sizes)
+    mem = GraphMemoryModel(m, prof, p.fusion, p.graph).layout(sizes, p.shared_pool)
+    kv = kv_cache_bytes(m, prof, mem, p.workspace_bytes, p.gpu_util)
+    acc = _expectation(p, p.fusion, p.graph, sizes)
+    gnone = _expectation(p, p.fusion, "none", sizes)["step"]
+    eager = _expectation(p, "none", "none", sizes)["step"]
     ms = 1e3
     return {
         "model": m.name, "profile": p.profile, "fusion": p.fusion, "graph": p.graph, "layout": p.layout,
         "sizes": len(sizes), "max_size": max(sizes), "distribution": p.distribution,
-        "budget_bytes": p.budget_bytes, "ctx": p.ctx, "mixed_share": share, "shared_pool": p.shared_pool,
+        "budget_bytes": p.budget_bytes, "ctx": p.ctx, "mixed_share": p.mixed[0] if p.mixed else 0.0,
+        "shared_pool": p.shared_pool,
         "graphs": mem.graphs, "pool_bytes": mem.pool_bytes, "static_bytes": mem.static_buffer_bytes,
         "graph_bytes": mem.total_bytes, "fits_budget": bool(mem.total_bytes <= p.budget_bytes),
         "kv_cache_bytes": kv, "kv_tokens": kv_cache_tokens(m, kv), "capture_s": mem.capture_s,
@@ -115,10 +135,10 @@ def evaluate_point(p: Point) -> dict:
         "overflow_frac": acc["over"],
         "expected_step_ms": acc["step"] * ms, "unpadded_step_ms": acc["unpad"] * ms,
         "padding_cost_ms": (acc["step"] - acc["unpad"]) * ms,
-        "graph_none_step_ms": acc["gnone"] * ms, "speedup_vs_graph_none": acc["gnone"] / acc["step"],
-        "eager_step_ms": acc["eager"] * ms, "speedup_vs_eager": acc["eager"] / acc["step"],
+        "graph_none_step_ms": gnone * ms, "speedup_vs_graph_none": gnone / acc["step"],
+        "eager_step_ms": eager * ms, "speedup_vs_eager": eager / acc["step"],
         "tokens_per_s": acc["tokens"] / acc["step"],
-        "step_evals": STATS["lookups"] - lookups0,
+        "step_evals": int(acc["evals"]),
     }
 
 
@@ -126,7 +146,8 @@ def evaluate_chunk(points: list[Point]) -> tuple[list[dict], dict]:
     """A worker's task: rows of `points`, plus this process's memo statistics for the chunk."""
     s0, l0 = STATS["simulated"], STATS["lookups"]
     rows = [evaluate_point(p) for p in points]
-    return rows, {"simulated": STATS["simulated"] - s0, "lookups": STATS["lookups"] - l0}
+    return rows, {"simulated": STATS["simulated"] - s0, "lookups": STATS["lookups"] - l0,
+                  "evals": sum(r["step_evals"] for r in rows)}
 
 
 # -- the cache ------------------------------------------------------------------------------------
@@ -173,8 +194,9 @@ class SweepRun:
     computed: int  # points evaluated in this run
     cached: int  # points taken from the cache
     simulated_steps: int  # unique step simulations (memo misses) in this run
-    step_lookups: int  # step evaluations requested in this run
-    wall_s: float
+    step_lookups: int  # step-time memo lookups in this run
+    step_evals: int = 0  # step times the computed points' expectations sum over
+    wall_s: float = 0.0
     keys: list[str] = field(default_factory=list)
 
 
@@ -195,12 +217,16 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
     cached = len(points) - len(pending)
     if max_points is not None:
         pending = pending[:max_points]
-    # group points that share step evaluations so one worker's memo serves them
-    pending.sort(key=lambda i: (points[i].model, points[i].profile, points[i].fusion, points[i].ctx,
-                                points[i].graph, i))
-    tasks = _chunks(pending, chunk)
+    # tasks never straddle a (model, profile, fusion, ctx) group: its points share step evaluations,
+    # so one worker's memo serves the whole task
+    def group(i: int) -> tuple:
+        q = points[i]
+        return (q.model, q.profile, q.fusion, q.ctx)
+
+    pending.sort(key=lambda i: (group(i), points[i].graph, i))
+    tasks = [c for _, g in itertools.groupby(pending, key=group) for c in _chunks(list(g), chunk)]
     fresh: dict[int, dict] = {}
-    stats = {"simulated": 0, "lookups": 0}
+    stats = {"simulated": 0, "lookups": 0, "evals": 0}
 
     def on_done(task_idx: int, rows: list[dict], st: dict) -> None:
         idx = tasks[task_idx]
@@ -218,5 +244,6 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
         r = fresh.get(i, done.get(k))
         if r is not None:
             rows.append(r)
-    return SweepRun(rows, len(fresh), cached, stats["simulated"], stats["lookups"], time.perf_counter() - t0,
-                    keys)
+    return SweepRun(rows, computed=len(fresh), cached=cached, simulated_steps=stats["simulated"],
+                    step_lookups=stats["lookups"], step_evals=stats["evals"], wall_s=time.perf_counter() - t0,
+                    keys=keys)

@@ -28,7 +28,7 @@ from .profile import Profile, load_profile
 from .timeline import StepResult, summarize
 from .workload import StepShape, build_step
 
-_MEMO: dict[tuple, StepResult] = {}
+_MEMO: dict[tuple, dict[tuple, StepResult]] = {}  # (model, profile digest) -> step key -> result
 STATS = {"lookups": 0, "simulated": 0}
 
 
@@ -102,13 +102,16 @@ def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel
 def step_time(model: ModelSpec, profile_name: str, fusion: str, mode: str, shape: StepShape) -> StepResult:
     """The fast engine's result for one step, memoised per process."""
     _, costs, digest = load_cached_profile(profile_name)
-    key = (model, digest, fusion, mode, shape)
     STATS["lookups"] += 1
-    r = _MEMO.get(key)
+    memo = _MEMO.get((model, digest))
+    if memo is None:
+        memo = _MEMO[(model, digest)] = {}
+    key = (fusion, mode, shape)
+    r = memo.get(key)
     if r is None:
         plan = tiled_plan(model, shape, fusion, costs, mode, pure_decode=shape.is_pure_decode)
         r = summarize(simulate_fast(plan))
-        _MEMO[key] = r
+        memo[key] = r
         STATS["simulated"] += 1
     return r
 

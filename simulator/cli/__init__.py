@@ -18,6 +18,7 @@ app = typer.Typer(
 )
 
 from . import core  # noqa: E402,F401  (registers run, predict, schema)
+from . import serve  # noqa: E402,F401  (registers serve)
 from . import buckets  # noqa: E402,F401  (registers buckets, pad, graph-memory)
 from . import trace  # noqa: E402,F401  (registers import-trace, export-trace)
 

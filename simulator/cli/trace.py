@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.table import Table
 
 from . import app
 from .core import console, print_rows
@@ -105,18 +106,28 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
     if as_json:
         print(json.dumps(d))
         return
-    cols = ["workload", "batch", "fusion", "graph", "step_ms", "cpu_ms", "gpu_ms", "kernels", "launches", "bound",
-            "traced_host_ms", "traced_gpu_ms"]
-    print_rows([d], "prediction (imported workload)", cols)
+    cols = ["workload", "batch", "ctx", "fusion", "graph", "step_ms", "cpu_ms", "gpu_ms", "gpu_idle_frac", "kernels",
+            "launches", "bound", "traced_host_ms", "traced_gpu_ms"]
+    t = Table(title="prediction (imported workload)", show_header=False)
+    for c in cols:
+        v = d.get(c)
+        t.add_row(c, f"{v:.4g}" if isinstance(v, float) else str(v))
+    console.print(t)
     if wi.fusion:
         f = wi.fusion
         console.print(f"fusion rule: {f['rule']}", soft_wrap=True)
         console.print(f"kernels {f['kernels_before']} -> {f['kernels_after']} ({f['saved']} saved)")
-        print_rows(f["groups"], "merged runs (by pattern)",
-                   ["count", "members", "saved", "gpu_us_before", "gpu_us_after", "pattern"], limit=15)
+        rows = [{**g, "pattern": _short(g["pattern"])} for g in f["groups"]]
+        print_rows(rows, "merged runs (by pattern)", ["count", "members", "saved", "gpu_us_before", "gpu_us_after",
+                                                      "pattern"], limit=15)
     if wi.unscaled:
         top = ", ".join(f"{n} x{c}" for n, c in Counter(wi.unscaled).most_common(8))
         console.print(f"unscaled (no recorded shape, kept at measured time): {len(wi.unscaled)} kernels: {top}",
                       soft_wrap=True)
     elif wi.scaled:
         console.print(f"scaled {wi.scaled} kernels through the profile's cost model")
+
+
+def _short(pattern: str, width: int = 48) -> str:
+    p = pattern.replace("aten::", "")
+    return p if len(p) <= width else p[: width - 1] + "…"

@@ -14,9 +14,12 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from .base import ConfigError, load_yaml, validation_error
 from .step import StepScenario, ToyScenario
+from .serve import ServeScenario
+from .capacity import CapacityScenario
 from .sweep import SweepScenario
+from .trace_workload import WorkloadScenario
 
-KINDS: list[type] = [StepScenario, ToyScenario, SweepScenario]
+KINDS: list[type] = [StepScenario, ToyScenario, SweepScenario, WorkloadScenario, ServeScenario, CapacityScenario]
 
 
 def _union():

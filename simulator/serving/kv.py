@@ -14,6 +14,7 @@ without touching the requests one by one.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -92,19 +93,27 @@ class Cohort:
         """New blocks the members take at decode step number g."""
         return self.count[(1 - g) % self.bs]
 
+    def _rotated(self, g_first: int) -> list[int]:
+        """a[i] = members needing a block at step g_first + i (period block_size)."""
+        o, c = (1 - g_first) % self.bs, self.count
+        return c[o::-1] + c[:o:-1]
+
     def needs_over(self, g_first: int, k: int) -> tuple[int, int]:
         """Blocks taken over steps g_first .. g_first+k-1: (total, sum of need_i * (steps left incl. i)).
-        The second figure integrates held blocks over the run (see `Replica` KV utilisation)."""
-        bs, last, total, weighted = self.bs, g_first + k - 1, 0, 0
-        for r, c in enumerate(self.count):
-            if not c:
-                continue
-            g1 = g_first + ((1 - r - g_first) % bs)  # first step >= g_first with (r + g) % bs == 1
-            if g1 > last:
-                continue
-            m = (last - g1) // bs + 1
-            total += c * m
-            weighted += c * (m * (last + 1 - g1) - bs * m * (m - 1) // 2)
+        The second figure integrates held blocks over the run (KV utilisation). Closed form over the
+        periodic demand: q full cycles of block_size steps plus a partial one of `rem` steps."""
+        bs, n = self.bs, self.n
+        a = self._rotated(g_first)
+        q, rem = divmod(k, bs)
+        head = a[:rem]
+        w_rem = sum(head)
+        i_rem = sum(map(operator.mul, head, range(rem)))
+        total = q * n + w_rem
+        if q:
+            a1 = sum(map(operator.mul, a, range(bs)))
+            weighted = q * k * n - q * a1 - bs * (q * (q - 1) // 2) * n + (k - q * bs) * w_rem - i_rem
+        else:
+            weighted = k * w_rem - i_rem
         return total, weighted
 
     def steps_affordable(self, g_first: int, free: int) -> int:

@@ -72,8 +72,8 @@ def pct(x: np.ndarray, q: float) -> float | None:
     return float(np.percentile(x, q)) if x.size else None
 
 
-def summarize(col: Collector, sched, arrivals: np.ndarray, stop: float, rejected: int) -> dict:
-    """The metrics dict of a run (times in s, TPOT in ms)."""
+def summarize(col: Collector, sched, arrivals: np.ndarray, stop: float, rejected: int) -> tuple[dict, dict]:
+    """(per-request samples, metrics dict) of a run; times in s, TPOT in ms."""
     w0, w1 = col.w0, col.w1
     span = w1 - w0
     n = len(arrivals)
@@ -97,7 +97,8 @@ def summarize(col: Collector, sched, arrivals: np.ndarray, stop: float, rejected
     fin_all = np.asarray(sched.finish_t, dtype=float)
     completed_in_window = int(np.count_nonzero((fin_all >= w0) & (fin_all < w1)))
     graph_rows = col.padded
-    return {
+    samples = {"ttft_s": ttft, "tpot_ms": tpot}
+    return samples, {
         "requests": int(arr.size),
         "completed": int(done.sum()),
         "unfinished": int((~done).sum()),
@@ -123,6 +124,7 @@ def summarize(col: Collector, sched, arrivals: np.ndarray, stop: float, rejected
         "little_lambda_W": (arr.size / span) * (float(sojourn.mean()) if sojourn.size else 0.0),
         "window_s": span,
     }
+
 
 
 def finite(d: dict) -> dict:

@@ -1,12 +1,12 @@
 """The SimPy model of one GPU replica serving a request stream under continuous batching.
 
-Two processes share one `simpy.Environment`:
-- `arrivals` walks the workload's arrival times, hands each request to the scheduler (or rejects it) and
-  wakes the engine when it sits idle;
-- `engine` loops: ask the scheduler for the next step, time it with the memoised `StepTimer`, hold the
-  replica for that long (one SimPy event per step, or per run of identical decode-only steps that nothing
-  could change - see `Scheduler.extend`; `merge_steps=False` runs them one event each, same figures), then
-  apply the step (tokens, first tokens, finishes).
+The replica is one SimPy process, `engine`, on a `simpy.Environment`. It loops: hand the scheduler every
+request that has arrived by now (arrivals are a pre-generated sorted array, so they need no events of their
+own; each is logged at its own arrival time), ask the scheduler for the next step, time it with the
+memoised `StepTimer`, hold the replica for that long (one SimPy event per step, or per run of identical
+decode-only steps that nothing could change - see `Scheduler.extend`; `merge_steps=False` runs them one
+event each and gives the same figures), then apply the step (tokens, first tokens, finishes). With nothing
+to run it sleeps until the next arrival.
 Arrivals stop at `duration`; the run continues until every request has left or `drain_s` has passed after
 `duration` (what is left is reported as unfinished). Metrics: see `metrics`.
 """
@@ -28,7 +28,7 @@ from .arrivals import Workload
 from .kv import BLOCK_SIZE, KVCapacity, kv_capacity
 from .metrics import Collector, finite, summarize
 from .scheduler import Limits, Scheduler
-from .steptime import CTX_BUCKET, PREFILL_BUCKET, StepTimer
+from .steptime import CTX_BUCKET, StepTimer
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,6 @@ class ServeConfig:
     kv_blocks: int | None = None  # override the memory model
     block_size: int = BLOCK_SIZE
     ctx_bucket: int = CTX_BUCKET
-    prefill_bucket: int = PREFILL_BUCKET
     warmup_frac: float = 0.1
     drain_s: float | None = None  # default: duration
     merge_steps: bool = True
@@ -72,7 +71,7 @@ class Prepared:
 
 def prepare(cfg: ServeConfig) -> Prepared:
     costs = CostModel(cfg.profile)
-    timer = StepTimer(cfg.model, costs, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.ctx_bucket, cfg.prefill_bucket)
+    timer = StepTimer(cfg.model, costs, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.ctx_bucket)
     kv = kv_capacity(cfg.model, cfg.profile, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.gpu_util,
                      cfg.workspace_bytes, cfg.block_size, cfg.kv_blocks)
     return Prepared(timer, kv)
@@ -88,6 +87,7 @@ class ServeResult:
     step_evals: int
     events: int
     config: dict = field(default_factory=dict)
+    samples: dict = field(default_factory=dict)  # per-request TTFT (s) and TPOT (ms) of the window
 
     def as_dict(self) -> dict:
         return {**self.config, **self.metrics, **self.kv, "simulated_s": self.simulated_s, "wall_s": self.wall_s,
@@ -106,69 +106,76 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
     stop = duration + (duration if cfg.drain_s is None else cfg.drain_s)
     col = Collector(w0, w1, kv.blocks)
     env = simpy.Environment()
-    idle: list = [None]
-    nxt = [0]
-    rejected = [0]
-    events = [0]
     n_req = len(times)
-    cb = cfg.ctx_bucket
-    merge = cfg.merge_steps
-    bounds = [b for b in (w0, w1, stop)]
+    times.append(math.inf)  # sentinel
+    nxt = 0  # next arrival not yet handed to the scheduler
+    rejected = 0
+    events = 0
 
-    def arrivals():
-        for i, t in enumerate(times):
-            if t > env.now:
-                yield env.timeout(t - env.now)
-            nxt[0] = i + 1
+    def admit_arrivals(now: float) -> None:
+        """Hand every request that has arrived by `now` to the scheduler, in arrival order."""
+        nonlocal nxt, rejected
+        i = nxt
+        while times[i] <= now:
             if sched.arrive(i):
-                col.track(env.now, sched.in_system)
-                ev = idle[0]
-                if ev is not None and not ev.triggered:
-                    ev.succeed()
+                col.track(times[i], sched.in_system)
             else:
-                rejected[0] += 1
+                rejected += 1
+            i += 1
+        nxt = i
 
     def engine():
+        nonlocal events
+        cb, merge, inf, ceil = cfg.ctx_bucket, cfg.merge_steps, math.inf, math.ceil
+        bounds = [w0, w1, stop]
+        decode_time, mixed_time = timer.decode, timer.mixed
+        schedule, extend, complete, on_steps = sched.schedule, sched.extend, sched.complete, col.on_steps
+        admission_open, track, timeout = sched.admission_open, col.track, env.timeout
         while True:
-            plan = sched.schedule()
-            if plan is None:
-                if nxt[0] >= n_req:
-                    return
-                idle[0] = env.event()
-                yield idle[0]
-                idle[0] = None
-                continue
             now = env.now
+            if times[nxt] <= now:
+                admit_arrivals(now)
+            plan = schedule()
+            if plan is None:
+                ta = times[nxt]
+                if ta == inf or ta >= stop:
+                    break
+                yield timeout(ta - now)  # idle until the next arrival
+                continue
+            k = 1
             if plan.chunks:
-                cost = timer.mixed(plan.decode, len(plan.chunks), plan.prefill_tokens, plan.ctx)
-                k = 1
+                cost = mixed_time(plan.decode, len(plan.chunks), plan.prefill_tokens, plan.ctx)
             else:
-                cost = timer.decode(plan.decode, plan.ctx)
-                k = 1
+                cost = decode_time(plan.decode, plan.ctx)
                 if merge:
                     dt = cost.step_s
-                    cap = 1 << 62
-                    for b in bounds:
-                        if b > now:
-                            cap = min(cap, max(1, math.ceil((b - now) / dt)))
-                    if nxt[0] < n_req and sched.admission_open():
-                        cap = min(cap, max(1, math.ceil((times[nxt[0]] - now) / dt)))
-                    k = sched.extend(plan, cap, cb)
-            events[0] += 1
-            yield env.timeout(k * cost.step_s)
-            tokens, done = sched.complete(plan, env.now)
-            col.on_steps(now, k, cost, plan, tokens)
+                    while bounds[0] <= now:
+                        bounds.pop(0)
+                    cap = ceil((bounds[0] - now) / dt)
+                    ta = times[nxt]
+                    if ta != inf and admission_open():
+                        ka = ceil((ta - now) / dt)
+                        if ka < cap:
+                            cap = ka
+                    if cap > 1:
+                        k = extend(plan, cap, cb)
+            events += 1
+            yield timeout(k * cost.step_s)
+            end = env.now
+            if times[nxt] <= end:
+                admit_arrivals(end)
+            tokens, done = complete(plan, end)
+            on_steps(now, k, cost, plan, tokens)
             if done:
-                col.track(env.now, sched.in_system)
-            if env.now >= stop:
-                return
+                track(end, sched.in_system)
+            if end >= stop:
+                break
 
-    env.process(arrivals())
     proc = env.process(engine())
     env.run(until=proc)
     end = env.now
     col.track(max(end, w1), sched.in_system)
-    metrics = summarize(col, sched, np.asarray(times, dtype=float), end, rejected[0])
+    samples, metrics = summarize(col, sched, np.asarray(times[:n_req], dtype=float), end, rejected)
     metrics["offered_rate"] = wl.rate
     return ServeResult(finite(metrics), col.batch_log(), kv.as_dict(), float(end), time.perf_counter() - t_wall,
-                       timer.misses - evals0, events[0], cfg.label())
+                       timer.misses - evals0, events, cfg.label(), samples)

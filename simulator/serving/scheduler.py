@@ -12,7 +12,8 @@ Each scheduling point (the end of a step) builds the next step:
    chunked prefill off a prompt is admitted only when it fits the budget whole.
 A step holding prefill chunks is a mixed step. The prefill step that completes a prompt yields the first
 output token; each decode step one more; a request holds prompt + output - 1 tokens when it finishes.
-A request whose prompt + output cannot fit the KV pool or `max_model_len` is rejected on arrival.
+A request whose prompt + output cannot fit the KV pool or `max_model_len` (or, with chunked prefill off, the
+token budget, which a recompute after preemption would need) is rejected on arrival.
 
 Decoding requests are a `kv.Cohort` on the global decode-step counter G (finish steps in a heap), so a step
 costs O(1) whatever the batch, and `extend` can merge a run of identical decode-only steps into one event:
@@ -40,7 +41,7 @@ class Limits:
     max_model_len: int = 1 << 30
 
 
-@dataclass
+@dataclass(slots=True)
 class Plan:
     """What the next step (or run of `steps` identical decode-only steps) holds."""
 
@@ -91,7 +92,8 @@ class Scheduler:
     # -- arrivals and bookkeeping -----------------------------------------------------------------
     def arrive(self, rid: int) -> bool:
         need = self.P[rid] + self.O[rid]
-        if blocks_for(need - 1, self.bs) > self.total or need > self.lim.max_model_len:
+        too_long_unchunked = not self.lim.chunked_prefill and need - 1 > self.lim.max_num_batched_tokens
+        if blocks_for(need - 1, self.bs) > self.total or need > self.lim.max_model_len or too_long_unchunked:
             self.state[rid] = REJECTED
             return False
         self.target[rid] = self.P[rid]
@@ -132,11 +134,16 @@ class Scheduler:
     # -- one scheduling point ---------------------------------------------------------------------
     def schedule(self) -> Plan | None:
         g1, co, bs = self.G + 1, self.cohort, self.bs
+        if not self.prefilling and not self.waiting:  # fast path: decodes only, nothing to admit
+            need = co.count[(1 - g1) % bs]
+            if co.n and need <= self.total - self.used:
+                self.used += need
+                return Plan(co.n, co.base_sum + co.n * g1, [], 0, 0, 1, self.used, self.used)
         while co.need(g1) > self.total - self.used and self.running:
             self._preempt_last()
         chunks, ptok, pctx = [], 0, 0
         budget = self.lim.max_num_batched_tokens
-        for rid in list(self.prefilling):
+        for rid in (list(self.prefilling) if self.prefilling else ()):
             if rid not in self.running:
                 continue
             left = budget - co.n - ptok
@@ -184,23 +191,33 @@ class Scheduler:
 
     def extend(self, plan: Plan, cap: int, ctx_bucket: int) -> int:
         """Merge up to `cap` identical decode-only steps into `plan` (see module docstring)."""
-        co, g1 = self.cohort, self.G + 1
-        if plan.chunks or co.n == 0 or cap <= 1:
+        co = self.cohort
+        if cap <= 1 or plan.chunks:
             return 1
+        g1 = self.G + 1
         heap, ep, st = self.heap, self.epoch, self.state
-        while heap and (heap[0][2] != ep[heap[0][1]] or st[heap[0][1]] != DECODE):
+        while heap[0][2] != ep[heap[0][1]] or st[heap[0][1]] != DECODE:
             heapq.heappop(heap)
-        k = min(cap, heap[0][0] - self.G)
+        k = heap[0][0] - self.G
+        if cap < k:
+            k = cap
         c1 = -(-co.base_sum // co.n) + g1
-        k = min(k, -(-c1 // ctx_bucket) * ctx_bucket - c1 + 1)
-        k = min(k, 1 + co.steps_affordable(g1 + 1, self.total - self.used))
-        if k > 1:
-            taken, weighted = co.needs_over(g1 + 1, k - 1)
-            plan.block_steps = k * self.used + weighted
-            self.used += taken
-            plan.peak_used = self.used
-            plan.steps = k
-        return max(k, 1)
+        kc = -(-c1 // ctx_bucket) * ctx_bucket - c1 + 1
+        if kc < k:
+            k = kc
+        if k <= 1:
+            return 1
+        free = self.total - self.used
+        if free < co.n * (-(-(k - 1) // self.bs)):  # the pool might run short: find where
+            k = min(k, 1 + co.steps_affordable(g1 + 1, free))
+            if k <= 1:
+                return 1
+        taken, weighted = co.needs_over(g1 + 1, k - 1)
+        plan.block_steps = k * self.used + weighted
+        self.used += taken
+        plan.peak_used = self.used
+        plan.steps = k
+        return k
 
     def complete(self, plan: Plan, t_end: float) -> tuple[int, list[int]]:
         """Apply a finished plan at time t_end; return (output tokens produced, requests finished)."""

@@ -1,0 +1,80 @@
+"""`launchsim serve`: one replica under a request stream; prints the serving metrics (or one JSON object)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import app
+from ..errors import UserError
+
+
+def _layout(spec: str):
+    """A preset name stays a string; "1,2,4,8" becomes a list (bad items are reported by the layout parser)."""
+    from ..buckets import parse_layout
+
+    parts = [x.strip() for x in spec.split(",") if x.strip()]
+    if parts and all(x.isdigit() for x in parts):
+        return [int(x) for x in parts]
+    parse_layout(spec)  # raises a one-line error for anything that is neither
+    return spec
+
+
+@app.command()
+def serve(
+    model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json path"),
+    rate: Optional[float] = typer.Option(None, "--rate", help="mean arrival rate, requests/s"),
+    duration: Optional[float] = typer.Option(None, "--duration", help="seconds of arrivals to simulate"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="root seed (replications spawn from it)"),
+    scenario: Optional[Path] = typer.Option(None, "--scenario", help="a serve scenario file; flags override it"),
+    fusion: Optional[str] = typer.Option(None, "--fusion", help="none | packed | compiled | fused (default fused)"),
+    graph: Optional[str] = typer.Option(None, "--graph", help="none | full | piecewise | full_and_piecewise"),
+    layout: Optional[str] = typer.Option(None, "--layout", help="capture sizes: preset name or list 1,2,4,8"),
+    profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path"),
+    trace: Optional[Path] = typer.Option(None, "--trace", help="CSV trace (timestamp,prompt_tokens,output_tokens)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write result.json, metrics.csv, batch_log.csv, report.html"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Simulate one GPU replica serving requests (continuous batching); print throughput, TTFT/TPOT, busy shares."""
+    from ..config import load_scenario, parse_scenario
+    from ..config.serve import ServeScenario
+    from ..serving.study import serve as run_serve, write_outputs
+
+    if rate is not None and rate <= 0:
+        raise UserError(f"--rate must be a positive number of requests/s, got {rate:g}")
+    if duration is not None and duration <= 0:
+        raise UserError(f"--duration must be a positive number of seconds, got {duration:g}")
+    if seed is not None and seed < 0:
+        raise UserError(f"--seed must be >= 0, got {seed}")
+    if scenario is not None:
+        base = load_scenario(scenario)
+        if not isinstance(base, ServeScenario):
+            raise UserError(f"{scenario}: --scenario needs a scenario of kind 'serve', got '{base.kind}'")
+        data = base.model_dump(mode="python")
+    else:
+        if model is None:
+            raise UserError("give --model (or --scenario FILE)")
+        data = {"kind": "serve", "name": "serve", "model": model}
+    over = {"model": model, "rate": rate, "profile": profile, "fusion": fusion, "graph": graph,
+            "layout": _layout(layout) if layout else None, "duration_s": duration, "seed": seed}
+    data.update({k: v for k, v in over.items() if v is not None})
+    if trace is not None:
+        data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
+    sc = parse_scenario(data, "command line")
+    result = run_serve(sc)
+    samples = result.pop("_samples")
+    if out is not None:
+        write_outputs(result, samples, out, sc.name, sc.description)
+    d = {**result["config"], **result["metrics"], **result["kv"], "simulated_s": result["simulated_s"],
+         "wall_s": result["wall_s"], "step_evals": result["step_evals"], "events": result["events"]}
+    if as_json:
+        print(json.dumps(d))
+        return
+    from .core import print_rows
+
+    print_rows([{"metric": k, "value": v} for k, v in d.items() if not isinstance(v, (list, dict))],
+               f"serve {sc.model} at {sc.rate if sc.rate is not None else 'trace'} req/s", ["metric", "value"],
+               limit=100)

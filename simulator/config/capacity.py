@@ -1,0 +1,62 @@
+"""Scenario kind `capacity`: for each configuration (model x profile x fusion x graph mode x layout), the highest
+arrival rate that meets latency SLOs, and the replicas a target rate needs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+
+from .base import Strict
+from .serve import LayoutSpec, RunModel
+from .step import FusionName, GraphName
+
+
+class LayoutChoice(Strict):
+    label: str = Field(description="name of the layout in the report (e.g. vllm, optimized)")
+    sizes: LayoutSpec = Field(description="capture sizes: a preset name or a list of batch sizes")
+    note: str = Field("", description="where the layout came from, shown in the report")
+
+
+class SLO(Strict):
+    percentile: Literal[50, 90, 99] = Field(99, description="which percentile the limits apply to")
+    ttft_s: PositiveFloat | None = Field(None, description="limit on the TTFT percentile, seconds")
+    tpot_ms: PositiveFloat | None = Field(None, description="limit on the TPOT percentile, milliseconds")
+
+    @model_validator(mode="after")
+    def _one(self):
+        if self.ttft_s is None and self.tpot_ms is None:
+            raise ValueError("give at least one of ttft_s or tpot_ms")
+        return self
+
+
+class SearchSpec(Strict):
+    rate_min: PositiveFloat = Field(0.05, description="lowest rate tried, requests/s; failing it: no rate meets")
+    rate_max: PositiveFloat = Field(5000.0, description="highest rate tried, requests/s")
+    start: PositiveFloat | None = Field(None, description="first rate tried (default: estimated from decode steps)")
+    tolerance: float = Field(0.02, gt=0, lt=1, description="stop bisecting when (fail - pass) / pass <= tolerance")
+    max_runs: PositiveInt = Field(40, description="most simulations per configuration")
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.rate_min >= self.rate_max:
+            raise ValueError("rate_min must be below rate_max")
+        return self
+
+
+class CapacityScenario(RunModel):
+    kind: Literal["capacity"] = Field(description="scenario type")
+    name: str = Field(description="scenario name, used in reports")
+    description: str = Field("", description="free text shown in the report")
+    models: list[str] = Field(min_length=1, description="model presets or config.json paths")
+    profiles: list[str | None] = Field([None], min_length=1, description="profiles (null: h200, else datasheet-h200)")
+    fusion: list[FusionName] = Field(["fused"], min_length=1, description="fusion levels")
+    graph: list[GraphName] = Field(["none", "full_and_piecewise"], min_length=1, description="CUDA-graph modes")
+    layouts: list[LayoutChoice] = Field(default_factory=lambda: [LayoutChoice(label="vllm", sizes="vllm")],
+                                        min_length=1, description="capture layouts (ignored under graph none)")
+    slo: SLO = Field(description="latency targets a rate must meet")
+    target_rate: PositiveFloat | None = Field(None, description="fleet arrival rate to size replicas for, requests/s")
+    search: SearchSpec = Field(default_factory=SearchSpec, description="bisection settings")
+    curve_fractions: list[PositiveFloat] = Field([0.25, 0.5, 0.75, 1.1, 1.25], description=(
+        "extra rates for the throughput-latency curves, as fractions of each configuration's best rate"))
+    workers: int = Field(1, ge=0, le=64, description="processes running configurations in parallel (0: one per core)")

@@ -1,0 +1,112 @@
+"""Scenario kind `serve`: one replica under a request stream (continuous batching), and the pieces that the
+`capacity` kind shares with it (arrivals, length distributions, serving-engine limits)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+
+from .base import Strict
+from .step import FusionName, GraphName
+
+LayoutSpec = str | list[PositiveInt]
+
+
+class LengthModel(Strict):
+    kind: Literal["fixed", "uniform", "lognormal"] = Field("lognormal", description="length distribution")
+    value: PositiveInt | None = Field(None, description="tokens, for kind fixed")
+    mean: PositiveFloat | None = Field(None, description="mean tokens, for kind lognormal")
+    cv: float = Field(1.0, ge=0, description="coefficient of variation, for kind lognormal")
+    low: PositiveInt = Field(1, description="smallest length (uniform bound, lognormal clip)")
+    high: PositiveInt = Field(4096, description="largest length (uniform bound, lognormal clip)")
+
+    @model_validator(mode="after")
+    def _complete(self):
+        if self.kind == "fixed" and self.value is None:
+            raise ValueError("kind fixed needs 'value'")
+        if self.kind == "lognormal" and self.mean is None:
+            raise ValueError("kind lognormal needs 'mean'")
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) must not exceed high ({self.high})")
+        return self
+
+    def to_spec(self):
+        from ..serving.arrivals import LengthSpec
+
+        return LengthSpec(self.kind, self.value or 0, float(self.mean or 0.0), self.cv, self.low, self.high)
+
+
+def default_prompt() -> LengthModel:
+    return LengthModel(kind="lognormal", mean=512, cv=1.0, low=1, high=4096)
+
+
+def default_output() -> LengthModel:
+    return LengthModel(kind="lognormal", mean=256, cv=1.0, low=1, high=2048)
+
+
+class ArrivalModel(Strict):
+    process: Literal["poisson", "gamma", "trace"] = Field("poisson", description="arrival process")
+    cv: PositiveFloat = Field(1.0, description="coefficient of variation of gamma inter-arrival gaps (>1: bursty)")
+    trace: str | None = Field(None, description="CSV trace (timestamp,prompt_tokens,output_tokens), for process trace")
+
+    @model_validator(mode="after")
+    def _trace(self):
+        if self.process == "trace" and not self.trace:
+            raise ValueError("process trace needs 'trace' (a CSV file)")
+        return self
+
+    def to_spec(self):
+        from ..serving.arrivals import ArrivalSpec
+
+        return ArrivalSpec(self.process, self.cv, self.trace)
+
+
+class EngineLimits(Strict):
+    max_num_seqs: PositiveInt = Field(256, description="most sequences in one step")
+    max_num_batched_tokens: PositiveInt = Field(8192, description="token budget of one step")
+    chunked_prefill: bool = Field(True, description="split long prompts across steps (off: a prompt must fit whole)")
+    max_model_len: PositiveInt | None = Field(None, description="longest prompt + output (default: model's limit)")
+    gpu_util: float = Field(0.9, gt=0, le=1, description="share of GPU memory the engine may use")
+    workspace_gib: float = Field(1.0, ge=0, description="workspace and activation memory outside graphs, GiB")
+    kv_blocks: PositiveInt | None = Field(None, description="override the KV-cache size in 16-token blocks")
+    ctx_bucket: PositiveInt = Field(256, description="context bucket of the step-time memo, tokens (rounded up)")
+    merge_steps: bool = Field(True, description="merge runs of identical decode steps into one event (same figures)")
+
+    @model_validator(mode="after")
+    def _budget(self):
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError("max_num_batched_tokens must be at least max_num_seqs")
+        return self
+
+
+class RunModel(Strict):
+    """Timing and seeds common to `serve` and `capacity`."""
+
+    duration_s: PositiveFloat = Field(60.0, description="seconds of arrivals to simulate")
+    warmup_frac: float = Field(0.1, ge=0, lt=1, description="leading share of the run left out of the metrics")
+    drain_s: float | None = Field(None, ge=0, description="how long to keep serving after arrivals stop (default: duration)")
+    seed: int = Field(0, ge=0, description="root of the SeedSequence all streams and replications spawn from")
+    replications: PositiveInt = Field(1, le=100, description="independent runs (seeds spawned from the root)")
+    arrivals: ArrivalModel = Field(default_factory=ArrivalModel, description="arrival process")
+    prompt: LengthModel = Field(default_factory=default_prompt, description="prompt length distribution")
+    output: LengthModel = Field(default_factory=default_output, description="output length distribution")
+    engine: EngineLimits = Field(default_factory=EngineLimits, description="serving-engine limits")
+
+
+class ServeScenario(RunModel):
+    kind: Literal["serve"] = Field(description="scenario type")
+    name: str = Field(description="scenario name, used in reports")
+    description: str = Field("", description="free text shown in the report")
+    model: str = Field(description="model preset or config.json path")
+    profile: str | None = Field(None, description="profile name or path (default: h200, else datasheet-h200)")
+    fusion: FusionName = Field("fused", description="fusion level of the served model")
+    graph: GraphName = Field("full_and_piecewise", description="CUDA-graph mode")
+    layout: LayoutSpec = Field("vllm", description="capture sizes: a preset (vllm, sglang, ...) or a list")
+    rate: PositiveFloat | None = Field(None, description="mean arrival rate, requests/s (trace: rescale to it)")
+
+    @model_validator(mode="after")
+    def _rate(self):
+        if self.rate is None and self.arrivals.process != "trace":
+            raise ValueError(f"{self.arrivals.process} arrivals need 'rate'")
+        return self

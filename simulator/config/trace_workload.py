@@ -1,0 +1,28 @@
+"""Scenario kind `workload`: an imported trace (a workload file from `launchsim import-trace`) in
+place of a preset model, over a grid of graph modes, fusion what-ifs and batch sizes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt
+
+from .base import Strict
+from .step import GraphName
+
+
+class WorkloadScenario(Strict):
+    kind: Literal["workload"] = Field(description="scenario type")
+    name: str = Field(description="scenario name, used in reports")
+    description: str = Field("", description="free text shown in the report")
+    workload: str = Field(description="workload file written by `launchsim import-trace` (path, relative to "
+                                      "the working directory)")
+    profile: str | None = Field(None, description="profile name or path (default: h200)")
+    graph: list[GraphName] = Field(["none"], min_length=1, description="graph modes to compare")
+    fusion: list[Literal["none", "compiled"]] = Field(["none"], min_length=1,
+                                                      description="none (as traced) or compiled (fusion rules)")
+    batch: list[PositiveInt] | None = Field(None, min_length=1,
+                                            description="batch sizes to scale to (default: the traced batch)")
+    ctx: PositiveInt | None = Field(None, description="context length to scale attention to (default: traced)")
+    engine: Literal["des", "fast"] = Field("fast", description="engine (des = SimPy reference)")
+    timeline_launches: PositiveInt = Field(18, description="how many first launches the timeline shows")

@@ -1,0 +1,99 @@
+"""From validated scenario settings to serving runs: replica configurations, workloads, replications.
+
+Seeds: one root `SeedSequence(seed)`; replication r uses its r-th child (spawned without mutating the root),
+and that child spawns the arrival, prompt and output streams. Every configuration and every rate of a study
+reuses the same replication seeds (common random numbers), so comparisons see the same requests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..buckets import parse_layout
+from ..graph_memory import GiB
+from ..models import load_model
+from ..profile import load_profile
+from .arrivals import Trace, child_seeds, load_trace, make_workload
+from .replica import Prepared, ServeConfig, ServeResult, prepare, simulate_serving
+
+# Metrics averaged across replications (the rest are taken from the first replication or summed).
+_SUMMED = ("requests", "completed", "unfinished", "rejected", "preemptions", "steps", "decode_steps", "mixed_steps")
+
+
+def build_config(run, model: str, profile: str | None, fusion: str, graph: str, layout, layout_label: str | None = None
+                 ) -> ServeConfig:
+    """A `ServeConfig` from a scenario's run settings (`RunModel`) and one configuration."""
+    m = load_model(model)
+    prof = load_profile(profile)
+    e = run.engine
+    sizes = tuple(parse_layout(layout, max_num_seqs=e.max_num_seqs)) if graph != "none" else (1,)
+    label = layout_label or (layout if isinstance(layout, str) else f"{len(sizes)} sizes")
+    return ServeConfig(
+        model=m, profile=prof, fusion=fusion, graph=graph, sizes=sizes,
+        layout_label=label if graph != "none" else "-",
+        max_num_seqs=e.max_num_seqs, max_num_batched_tokens=e.max_num_batched_tokens,
+        chunked_prefill=e.chunked_prefill, max_model_len=e.max_model_len, gpu_util=e.gpu_util,
+        workspace_bytes=e.workspace_gib * GiB, kv_blocks=e.kv_blocks, ctx_bucket=e.ctx_bucket,
+        warmup_frac=run.warmup_frac, drain_s=run.drain_s, merge_steps=e.merge_steps,
+    )
+
+
+def replication_seeds(seed: int, n: int) -> list[np.random.SeedSequence]:
+    return child_seeds(np.random.SeedSequence(seed), n)
+
+
+def load_run_trace(run) -> Trace | None:
+    return load_trace(run.arrivals.trace) if run.arrivals.process == "trace" else None
+
+
+def run_replications(run, cfg: ServeConfig, rate: float | None, prep: Prepared | None = None,
+                     trace: Trace | None = None) -> list[ServeResult]:
+    """`run.replications` serving runs of `cfg` at `rate` (None: a trace's own rate)."""
+    prep = prep or prepare(cfg)
+    arr, pr, out = run.arrivals.to_spec(), run.prompt.to_spec(), run.output.to_spec()
+    results = []
+    for ss in replication_seeds(run.seed, run.replications):
+        wl = make_workload(arr, pr, out, rate, run.duration_s, ss, trace)
+        results.append(simulate_serving(cfg, wl, run.duration_s, prep))
+    return results
+
+
+def mean_metrics(results: list[ServeResult]) -> dict:
+    """Metrics averaged over replications (counts summed; None where any replication has none)."""
+    if len(results) == 1:
+        return dict(results[0].metrics)
+    out = {}
+    for k, v in results[0].metrics.items():
+        vals = [r.metrics.get(k) for r in results]
+        if any(x is None for x in vals):
+            out[k] = None
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = sum(vals) if k in _SUMMED else float(np.mean(vals))
+        else:
+            out[k] = v
+    return out
+
+
+def merged_batch_log(results: list[ServeResult]) -> list[dict]:
+    hist: dict[int, int] = {}
+    for r in results:
+        for row in r.batch_log:
+            hist[row["batch"]] = hist.get(row["batch"], 0) + row["count"]
+    return [{"batch": b, "count": hist[b]} for b in sorted(hist)]
+
+
+def start_rate(cfg: ServeConfig, prep: Prepared, run) -> float:
+    """A first guess at the sustainable rate: half of what decode steps of batch 64 could emit, per request."""
+    mean_out = _mean_len(run.output)
+    mean_ctx = int(_mean_len(run.prompt) + mean_out / 2)
+    n = min(64, cfg.max_num_seqs)
+    step = prep.timer.decode(n, max(1, min(mean_ctx, cfg.model.max_position_embeddings - 1))).step_s
+    return max(0.5 * n / step / max(mean_out, 1.0), 1e-3)
+
+
+def _mean_len(lm) -> float:
+    if lm.kind == "fixed":
+        return float(lm.value)
+    if lm.kind == "uniform":
+        return (lm.low + lm.high) / 2
+    return float(min(max(lm.mean, lm.low), lm.high))

@@ -1,0 +1,94 @@
+"""Runs `serve` scenarios: replications of one replica under a request stream, and their report.
+
+Writes DIR/result.json (settings, metrics, per-replication rows, batch log), DIR/metrics.csv (one row per
+replication), DIR/batch_log.csv (`batch,count` of decode-only steps, input to `launchsim optimize --dist`)
+and DIR/report.html (batch-size histogram, TTFT and TPOT distributions, metrics table).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .. import charts
+from ..report import table_html, write_csv, write_html, write_json
+from .setup import build_config, load_run_trace, mean_metrics, merged_batch_log, run_replications
+
+SUMMARY_COLUMNS = ["replication", "throughput_req_s", "throughput_tok_s", "ttft_p99_s", "tpot_p99_ms", "gpu_busy_frac",
+                   "padding_waste"]
+
+
+def serve(sc) -> dict:
+    """Run a `ServeScenario`; return the result dict (no files)."""
+    t0 = time.perf_counter()
+    cfg = build_config(sc, sc.model, sc.profile, sc.fusion, sc.graph, sc.layout)
+    trace = load_run_trace(sc)
+    results = run_replications(sc, cfg, sc.rate, trace=trace)
+    metrics = mean_metrics(results)
+    rows = [{"replication": i, **r.metrics, "simulated_s": r.simulated_s, "wall_s": r.wall_s}
+            for i, r in enumerate(results)]
+    return {
+        "scenario": sc.model_dump(mode="json"),
+        "config": {**cfg.label(), "sizes": list(cfg.sizes) if cfg.graph != "none" else [],
+                   "max_num_seqs": cfg.max_num_seqs, "max_num_batched_tokens": cfg.max_num_batched_tokens,
+                   "chunked_prefill": cfg.chunked_prefill, "ctx_bucket": cfg.ctx_bucket,
+                   "profile_source": cfg.profile.source},
+        "kv": results[0].kv,
+        "metrics": metrics,
+        "replications": rows,
+        "batch_log": merged_batch_log(results),
+        "simulated_s": sum(r.simulated_s for r in results),
+        "wall_s": time.perf_counter() - t0,
+        "step_evals": sum(r.step_evals for r in results),
+        "events": sum(r.events for r in results),
+        "summary": rows,
+        "summary_columns": SUMMARY_COLUMNS,
+        "_samples": [r.samples for r in results],
+    }
+
+
+def run_serve_scenario(sc, out: Path | None) -> dict:
+    result = serve(sc)
+    samples = result.pop("_samples")
+    if out is not None:
+        write_outputs(result, samples, Path(out), sc.name, sc.description)
+    return result
+
+
+def write_outputs(result: dict, samples: list[dict], out: Path, name: str, description: str = "") -> None:
+    write_json(out / "result.json", result)
+    write_csv(out / "metrics.csv", result["replications"])
+    write_csv(out / "batch_log.csv", result["batch_log"])
+    c, m, kv = result["config"], result["metrics"], result["kv"]
+    figs = [
+        charts.bars_figure([str(r["batch"]) for r in result["batch_log"]],
+                           [float(r["count"]) for r in result["batch_log"]],
+                           "Decode-only steps by batch size (the batch-size log: batch_log.csv)", "steps"),
+        _cdf_figure(samples, "ttft_s", "TTFT distribution (s)", "seconds"),
+        _cdf_figure(samples, "tpot_ms", "TPOT distribution (ms per output token)", "ms"),
+    ]
+    figs[0].update_xaxes(type="category", title="decode batch (sequences)")
+    intro = (f"{description} {c['model']} on {c['profile']} ({c['profile_source']}), fusion {c['fusion']}, graph "
+             f"{c['graph']}, layout {c['layout']}; offered {m.get('offered_rate', 0):.4g} req/s. KV cache "
+             f"{kv['kv_gib']:.1f} GiB ({kv['kv_blocks']} blocks of 16 tokens), graph memory {kv['graph_gib']:.2f} GiB, "
+             f"capture {kv['capture_s']:.1f} s. Metrics over the window after warm-up; simulated "
+             f"{result['simulated_s']:.0f} s in {result['wall_s']:.2f} s wall.")
+    metrics_rows = [{"metric": k, "value": v} for k, v in m.items()]
+    write_html(out / "report.html", f"launchsim serve: {name}", figs,
+               [table_html(metrics_rows, "Metrics (mean over replications)"),
+                table_html(result["replications"], "Replications")], intro=intro)
+
+
+def _cdf_figure(samples: list[dict], key: str, title: str, unit: str) -> go.Figure:
+    fig = go.Figure()
+    for i, s in enumerate(samples):
+        x = np.sort(np.asarray(s.get(key, []), dtype=float))
+        if not x.size:
+            continue
+        idx = np.unique(np.linspace(0, x.size - 1, min(x.size, 400)).astype(int))
+        fig.add_trace(go.Scatter(x=x[idx], y=(idx + 1) / x.size, mode="lines", name=f"replication {i}"))
+    fig.update_layout(title=title, xaxis_title=unit, yaxis_title="share of requests", height=380)
+    return fig
