@@ -1,7 +1,9 @@
 """The cost model: seconds for each op on the host and on the GPU, from one profile.
 
-GPU time: a measured table where the profile has one for the op's class and shape (linear
-interpolation between grid points), else a roofline with efficiency:
+GPU time: a measured table where the profile has one for the op's class and shape (log-log
+interpolation between grid points: kernel time is close to a power law in bytes and tokens between
+neighbouring points, so this is exact for both the flat small-kernel floor and the linear
+bandwidth-bound tail), else a roofline with efficiency:
     t = max(flops / (peak * gemm_efficiency), bytes / (hbm * bw_efficiency), min_kernel).
 Host time: the profile's per-launch-path distribution at a quantile (0.5 = median).
 Everything the engines consume goes through `CostModel`; swapping the profile swaps every figure.
@@ -25,10 +27,19 @@ class CostError(UserError):
     """A cost the profile cannot give (e.g. a launch path it has no figure for)."""
 
 
+def _loglog(x: float, xs, ys) -> float:
+    """Interpolate y(x) linearly in log-log space (falls back to linear where a value is <= 0)."""
+    if len(xs) == 1:
+        return float(ys[0])
+    if x <= 0 or min(xs) <= 0 or min(ys) <= 0:
+        return float(np.interp(x, xs, ys))
+    return float(np.exp(np.interp(np.log(x), np.log(xs), np.log(ys))))
+
+
 def _interp_curve(c: Curve, x: float) -> float | None:
     if x < c.bytes[0] or x > c.bytes[-1]:
         return None
-    return float(np.interp(x, c.bytes, c.us))
+    return _loglog(x, c.bytes, c.us)
 
 
 class CostModel:
@@ -68,7 +79,7 @@ class CostModel:
             m = op.dim("m")
             if t is None or m < t.m[0] or m > t.m[-1]:
                 return None
-            return float(np.interp(m, t.m, t.us)) * US
+            return _loglog(m, t.m, t.us) * US
         if op.op_class is OpClass.ATTENTION:
             t = self._attn.get((op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim")))
             if t is None or op.dim("q_len", 1) != 1:
@@ -109,6 +120,22 @@ class CostModel:
     def host_spread_s(self, path: LaunchPath) -> tuple[float, float, float]:
         s = self.profile.host.launch_us[path.value]
         return s.q(0.1) * US, s.p50 * US, s.q(0.9) * US
+
+    def gemm_kernels(self, op: Op) -> int:
+        """GPU kernels a GEMM op launches per the profile's table (2 where cuBLAS picks split-K plus a
+        reduce kernel; the table's time already includes both); 1 where the table does not say."""
+        if op.op_class is not OpClass.GEMM:
+            return 1 if op.launches_kernel else 0
+        t = self._gemm.get((op.dim("n"), op.dim("k")))
+        if t is None or t.kernels is None:
+            return 1
+        m = op.dim("m")
+        i = int(np.argmin([abs(np.log(max(m, 1) / mm)) for mm in t.m]))
+        return int(t.kernels[i])
+
+    def step_kernels(self, ops) -> int:
+        """GPU kernels a step launches, counting split-K reduce kernels the GEMM tables record."""
+        return sum(self.gemm_kernels(o) for o in ops if o.launches_kernel)
 
     def graph_launch_s(self, nodes: int) -> float:
         return self.graph_launch_fixed_s + self.graph_launch_per_node_s * nodes

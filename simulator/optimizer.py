@@ -19,11 +19,15 @@ Either way the future of a partial layout (built from the largest size down) dep
 (smallest size so far, sizes used, r, capture so far), so Pareto labels over (objective, r, capture)
 at each (count, size) state with dominance pruning are exact.
 
-Fast path: with no memory budget and a capture cost equal for all sizes (a count limit in
-disguise), the classic O(K N^2) partition DP answers directly (vectorised over sizes). Otherwise the
-label search runs with two exact prunes: an upper bound from feasible layouts (single sizes, the
-unconstrained optima, caller-supplied seeds such as presets) and, per label, a lower bound on its
-completion from the unconstrained DP table.
+Algorithm. (1) The classic O(K N^2) partition DP (vectorised over sizes) gives, for every (count, largest
+size), the best layout ignoring memory and capture; if the overall best fits the budgets it is the answer
+(a capture cost equal for all sizes is folded into K first). (2) Otherwise a branch and bound over Pareto
+labels, from the largest size down, with exact prunes only: budgets; obj + a lower bound on the best
+completion above the incumbent (the DP table, and a Lagrangian table for resources that add up exactly);
+dominance within a state and by labels with fewer sizes; a label no completion of which can break a budget
+is closed at once with its unconstrained completion. Incumbents come from single sizes, caller seeds
+(presets), the Lagrangian optima and two narrow beam passes; none of them decides the answer. The search
+raises SearchTooLarge past LABEL_LIMIT labels rather than answer approximately.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .pareto import beam_keep, dominance_keep
 
 INF = float("inf")
 
@@ -196,7 +202,7 @@ def check_feasible(p: Problem) -> None:
 
 # ---------------------------------------------------------------------------------------------------
 def solve(p: Problem, seeds: list[list[int]] = ()) -> Solution:
-    """The exact optimum. `seeds`: layouts (sizes) known to be candidates-only, used as upper bounds."""
+    """The exact optimum. `seeds`: layouts (lists of sizes) to try first as upper bounds (e.g. presets)."""
     check_feasible(p)
     K, track_cap = _count_limit(p)
     if K < 1:
@@ -206,38 +212,22 @@ def solve(p: Problem, seeds: list[list[int]] = ()) -> Solution:
     fin = np.concatenate(([False], p.final_ok))
     tot = A + np.where(fin, tail, INF)[None, :]
     by_count = np.minimum.accumulate(tot.min(axis=1)[1:]).tolist()
-    # candidates in order of value: the first that fits is the optimum
-    order = np.argsort(tot, axis=None, kind="stable")
-    best_idx, best = None, INF
-    for flat in order[:64]:
-        n, j = divmod(int(flat), tot.shape[1])
-        if not np.isfinite(tot[n, j]):
-            break
-        idx = _backtrack(arg, n, j)
-        mem, cap = resources(p, idx)
-        if _fits(p, mem, cap):
-            best_idx, best = idx, float(tot[n, j])
-            break
-    if best_idx is not None and best <= float(tot.min()):  # the unconstrained optimum fits: done
-        return _solution(p, best_idx, best, "dp", 0, by_count)
-    # exact label search, seeded with every feasible layout we know of
-    ub, ub_idx = (best, best_idx) if best_idx is not None else (INF, None)
+    n, j = np.unravel_index(int(np.argmin(tot)), tot.shape)
+    idx = _backtrack(arg, int(n), int(j))
+    if _fits(p, *resources(p, idx)):  # the unconstrained optimum fits: done
+        return _solution(p, idx, float(tot[n, j]), "dp", 0, by_count)
+    s = _Search(p, W, tail, A, arg, K, track_cap)
     pos = {int(c): i + 1 for i, c in enumerate(p.sizes)}
-    for s in list(seeds) + [[int(c)] for c in p.sizes[p.final_ok]]:
-        idx = [pos[c] for c in sorted(set(s)) if c in pos]
-        if len(idx) != len(set(s)) or not idx or len(idx) > K or not p.final_ok[idx[-1] - 1]:
-            continue
-        mem, cap = resources(p, idx)
-        if _fits(p, mem, cap):
-            v = _path_value(W, tail, idx)
-            if v < ub:
-                ub, ub_idx = v, idx
-    for beam in (1, 4):  # quick heuristic layouts: a good upper bound makes the exact search small
-        h_idx, h_val, _ = _labels(p, W, tail, A, arg, K, track_cap, ub, ub_idx, beam=beam, lagrange=False)
-        if h_val < ub:
-            ub, ub_idx = h_val, h_idx
-    res = _labels(p, W, tail, A, arg, K, track_cap, ub, ub_idx)
-    return _solution(p, res[0], res[1], "labels", res[2], by_count)
+    for lay in list(seeds) + [[int(c)] for c in p.sizes[p.final_ok]]:
+        ix = sorted({pos.get(int(c), -1) for c in lay})
+        if ix and ix[0] > 0 and len(ix) == len(set(lay)):
+            s.offer(ix)
+    s.lagrange()
+    if s.dual < s.ub - s.slack():
+        for beam in (1, 4):  # heuristic layouts first: a good upper bound keeps the exact search small
+            s.run(beam)
+        s.run(None)
+    return _solution(p, s.ub_idx, s.ub, "labels", s.kept, by_count)
 
 
 def _path_value(W, tail, idx) -> float:
@@ -254,156 +244,176 @@ def _solution(p, idx, value, method, labels, by_count) -> Solution:
 
 
 class SearchTooLarge(Exception):
-    """The exact search would keep more labels than LABEL_LIMIT (never answered approximately)."""
+    """The exact search would keep more labels than LABEL_LIMIT (it never answers approximately)."""
 
 
-LABEL_LIMIT = 4_000_000
+LABEL_LIMIT = 3_000_000
 
 
-def _penalties(p: Problem, track_mem: bool, track_cap: bool):
-    """Per-size additive lower bounds of resource use: memory min(inc, chk), capture seconds."""
-    dims = []
-    if track_mem:
-        dims.append((np.minimum(p.mem_inc, p.mem_chk), p.static, float(p.memory_budget)))
-    if track_cap:
-        dims.append((p.capture, np.zeros(len(p.sizes)), float(p.capture_budget)))
-    return dims
+class _Search:
+    """Branch and bound over Pareto labels, from the largest size down.
 
+    A label at layer k (k sizes chosen, the smallest c_j) holds obj (cost of batches > c_j), r (memory
+    running figure) and c (capture so far). Prunes, all exact: budgets; obj + a lower bound of the best
+    completion > the incumbent (unconstrained completion table, and a Lagrangian one for additive
+    resources); dominance inside a state, and by labels of earlier layers (fewer sizes). A label whose
+    every completion fits the budgets is closed at once with its unconstrained completion."""
 
-def _dual(p, W, tail, K, dims, lam):
-    """Lagrangian dual value at multipliers `lam` and the bound table for label completions."""
-    pen = np.zeros(W.shape[0])
-    top = np.zeros(W.shape[0])
-    for (pe, stc, _), l in zip(dims, lam):
-        pen[1:] += l * pe
-        top[1:] += l * (stc + pe)
-    A, arg = _forward(W + pen[:, None], K)
-    fin = np.concatenate(([False], p.final_ok))
-    tot = A + np.where(fin, tail + top, INF)[None, :]
-    n, j = np.unravel_index(int(np.argmin(tot)), tot.shape)
-    d = float(tot[n, j]) - sum(l * b for (_, _, b), l in zip(dims, lam))
-    idx = _backtrack(arg, int(n), int(j))
-    use = [float(stc[idx[-1] - 1] + pe[np.asarray(idx) - 1].sum()) - b for pe, stc, b in dims]
-    return d, np.minimum.accumulate(A, axis=0), use
+    def __init__(self, p, W, tail, A, arg, K, track_cap):
+        self.p, self.W, self.tail, self.A, self.arg, self.K = p, W, tail, A, arg, K
+        self.track_mem, self.track_cap = p.memory_budget is not None, track_cap
+        self.Bm = p.memory_budget if self.track_mem else INF
+        self.Bc = p.capture_budget if track_cap else INF
+        self.cap = p.capture if track_cap else np.zeros(len(p.sizes))
+        self.Abest = np.minimum.accumulate(A, axis=0)
+        self.ub, self.ub_idx, self.kept = INF, None, 0
+        self.dual, self.lam, self.Alam = -INF, [], None
+        # resources that add up exactly (private pools, capture) get Lagrange multipliers
+        self.dims = []
+        if self.track_mem and np.array_equal(p.mem_inc, p.mem_chk):
+            self.dims.append(("r", p.mem_inc, p.static, self.Bm))
+        if track_cap:
+            self.dims.append(("c", p.capture, np.zeros(len(p.sizes)), self.Bc))
 
+    def slack(self) -> float:
+        return 1e-12 * max(1.0, abs(self.ub)) if np.isfinite(self.ub) else 0.0
 
-def _multipliers(p, W, tail, K, dims, ub, d0):
-    """Multipliers with a good dual bound: doubling then geometric bisection, one dimension at a time.
-    Any multipliers >= 0 give valid bounds; the search only makes the pruning stronger."""
-    lam = [0.0] * len(dims)
-    best = (d0, None, [0.0] * len(dims))
-    for d in range(len(dims)):
-        scale = max(ub - d0, 1e-300) / max(abs(dims[d][2]), 1e-300)
-        lo, hi, tries = 0.0, scale, 0
-        while tries < 40:
-            lam[d] = hi
-            val, tab, use = _dual(p, W, tail, K, dims, lam)
-            best = max(best, (val, tab, list(lam)), key=lambda t: t[0])
-            if use[d] <= 0 or val >= ub:
+    def offer(self, idx: list[int]) -> None:
+        """A candidate layout (1-based indices): the incumbent if it fits and beats it."""
+        p = self.p
+        if len(idx) > self.K or not p.final_ok[idx[-1] - 1]:
+            return
+        mem, cap = resources(p, idx)
+        if (mem <= self.Bm) and (not self.track_cap or cap <= self.Bc):
+            v = _path_value(self.W, self.tail, idx)
+            if v < self.ub:
+                self.ub, self.ub_idx = v, list(idx)
+
+    # -- Lagrangian bound ---------------------------------------------------------------------------
+    def _eval(self, lam):
+        p, W = self.p, self.W
+        pen, top = np.zeros(W.shape[0]), np.zeros(W.shape[0])
+        for (_, pe, stc, _), l in zip(self.dims, lam):
+            pen[1:] += l * pe
+            top[1:] += l * (stc + pe)
+        A, arg = _forward(W + pen[:, None], self.K)
+        fin = np.concatenate(([False], p.final_ok))
+        tot = A + np.where(fin, self.tail + top, INF)[None, :]
+        n, j = np.unravel_index(int(np.argmin(tot)), tot.shape)
+        d = float(tot[n, j]) - sum(l * b for (_, _, _, b), l in zip(self.dims, lam))
+        idx = _backtrack(arg, int(n), int(j))
+        self.offer(idx)  # the penalised optimum is a layout too
+        use = [float(stc[idx[-1] - 1] + pe[np.asarray(idx) - 1].sum()) - b for _, pe, stc, b in self.dims]
+        if d > self.dual:
+            self.dual, self.lam, self.Alam = d, list(lam), np.minimum.accumulate(A, axis=0)
+        return use
+
+    def lagrange(self) -> None:
+        """Multipliers by doubling then geometric bisection, one resource at a time. Any multipliers >= 0
+        give valid bounds: the search only decides how strong the pruning is."""
+        if not self.dims:
+            return
+        lam = [0.0] * len(self.dims)
+        base = float(np.min(self.Abest[self.K][1:][self.p.final_ok] + self.tail[1:][self.p.final_ok]))
+        self.dual = base
+        for d, (_, _, _, b) in enumerate(self.dims):
+            lo, hi = 0.0, max(self.ub - base, 1e-300) / max(abs(b), 1e-300)
+            for _ in range(40):
+                lam[d] = hi
+                if self._eval(lam)[d] <= 0 or self.dual >= self.ub:
+                    break
+                lo, hi = hi, hi * 4
+            for _ in range(6):
+                if self.dual >= self.ub - self.slack():
+                    break
+                mid = (lo * hi) ** 0.5 if lo > 0 else hi / 4
+                lam[d] = mid
+                lo, hi = (mid, hi) if self._eval(lam)[d] > 0 else (lo, mid)
+            lam[d] = self.lam[d] if self.lam else 0.0
+
+    # -- the label search ---------------------------------------------------------------------------
+    def run(self, beam: int | None) -> None:
+        """Exact when beam is None; with a beam, a fast heuristic that only improves the incumbent."""
+        p, W, K, N = self.p, self.W, self.K, len(self.p.sizes)
+        Bm, Bc = self.Bm, self.Bc
+        chk = np.concatenate(([INF], p.mem_chk))
+        inc = np.concatenate(([0.0], p.mem_inc))
+        capx = np.concatenate(([0.0], self.cap))
+
+        def below_max(x):  # max over sizes strictly below j, per j (index 0: none)
+            return np.concatenate(([0.0], np.maximum.accumulate(np.concatenate(([0.0], x)))[:-1]))
+
+        maxinc, maxchk, maxcap = below_max(p.mem_inc), below_max(p.mem_chk), below_max(self.cap)
+        lamr = dict(zip([d[0] for d in self.dims], self.lam)) if self.lam else {}
+        J = np.arange(1, N + 1)
+        ok = p.final_ok & (p.static + p.mem_chk <= Bm) & (self.cap <= Bc)
+        st, ob = J[ok], self.tail[1:][ok]
+        r, c = (p.static + p.mem_inc)[ok], self.cap[ok]
+        layers = [(st, np.full(st.size, -1))]
+        arch = (st, ob, r, c)  # every label kept so far: labels of earlier layers dominate later ones
+        kept = st.size
+        for k in range(1, K + 1):
+            if st.size == 0:
                 break
-            lo, hi, tries = hi, hi * 4, tries + 1
-        for _ in range(6):
-            if best[0] >= ub or lo == 0 and hi == 0:
+            left = K - k
+            safe = np.ones(st.size, bool)  # no completion can break a budget
+            if left > 0 and self.track_mem:
+                safe &= r + (left - 1) * maxinc[st] + maxchk[st] <= Bm
+            if left > 0 and self.track_cap:
+                safe &= c + left * maxcap[st] <= Bc
+            done = ob + np.where(safe, self.Abest[left + 1, st], W[0, st])
+            m = int(np.argmin(done))
+            if done[m] < self.ub:
+                path = _trace(layers, k, m)
+                if safe[m] and left > 0:
+                    j = int(st[m])
+                    n = int(np.argmin(self.A[1:left + 2, j])) + 1
+                    path = _backtrack(self.arg, n, j)[:-1] + path
+                self.ub, self.ub_idx = float(done[m]), path
+            if left == 0:
                 break
-            mid = (lo * hi) ** 0.5 if lo > 0 else hi / 4
-            lam[d] = mid
-            val, tab, use = _dual(p, W, tail, K, dims, lam)
-            best = max(best, (val, tab, list(lam)), key=lambda t: t[0])
-            lo, hi = (mid, hi) if use[d] > 0 else (lo, mid)
-        lam[d] = best[2][d]
-    return best
-
-
-def _labels(p, W, tail, A, arg, K, track_cap, ub, ub_idx, beam: int | None = None, lagrange: bool = True):
-    """Label search from the largest size down. Returns (indices, value, labels kept). With `beam`, only
-    the `beam` cheapest labels per state survive: a fast heuristic whose answer seeds the exact search."""
-    N = len(p.sizes)
-    track_mem = p.memory_budget is not None
-    Bm = INF if not track_mem else p.memory_budget
-    Bc = INF if not track_cap else p.capture_budget
-    cap = p.capture if track_cap else np.zeros(N)
-    Abest = np.minimum.accumulate(A, axis=0)
-    dims = _penalties(p, track_mem, track_cap)
-    lam, Alam = [0.0] * len(dims), None
-    d0 = float(np.min(Abest[K][1:][p.final_ok] + tail[1:][p.final_ok]))
-    if d0 < ub and lagrange:
-        dual, tab, lam_b = _multipliers(p, W, tail, K, dims, ub, d0)
-        if tab is not None:
-            Alam, lam = tab, lam_b
-        if dual >= ub - 1e-12 * max(1.0, abs(ub)):
-            return ub_idx, ub, 0
-    chk = np.concatenate(([INF], p.mem_chk))
-    inc = np.concatenate(([0.0], p.mem_inc))
-    capx = np.concatenate(([0.0], cap))
-    # worst-case use of sizes below j (prefix maxima, excluding j): a label that cannot break a budget
-    # whatever it adds is closed at once with its unconstrained completion
-    maxinc = np.concatenate(([0.0], np.maximum.accumulate(np.concatenate(([0.0], p.mem_inc)))[:-1]))
-    maxchk = np.concatenate(([0.0], np.maximum.accumulate(np.concatenate(([0.0], p.mem_chk)))[:-1]))
-    maxcap = np.concatenate(([0.0], np.maximum.accumulate(np.concatenate(([0.0], cap)))[:-1]))
-    slack = lambda: 1e-12 * max(1.0, abs(ub))  # noqa: E731
-    J = np.arange(1, N + 1)
-    keep = p.final_ok & (p.static + p.mem_chk <= Bm) & (cap <= Bc)
-    st, ob = J[keep], tail[1:][keep]
-    r, c = (p.static + p.mem_inc)[keep], cap[keep]
-    layers = [(st, np.full(st.size, -1))]
-    kept = st.size
-    cols = np.arange(N + 1)
-    for k in range(1, K + 1):
-        if st.size == 0:
-            break
-        left = K - k  # sizes a completion may still add below st
-        # safe labels: every completion fits, so the unconstrained completion is theirs
-        safe = np.ones(st.size, bool)
-        if left > 0 and track_mem:
-            safe &= r + (left - 1) * maxinc[st] + maxchk[st] <= Bm
-        if left > 0 and track_cap:
-            safe &= c + left * maxcap[st] <= Bc
-        done = ob + np.where(safe, Abest[left + 1, st], W[0, st])
-        m = int(np.argmin(done))
-        if done[m] < ub:
-            ub = float(done[m])
-            path = _trace(layers, k, m)
-            if safe[m]:
-                j = int(st[m])
-                n = int(np.argmin(A[1:left + 2, j])) + 1
-                path = _backtrack(arg, n, j)[:-1] + path
-            ub_idx = path
-        if left == 0:
-            break
-        live = ~safe
-        st, ob, r, c = st[live], ob[live], r[live], c[live]
-        idx_live = np.nonzero(live)[0]
-        if st.size == 0:
-            break
-        ns, no, nr, nc, npar = [], [], [], [], []
-        bound0 = Abest[left]
-        boundl = None if Alam is None else Alam[left]
-        for s0 in range(0, st.size, 1024):
-            sl = slice(s0, s0 + 1024)
-            cand = ob[sl, None] + W[:, st[sl]].T  # (labels, i): batches in (c_i, c_j] pay c_j
-            ok = np.isfinite(cand) & (cand + bound0[None, :] <= ub + slack())
-            nr_all = r[sl, None] + inc[None, :]
-            nc_all = c[sl, None] + capx[None, :]
-            if boundl is not None:
-                lb = cand + boundl[None, :]
-                for (_, _, b), l, use in zip(dims, lam, [nr_all, nc_all] if track_mem else [nc_all]):
-                    lb = lb - l * (b - use)
-                ok &= lb <= ub + slack()
-            ok &= (r[sl, None] + chk[None, :] <= Bm) & (c[sl, None] + capx[None, :] <= Bc)
-            ok[:, 0] = False
-            li, ii = np.nonzero(ok)
-            ns.append(cols[ii]); no.append(cand[li, ii]); npar.append(idx_live[li + s0])
-            nr.append(nr_all[li, ii]); nc.append(nc_all[li, ii])
-        st, ob, r, c, par = (np.concatenate(x) for x in (ns, no, nr, nc, npar))
-        keep = _pareto(st, ob, r if track_mem else None, c if track_cap else None, beam)
-        st, ob, r, c, par = st[keep], ob[keep], r[keep], c[keep], par[keep]
-        layers.append((st, par))
-        kept += st.size
-        if kept > LABEL_LIMIT:
-            raise SearchTooLarge(f"the exact search passed {LABEL_LIMIT:,} labels")
-    if ub_idx is None:
-        raise Infeasible("no layout meets the budgets", {})
-    return ub_idx, ub, kept
+            live = np.nonzero(~safe)[0]
+            st, ob, r, c = st[live], ob[live], r[live], c[live]
+            if st.size == 0:
+                break
+            ns, no, nr, nc, npar = [], [], [], [], []
+            b0 = self.Abest[left]
+            bl = None if self.Alam is None else self.Alam[left]
+            lim = self.ub + self.slack()
+            for s0 in range(0, st.size, 512):
+                sl = slice(s0, s0 + 512)
+                cand = ob[sl, None] + W[:, st[sl]].T  # (labels, i): batches in (c_i, c_j] pay c_j
+                okm = np.isfinite(cand) & (cand + b0[None, :] <= lim)
+                okm[:, 0] = False
+                okm &= (r[sl, None] + chk[None, :] <= Bm) & (c[sl, None] + capx[None, :] <= Bc)
+                li, ii = np.nonzero(okm)
+                o2, r2, c2 = cand[li, ii], r[sl][li] + inc[ii], c[sl][li] + capx[ii]
+                if bl is not None:
+                    lb = o2 + bl[ii] - lamr.get("r", 0.0) * (Bm - r2 if self.track_mem else 0.0) \
+                        - lamr.get("c", 0.0) * (Bc - c2 if self.track_cap else 0.0)
+                    f = lb <= lim
+                    li, ii, o2, r2, c2 = li[f], ii[f], o2[f], r2[f], c2[f]
+                ns.append(ii); no.append(o2); nr.append(r2); nc.append(c2); npar.append(live[li + s0])
+            st, ob, r, c, par = (np.concatenate(x) for x in (ns, no, nr, nc, npar))
+            dims = ([r] if self.track_mem else []) + ([c] if self.track_cap else [])
+            if beam is not None:
+                key = ob + lamr.get("r", 0.0) * r + lamr.get("c", 0.0) * c
+                keep = beam_keep(st, key, dominance_keep(st, ob, dims), beam)
+            else:
+                na = arch[0].size
+                u = [np.concatenate((a, b)) for a, b in zip(arch, (st, ob, r, c))]
+                udims = ([u[2]] if self.track_mem else []) + ([u[3]] if self.track_cap else [])
+                fixed = np.arange(u[0].size) < na
+                keep = dominance_keep(u[0], u[1], udims, fixed)[na:]
+            st, ob, r, c, par = st[keep], ob[keep], r[keep], c[keep], par[keep]
+            if beam is None:
+                arch = tuple(np.concatenate((a, b)) for a, b in zip(arch, (st, ob, r, c)))
+            layers.append((st, par))
+            kept += st.size
+            if kept > LABEL_LIMIT:
+                raise SearchTooLarge(f"the exact search passed {LABEL_LIMIT:,} labels")
+        if beam is None:
+            self.kept = kept
 
 
 def _trace(layers, k, m) -> list[int]:
@@ -413,55 +423,6 @@ def _trace(layers, k, m) -> list[int]:
         out.append(int(st[m]))
         m = int(par[m])
     return out
-
-
-def _pareto(group, obj, r1, r2, beam: int | None = None) -> np.ndarray:
-    """Keep mask of labels not dominated inside their group on (obj, r1, r2); None dims are ignored.
-    With `beam`, also drop all but the `beam` cheapest survivors of each group."""
-    keep = _pareto_exact(group, obj, r1, r2)
-    if beam is None or not keep.any():
-        return keep
-    ix = np.nonzero(keep)[0]
-    order = ix[np.lexsort((obj[ix], group[ix]))]
-    g = group[order]
-    start = np.concatenate(([True], g[1:] != g[:-1]))
-    first = np.maximum.accumulate(np.where(start, np.arange(order.size), 0))
-    out = np.zeros(group.size, bool)
-    out[order[np.arange(order.size) - first < beam]] = True
-    return out
-
-
-def _pareto_exact(group, obj, r1, r2) -> np.ndarray:
-    n = group.size
-    if n == 0:
-        return np.ones(0, bool)
-    dims = [x for x in (r1, r2) if x is not None]
-    order = np.lexsort(tuple(reversed([group, obj] + dims)))
-    g = group[order]
-    new_group = np.concatenate(([True], g[1:] != g[:-1]))
-    keep = np.zeros(n, bool)
-    if not dims:
-        keep[order[new_group]] = True
-        return keep
-    if len(dims) == 1:
-        # within a group (sorted by obj, then r) keep a label iff its r beats every earlier one
-        rank = np.unique(dims[0], return_inverse=True)[1].astype(np.int64)[order]
-        gid = np.cumsum(new_group) - 1
-        v = rank - gid * (n + 1)  # later groups sit strictly below earlier ones: the running min resets
-        run = np.minimum.accumulate(v)
-        prev = np.concatenate(([np.iinfo(np.int64).max], run[:-1]))
-        prev[new_group] = np.iinfo(np.int64).max
-        keep[order[v < prev]] = True
-        return keep
-    starts = np.nonzero(new_group)[0].tolist() + [n]
-    R = np.stack(dims, axis=1)[order]
-    for a, b in zip(starts[:-1], starts[1:]):
-        sub = R[a:b]
-        k = np.ones(b - a, bool)
-        for t in range(1, b - a):  # sorted by obj: only earlier labels can dominate
-            k[t] = not np.any(np.all(sub[:t][k[:t]] <= sub[t], axis=1))
-        keep[order[a:b][k]] = True
-    return keep
 
 
 def brute_force(p: Problem) -> tuple[list[int], float]:

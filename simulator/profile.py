@@ -77,11 +77,13 @@ class GemmTable(_Strict):
     k: int
     m: list[int] = Field(min_length=1)
     us: list[float] = Field(min_length=1)
+    kernels: list[int] | None = Field(
+        None, description="GPU kernels one call launches at each m (2 where cuBLAS picks split-K + reduce)")
 
     @model_validator(mode="after")
     def _same_len(self):
-        if len(self.m) != len(self.us):
-            raise ValueError("m and us must have equal length")
+        if len(self.m) != len(self.us) or (self.kernels is not None and len(self.kernels) != len(self.m)):
+            raise ValueError("m, us (and kernels) must have equal length")
         return self
 
 

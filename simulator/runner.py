@@ -15,6 +15,8 @@ from .config.sweep import SweepScenario
 from .study_sweep import run_sweep_scenario
 from .config.trace_workload import WorkloadScenario
 from .trace_study import run_workload_scenario
+from .config.buckets import BucketsScenario
+from .study_optimize import run_buckets_scenario
 
 RUNNERS: dict[type, object] = {
     StepScenario: run_step_scenario,
@@ -23,6 +25,7 @@ RUNNERS: dict[type, object] = {
     CapacityScenario: run_capacity_scenario,
     SweepScenario: run_sweep_scenario,
     WorkloadScenario: run_workload_scenario,
+    BucketsScenario: run_buckets_scenario,
 }
 
 

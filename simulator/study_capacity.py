@@ -11,6 +11,7 @@ and DIR/report.html.
 
 from __future__ import annotations
 
+import html
 import itertools
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -20,6 +21,7 @@ import plotly.graph_objects as go
 
 from .report import table_html, write_csv, write_html, write_json
 from .serving.capacity import Slo, find_capacity
+from .serving.kv import KVError
 from .serving.replica import prepare
 from .serving.setup import build_config, load_run_trace, mean_metrics, run_replications, start_rate
 
@@ -51,7 +53,13 @@ def config_name(c: dict, many_profiles: bool) -> str:
 def _search_one(args) -> dict:
     sc, c = args
     cfg = build_config(sc, c["model"], c["profile"], c["fusion"], c["graph"], c["layout"] or "vllm", c["layout_label"])
-    prep = prepare(cfg)
+    try:
+        prep = prepare(cfg)
+    except KVError as e:  # weights + graphs + workspace leave no KV cache: the configuration cannot serve
+        return {**c, "profile_name": cfg.profile.name, "status": "none", "best_rate": None, "fail_rate": None,
+                "message": str(e), "runs": 0, "replicas": None, "sizes": list(cfg.sizes), "step_evals": 0,
+                "kv": {"kv_blocks": 0, "kv_tokens": 0, "kv_gib": 0.0, "graph_gib": 0.0, "capture_s": 0.0, "graphs": 0},
+                "best": {k: None for k in CURVE_KEYS}, "curve": []}
     trace = load_run_trace(sc)
     slo = Slo(sc.slo.percentile, sc.slo.ttft_s, sc.slo.tpot_ms)
     s = sc.search
@@ -98,7 +106,7 @@ def run_capacity_scenario(sc, out: Path | None) -> dict:
                      "tpot_p99_ms": b.get("tpot_p99_ms"), "replicas": f["replicas"],
                      "kv_gib": f["kv"]["kv_gib"], "graph_gib": f["kv"]["graph_gib"],
                      "capture_s": f["kv"]["capture_s"], "graphs": f["kv"]["graphs"], "runs": f["runs"],
-                     "layout_note": f["layout_note"]})
+                     "layout_note": f["layout_note"], "message": f["message"]})
     slo = Slo(sc.slo.percentile, sc.slo.ttft_s, sc.slo.tpot_ms)
     result = {"scenario": sc.model_dump(mode="json"), "slo": slo.describe(), "target_rate": sc.target_rate,
               "tolerance": sc.search.tolerance, "configs": found, "summary": rows,
@@ -142,11 +150,11 @@ def _report(path: Path, sc, found: list[dict], rows: list[dict], slo: Slo) -> No
     bar.update_layout(title=f"Highest arrival rate meeting {slo.describe()} (bisection tolerance "
                             f"{sc.search.tolerance:g})", yaxis_title="requests/s per replica", height=420)
     figs.append(bar)
-    none = [f["config"] for f in found if f["status"] == "none"]
     notes = []
-    if none:
-        notes.append("<p><b>No arrival rate meets the SLOs for:</b> " + ", ".join(none) +
-                     f" (even {sc.search.rate_min:g} req/s fails; see the 'why' column of curves.csv).</p>")
+    for f in found:
+        if f["status"] == "none":
+            notes.append(f"<p><b>No arrival rate meets the SLOs for {html.escape(f['config'])}:</b> "
+                         f"{html.escape(f['message'])}</p>")
     for f in found:
         if f["layout_note"]:
             notes.append(f"<p class='note'>Layout '{f['layout_label']}': {f['layout_note']}</p>")

@@ -5,7 +5,8 @@ Two processes, named by "M" metadata events: the host (one thread, the launch la
 `cuda_runtime` call (cudaLaunchKernel, or cudaGraphLaunch for a replay) that ends at the submission
 and carries `args.correlation`; each kernel is a `kernel` "X" event with the same correlation and
 `args["launchsim.op_class"]`. A `ProfilerStep#0` annotation spans the step's host side, and time
-the host sat blocked on a full launch queue is a `launchsim` event. The layout follows
+the host sat blocked on a full launch queue is a `launchsim` event; flow events ("s"/"f", cat
+`ac2g`) draw an arrow from each launch to its (first) kernel. The layout follows
 torch.profiler's, so `launchsim import-trace` reads an exported step back as the same kernels.
 Times are µs from the step's start.
 """
@@ -55,6 +56,10 @@ def chrome_trace(tl: Timeline, step: Step, info: dict | None = None, gpu_name: s
         d = min(RUNTIME_US, host / 4)
         evs.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch" if n > 1 else "cudaLaunchKernel",
                     "pid": HOST_PID, "tid": HOST_TID, "ts": sub - d, "dur": d, "args": {"correlation": corr}})
+        evs.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": HOST_PID, "tid": HOST_TID,
+                    "ts": sub - d})
+        evs.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": GPU_PID, "tid": STREAM,
+                    "ts": float(tl.gpu_start[k]) * us, "bp": "e"})
         for _ in range(n):
             evs.append({"ph": "X", "cat": "kernel", "name": p.kernel_names[k], "pid": GPU_PID, "tid": STREAM,
                         "ts": float(tl.gpu_start[k]) * us, "dur": float(p.gpu_s[k]) * us,

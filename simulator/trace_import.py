@@ -72,6 +72,8 @@ class TracedKernel:
         order = list(reversed(self.chain))
         if self.op_class is OpClass.ATTENTION:
             order = [e for e in self.chain if "scaled_dot_product" in e.name] + order
+        elif self.op_class is OpClass.EMBEDDING:
+            order = [e for e in self.chain if e.name == "aten::embedding"] + order
         elif self.op_class is OpClass.GEMM:
             order = [e for e in order if e.name in GEMM_OPS] + order
         for e in order:
@@ -194,7 +196,7 @@ def step_rows(kernels, steps, tails, syncs: _Syncs) -> list[dict]:
 def import_trace(trace: RawTrace, steps: str | int = "auto") -> ImportedTrace:
     kernels, markers, sync_spans = link(trace)
     syncs = _Syncs(sync_spans)
-    windows, method = find_steps(kernels, markers, steps, trace.path)
+    windows, method = find_steps(kernels, markers, steps, trace.path, sync_spans)
     tails = host_times(kernels, windows, syncs)
     rows = step_rows(kernels, windows, tails, syncs)
     inside = sum(w.i1 - w.i0 for w in windows)
@@ -246,12 +248,14 @@ def infer_batch(kernels: list[TracedKernel]) -> tuple[int | None, int | None, in
     [batch, q_len] and attention's key tensor [batch, kv_heads, ctx, head_dim]; None where unknown."""
     batch = q_len = ctx = None
     for k in kernels:
-        src = k.shape_source()
-        if src is None:
-            continue
-        op, dims, _ = src
-        if batch is None and op == "aten::embedding" and len(dims) >= 2 and len(dims[1]) == 2:
-            batch, q_len = int(dims[1][0]), int(dims[1][1])
-        if ctx is None and "scaled_dot_product" in op and len(dims) >= 2 and len(dims[1]) == 4:
-            ctx = int(dims[1][2])
+        for e in k.chain:
+            dims = e.args.get("Input Dims", e.args.get("Input dims"))
+            if not isinstance(dims, list) or len(dims) < 2 or not isinstance(dims[1], list):
+                continue
+            if batch is None and e.name == "aten::embedding" and len(dims[1]) == 2:
+                batch, q_len = int(dims[1][0]), int(dims[1][1])
+            if ctx is None and e.name == "aten::scaled_dot_product_attention" and len(dims[1]) == 4:
+                ctx = int(dims[1][2])
+        if batch is not None and ctx is not None:
+            break
     return batch, q_len, ctx

@@ -5,8 +5,9 @@
 2. user annotations (`record_function`): the outermost annotation name that occurs at least twice
    without overlapping itself, trailing `#N`/digits ignored (e.g. "decode_step", "step#3").
 3. repetition: the smallest period p such that the kernel-name sequence repeats with period p at
-   least twice over all but < 2p of the kernels; the phase (where a step starts) is the position
-   whose preceding host gap (launch to launch) is largest on average, since steps are usually
+   least twice over all but < 2p of the kernels; the phase (where a step starts) is the one that
+   gives the most whole steps, then the one most often preceded by a synchronising call, then the
+   one with the largest preceding host gap (launch to launch) on average, since steps are usually
    separated by a sync or the serving loop. A single-step trace of a model with identical layers
    can be mistaken for one step per layer: use markers or `--steps 1`.
 4. otherwise the whole trace is one step.
@@ -107,21 +108,35 @@ def find_period(names: list[str]) -> tuple[int, int, int] | None:
     return None
 
 
-def _repetition(kernels) -> tuple[list[StepWindow], str] | None:
+def _synced(kernels, syncs: list[tuple[float, float]]) -> np.ndarray:
+    """synced[i]: a synchronising call ran between kernel i-1's launch and kernel i's."""
+    out = np.zeros(len(kernels), dtype=bool)
+    if not syncs:
+        return out
+    starts = np.array([a for a, _ in syncs])
+    sub = np.array([k.submit for k in kernels])
+    n_before = np.searchsorted(starts, sub)  # syncs starting before each launch returns
+    out[1:] = n_before[1:] > n_before[:-1]
+    return out
+
+
+def _repetition(kernels, syncs=()) -> tuple[list[StepWindow], str] | None:
     found = find_period([k.name for k in kernels])
     if found is None:
         return None
     s, p, span = found
     g = _gaps(kernels)
-    best, phase = -1.0, 0
+    sy = _synced(kernels, list(syncs))
+    best, phase = None, 0
     for ph in range(p):
         idx = np.arange(s + ph, s + span, p)
+        whole = (s + span - (s + ph)) // p
         idx = idx[idx > 0]
         if idx.size == 0:
             continue
-        m = float(g[idx].mean())
-        if m > best:
-            best, phase = m, ph
+        score = (whole, float(sy[idx].mean()), float(g[idx].mean()))
+        if best is None or score > best:
+            best, phase = score, ph
     out = []
     i = s + phase
     while i + p <= s + span:
@@ -132,7 +147,8 @@ def _repetition(kernels) -> tuple[list[StepWindow], str] | None:
     return out, f"repetition (period {p} kernels)"
 
 
-def find_steps(kernels, markers: list[Event], steps: str | int = "auto", where: str = "<trace>"):
+def find_steps(kernels, markers: list[Event], steps: str | int = "auto", where: str = "<trace>",
+               syncs: list[tuple[float, float]] = ()):
     """Step windows over `kernels` (ordered by launch) and a phrase saying how they were found."""
     n = len(kernels)
     if steps != "auto":
@@ -154,7 +170,7 @@ def find_steps(kernels, markers: list[Event], steps: str | int = "auto", where: 
     ann = _annotation_steps(kernels, [m for m in markers if not m.name.startswith("ProfilerStep#")])
     if ann:
         return ann
-    rep = _repetition(kernels)
+    rep = _repetition(kernels, syncs)
     if rep:
         return rep
     return [_window(kernels, 0, n, "whole trace")], "single step (no markers, no repetition)"

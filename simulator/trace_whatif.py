@@ -9,7 +9,7 @@ Batch (and context) what-ifs: where the trace recorded input shapes, each tensor
 dim is the traced batch (or batch x tokens) is resized, attention's key/value length is set to the
 new context, and the kernel's time becomes measured x cost(new shape) / cost(traced shape) under
 the profile's cost model (GEMM and attention tables where they cover the shape, else the roofline;
-byte curves for the rest). Kernels without recorded shapes keep their measured time and are
+byte curves for the rest, held flat below their first grid point). Kernels without recorded shapes keep their measured time and are
 reported as `unscaled`. Host times are kept (the host cost of a launch does not depend on size).
 Fusion `compiled`: `trace_fusion` merges runs; every launch then costs the profile's `compiled`
 host path (plus one compiled-region entry), as the preset `compiled` level does; the traced host
@@ -57,13 +57,33 @@ def label(k: KernelEntry) -> str:
     return n.split("::")[-1][:60] or k.name[:60]
 
 
+def _is_shape(d) -> bool:
+    return isinstance(d, list) and bool(d) and all(isinstance(x, int) for x in d)
+
+
 def _tensors(dims: list, dtypes: list) -> list[tuple[list[int], int]]:
+    """(shape, element bytes) of each tensor input; a tensor list (e.g. cat's inputs) counts each."""
     out = []
     for i, d in enumerate(dims):
-        if isinstance(d, list) and d and all(isinstance(x, int) for x in d):
-            t = str(dtypes[i]).lower() if i < len(dtypes) else ""
-            out.append((d, _ESIZE.get(t, 2)))
+        t = str(dtypes[i]).lower() if i < len(dtypes) else ""
+        e = _ESIZE.get(t, 2)
+        if _is_shape(d):
+            out.append((d, e))
+        elif isinstance(d, list) and d and all(_is_shape(x) for x in d):
+            out.extend((x, e) for x in d)
     return out
+
+
+def _gpu_s(costs: CostModel, op: Op) -> float:
+    """The cost model's time, with byte curves held flat below their first grid point (kernel time is
+    flat at small sizes; the roofline floor there need not match the curve's first point)."""
+    t = costs.profile.device.tables
+    curve = {OpClass.ELEMENTWISE: t.elementwise, OpClass.REDUCTION: t.reduction or t.elementwise,
+             OpClass.COPY: t.memcopy or t.elementwise, OpClass.EMBEDDING: t.embedding or t.memcopy,
+             OpClass.SAMPLING: t.reduction}.get(op.op_class)
+    if curve is not None and op.bytes < curve.bytes[0]:
+        return curve.us[0] * US
+    return costs.gpu_s(op)
 
 
 def cost_op(k: KernelEntry, dims: list) -> Op | None:
@@ -91,6 +111,10 @@ def cost_op(k: KernelEntry, dims: list) -> Op | None:
         KV, S = kv[1], kv[2]
         shape = (("batch", B), ("ctx", S), ("head_dim", hd), ("heads", H), ("kv_heads", KV), ("q_len", L))
         return Op(k.name, cls, path, 4.0 * B * H * L * S * hd, e * (2 * B * KV * S * hd + 2 * B * H * L * hd), shape)
+    if cls is OpClass.EMBEDDING and op.endswith("embedding") and len(ts) >= 2:
+        (w, e), (ids, _) = ts[0], ts[1]
+        rows = math.prod(ids)
+        return Op(k.name, cls, path, 0.0, 2.0 * e * rows * w[-1] + 8.0 * rows)
     if any(w in op for w in _INDEXED_WRITES):
         d, e = ts[-1]
         return Op(k.name, cls, path, float(math.prod(d)), 2.0 * e * math.prod(d))
@@ -100,16 +124,20 @@ def cost_op(k: KernelEntry, dims: list) -> Op | None:
 
 
 def rescale_dims(dims: list, b0: int, b1: int, q_len: int, c0: int | None, c1: int | None, attention: bool) -> list:
-    out = []
-    for i, d in enumerate(dims):
-        if isinstance(d, list) and len(d) >= 2 and all(isinstance(x, int) for x in d):
-            d = list(d)
-            if b0 != b1 and d[0] in (b0, b0 * q_len):
-                d[0] = d[0] // b0 * b1
-            if attention and c0 and c1 and i in (1, 2) and len(d) == 4 and d[2] == c0:
-                d[2] = c1
-        out.append(d)
-    return out
+    """Input shapes at batch b1 (and context c1): a tensor of rank >= 2 whose leading dim is the
+    traced batch (or batch x tokens) is resized; attention's key/value length becomes c1."""
+    def one(i, d):
+        if not (_is_shape(d) and len(d) >= 2):
+            return d
+        d = list(d)
+        if b0 != b1 and d[0] in (b0, b0 * q_len):
+            d[0] = d[0] // b0 * b1
+        if attention and c0 and c1 and i in (1, 2) and len(d) == 4 and d[2] == c0:
+            d[2] = c1
+        return d
+
+    return [[one(i, x) for x in d] if isinstance(d, list) and d and all(_is_shape(x) for x in d) else one(i, d)
+            for i, d in enumerate(dims)]
 
 
 def scaled_times(wl: Workload, costs: CostModel, batch: int | None, ctx: int | None) -> tuple[list[float], list[str]]:
@@ -139,7 +167,7 @@ def scaled_times(wl: Workload, costs: CostModel, batch: int | None, ctx: int | N
             out.append(k.gpu_us)
             unscaled.append(label(k))
             continue
-        t0, t1 = costs.gpu_s(old), costs.gpu_s(new)
+        t0, t1 = _gpu_s(costs, old), _gpu_s(costs, new)
         out.append(k.gpu_us * (t1 / t0) if t0 > 0 else k.gpu_us)
     return out, unscaled
 

@@ -5,7 +5,8 @@ Fusion levels (names are part of the interface):
   RoPE via rotate_half, q/k-norm where the model has it, static KV-cache writes, SDPA with GQA).
 - `packed`: as `none` but QKV is one GEMM and gate/up is one GEMM.
 - `compiled`: what torch.compile (Inductor) leaves: GEMMs and attention stay, neighbouring
-  elementwise/reduction ops fuse into one Triton kernel each.
+  elementwise/reduction ops fuse into one Triton kernel each (lists checked against torch.profiler
+  on an H200 with torch 2.11: calibration/measured/h200-decode.json).
 - `fused`: a serving engine's hand-fused custom ops (fused add-RMSNorm, fused RoPE + cache write,
   silu_and_mul, one attention kernel, packed QKV and gate/up).
 The per-layer kernel lists below are the model; calibration/reference_decoder.py implements the
@@ -60,6 +61,7 @@ class _Builder:
     def __init__(self, m: ModelSpec, shape: StepShape):
         self.m, self.s, self.ops = m, shape, []
         self.e = m.dtype_bytes
+        self.pending_embedding = 0.0  # compiled: embedding bytes folded into the first fused norm
 
     def add(self, name, cls, path, flops=0.0, nbytes=0.0, **shape):
         self.ops.append(Op(name, cls, path, float(flops), float(nbytes), tuple(sorted(shape.items()))))
@@ -144,7 +146,10 @@ def _layer_eager(b: _Builder, packed: bool) -> None:
     b.view("cache.slice", 2)
     b.attention(P.EAGER_ATTENTION)
     b.view("attn.transpose", 1)
-    b.copy("attn.contiguous", T * q, e, e)
+    if b.s.tokens == b.s.seqs:  # one query per sequence: the transposed output is already contiguous
+        b.view("attn.contiguous", 1)
+    else:
+        b.copy("attn.contiguous", T * q, e, e)
     b.view("attn.reshape", 1)
     b.gemm("o_proj", T, H, q)
     b.ew("residual_add", T * H, 2 * e, e)
@@ -167,13 +172,19 @@ def _layer_compiled(b: _Builder) -> None:
     m, T, e = b.m, b.s.tokens, b.e
     H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
     C = P.COMPILED
-    b.red("add_rmsnorm", T * H, 3 * e, e, path=C)
+    first = b.pending_embedding  # layer 0's norm also does the embedding gather (Inductor fuses them)
+    b.pending_embedding = 0.0
+    b.red("add_rmsnorm", T * H, 3 * e + first / max(T * H, 1), e, path=C)
     b.gemm("q_proj", T, q, H, path=C)
     b.gemm("k_proj", T, kv, H, path=C)
     b.gemm("v_proj", T, kv, H, path=C)
-    norm = "qk_norm_" if m.qk_norm else ""
-    b.red(f"{norm}rope_q", T * q, 2 * e, e, path=C)
-    b.red(f"{norm}rope_k_cache_write_k", T * kv, 2 * e, 2 * e, path=C)
+    if m.qk_norm:  # measured (torch 2.11): q-norm+RoPE, k-norm, and RoPE-k+cache write are three kernels
+        b.red("qk_norm_rope_q", T * q, 2 * e, e, path=C)
+        b.red("k_norm", T * kv, e, e, path=C)
+        b.ew("rope_k_cache_write_k", T * kv, 2 * e, 2 * e, path=C)
+    else:
+        b.red("rope_q", T * q, 2 * e, e, path=C)
+        b.red("rope_k_cache_write_k", T * kv, 2 * e, 2 * e, path=C)
     b.copy("cache_write_v", T * kv, e, e, path=C)
     b.attention(C)
     b.gemm("o_proj", T, H, q, path=C)
@@ -219,11 +230,17 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
     b = _Builder(model, shape)
     T, H, e = shape.tokens, model.hidden_size, model.dtype_bytes
     eager = fusion in ("none", "packed")
-    b.add("embedding", OpClass.EMBEDDING, P.EAGER_EMBEDDING, 0.0, T * (H * e + 8))
+    if fusion == "compiled":
+        # measured: Inductor fuses the embedding gather into layer 0's RMSNorm kernel; the rotary
+        # preamble is one Triton kernel (positions to fp32) plus the extern bmm; cos/sin are
+        # recomputed inside each layer's RoPE kernels.
+        b.pending_embedding = float(T * (H * e + 8))
+        b.ew("rotary_pos", T, 8, 4, path=P.COMPILED)
+        b.gemm("rotary.matmul", T, model.head_dim // 2, 1, path=P.COMPILED)
+    else:
+        b.add("embedding", OpClass.EMBEDDING, P.EAGER_EMBEDDING, 0.0, T * (H * e + 8))
     if eager:
         _rotary_preamble_eager(b)
-    elif fusion == "compiled":
-        b.ew("rotary_cos_sin", T * model.head_dim, 8, 2 * e, path=P.COMPILED)
     for _ in range(model.num_hidden_layers):
         if eager:
             _layer_eager(b, packed=(fusion == "packed"))

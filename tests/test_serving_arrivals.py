@@ -110,3 +110,8 @@ def test_malformed_traces_name_file_and_line(tmp_path, text, where, what):
 def test_missing_trace_file(tmp_path):
     with pytest.raises(ArrivalError, match="no such trace file"):
         load_trace(tmp_path / "nope.csv")
+
+
+def test_absurd_request_counts_are_refused_before_allocating():
+    with pytest.raises(ArrivalError, match="exceeds the limit"):
+        make_workload(ArrivalSpec("poisson"), FIX, FIX, 1e9, 3600.0, 0)

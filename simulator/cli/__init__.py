@@ -21,6 +21,8 @@ from . import core  # noqa: E402,F401  (registers run, predict, schema)
 from . import serve  # noqa: E402,F401  (registers serve)
 from . import buckets  # noqa: E402,F401  (registers buckets, pad, graph-memory)
 from . import trace  # noqa: E402,F401  (registers import-trace, export-trace)
+from . import optimize  # noqa: E402,F401  (registers optimize)
+from ..cli_calibration import register as _register_calibration; _register_calibration(app)  # noqa: E402,E702
 
 
 def main(argv: list[str] | None = None) -> None:

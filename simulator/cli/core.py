@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -15,7 +16,7 @@ from . import app
 from ..config import load_scenario, scenario_json_schema
 from ..errors import UserError
 
-console = Console(stderr=False)
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
 
 
 def print_rows(rows: list[dict], title: str, columns: list[str] | None = None, limit: int = 60) -> None:

@@ -18,8 +18,10 @@ from .serve import ServeScenario
 from .capacity import CapacityScenario
 from .sweep import SweepScenario
 from .trace_workload import WorkloadScenario
+from .buckets import BucketsScenario
 
-KINDS: list[type] = [StepScenario, ToyScenario, SweepScenario, WorkloadScenario, ServeScenario, CapacityScenario]
+KINDS: list[type] = [StepScenario, ToyScenario, SweepScenario, WorkloadScenario, ServeScenario, CapacityScenario,
+                      BucketsScenario]
 
 
 def _union():

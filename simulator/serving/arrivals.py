@@ -28,6 +28,7 @@ from ..errors import UserError
 PROCESSES = ("poisson", "gamma", "trace")
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 TRACE_COLUMNS = ("timestamp", "prompt_tokens", "output_tokens")
+MAX_REQUESTS = 5_000_000  # one run's request arrays stay in memory
 
 
 class ArrivalError(UserError):
@@ -201,6 +202,9 @@ def make_workload(spec: ArrivalSpec, prompt: LengthSpec, output: LengthSpec, rat
         return Workload(t[keep], tr.prompt[keep], tr.output[keep], f"trace {tr.path}", float(r))
     if rate is None:
         raise ArrivalError(f"{spec.process} arrivals need a rate (requests/s)")
+    if rate * duration > MAX_REQUESTS:
+        raise ArrivalError(f"rate x duration = {rate * duration:.3g} requests exceeds the limit of {MAX_REQUESTS:,}; "
+                           "shorten the duration or lower the rate")
     prompt.check("prompt")
     output.check("output")
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)

@@ -43,14 +43,14 @@ class Collector:
             self.area += self._n * (hi - lo)
         self._t, self._n = now, n
 
-    def on_steps(self, t0: float, k: int, cost, plan, tokens: int) -> None:
-        if not (self.w0 <= t0 < self.w1):
-            return
+    def on_steps(self, k: int, cost, plan, tokens: int) -> None:
+        """A run of k identical steps that started inside the window (the caller checks)."""
         dt = cost.step_s
         self.steps += k
         self.busy_s += k * dt
         self.gpu_s += k * cost.gpu_busy_s
-        self.cpu_bound += k if cost.cpu_bound else 0
+        if cost.cpu_bound:
+            self.cpu_bound += k
         if cost.mode != "none":
             self.graph_steps += k
             self.rows += k * cost.rows
@@ -59,10 +59,12 @@ class Collector:
             self.mixed_steps += k
         else:
             self.decode_steps += k
-            self.hist[plan.decode] = self.hist.get(plan.decode, 0) + k
+            h, n = self.hist, plan.decode
+            h[n] = h.get(n, 0) + k
         self.tokens += tokens
         self.block_s += plan.block_steps * dt
-        self.peak_blocks = max(self.peak_blocks, plan.peak_used)
+        if plan.peak_used > self.peak_blocks:
+            self.peak_blocks = plan.peak_used
 
     def batch_log(self) -> list[dict]:
         return [{"batch": b, "count": self.hist[b]} for b in sorted(self.hist)]

@@ -127,7 +127,7 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
     def engine():
         nonlocal events
         cb, merge, inf, ceil = cfg.ctx_bucket, cfg.merge_steps, math.inf, math.ceil
-        bounds = [w0, w1, stop]
+        bounds = [w0, w1, stop, inf]
         decode_time, mixed_time = timer.decode, timer.mixed
         schedule, extend, complete, on_steps = sched.schedule, sched.extend, sched.complete, col.on_steps
         admission_open, track, timeout = sched.admission_open, col.track, env.timeout
@@ -146,12 +146,12 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
             if plan.chunks:
                 cost = mixed_time(plan.decode, len(plan.chunks), plan.prefill_tokens, plan.ctx)
             else:
-                cost = decode_time(plan.decode, plan.ctx)
+                cost = decode_time(plan.decode, -(-plan.decode_ctx_sum // plan.decode))
                 if merge:
                     dt = cost.step_s
                     while bounds[0] <= now:
                         bounds.pop(0)
-                    cap = ceil((bounds[0] - now) / dt)
+                    cap = ceil((bounds[0] - now) / dt) if bounds[0] != inf else 1 << 62
                     ta = times[nxt]
                     if ta != inf and admission_open():
                         ka = ceil((ta - now) / dt)
@@ -165,7 +165,8 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
             if times[nxt] <= end:
                 admit_arrivals(end)
             tokens, done = complete(plan, end)
-            on_steps(now, k, cost, plan, tokens)
+            if w0 <= now < w1:
+                on_steps(k, cost, plan, tokens)
             if done:
                 track(end, sched.in_system)
             if end >= stop:

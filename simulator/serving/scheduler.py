@@ -7,8 +7,9 @@ Each scheduling point (the end of a step) builds the next step:
 2. running requests still in prefill take chunks of what is left of the token budget
    (`max_num_batched_tokens`), in admission order; if their blocks do not fit, the newest running requests
    are preempted (a request that would preempt itself waits instead);
-3. waiting requests are admitted first-come-first-served while `max_num_seqs` and the token budget allow and
-   their first chunk's blocks fit; the first that cannot be admitted stops admission (no skipping). With
+3. unless this scheduling point had to preempt, waiting requests are admitted first-come-first-served while
+   `max_num_seqs` and the token budget allow and their first chunk's blocks fit; the first that cannot be
+   admitted stops admission (no skipping). With
    chunked prefill off a prompt is admitted only when it fits the budget whole.
 A step holding prefill chunks is a mixed step. The prefill step that completes a prompt yields the first
 output token; each decode step one more; a request holds prompt + output - 1 tokens when it finishes.
@@ -139,6 +140,7 @@ class Scheduler:
             if co.n and need <= self.total - self.used:
                 self.used += need
                 return Plan(co.n, co.base_sum + co.n * g1, [], 0, 0, 1, self.used, self.used)
+        preempted_before = self.preemptions
         while co.need(g1) > self.total - self.used and self.running:
             self._preempt_last()
         chunks, ptok, pctx = [], 0, 0
@@ -164,7 +166,8 @@ class Scheduler:
                 ptok += chunk
                 pctx += c
         lim = self.lim
-        while self.waiting and len(self.running) < lim.max_num_seqs:
+        admit = self.preemptions == preempted_before  # no admissions in a step that had to preempt (vLLM V1)
+        while admit and self.waiting and len(self.running) < lim.max_num_seqs:
             left = budget - co.n - ptok
             if left <= 0:
                 break

@@ -1,0 +1,84 @@
+"""`launchsim optimize`: the exact best capture sizes for a batch-size distribution under graph-count,
+memory and capture-time budgets, compared with the engines' presets."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import app
+from ..errors import UserError
+
+
+@app.command()
+def optimize(
+    dist: Optional[Path] = typer.Option(None, "--dist", help="CSV with a header: `batch` or `batch,count` columns"),
+    scenario: Optional[Path] = typer.Option(None, "--scenario", help="a `buckets` scenario file (flags override it)"),
+    model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json path (default qwen3-8b)"),
+    fusion: Optional[str] = typer.Option(None, "--fusion", help="none | packed | compiled | fused (default fused)"),
+    profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
+    graph: Optional[str] = typer.Option(None, "--graph", help="full | piecewise | full_and_piecewise (default full)"),
+    ctx: Optional[int] = typer.Option(None, "--ctx", help="context length, tokens (default 1024)"),
+    max_graphs: Optional[int] = typer.Option(None, "--max-graphs", help="most capture sizes K (default 64)"),
+    memory_budget: Optional[str] = typer.Option(None, "--memory-budget",
+                                                help="pinned graph memory: bytes, 512MiB, 1GiB, or a preset name"),
+    capture_budget: Optional[float] = typer.Option(None, "--capture-budget", help="capture time budget, seconds"),
+    max_size: Optional[int] = typer.Option(None, "--max-size", help="largest size (default: largest batch seen)"),
+    objective: Optional[str] = typer.Option(None, "--objective", help="step-time | padded-rows (default step-time)"),
+    private: bool = typer.Option(False, "--private", help="a private memory pool per graph (default: shared)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="folder for report.html, result.json, frontier.csv"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Exact best CUDA-graph capture sizes for a batch-size distribution (dynamic programming)."""
+    from ..config import load_scenario
+    from ..config.buckets import BucketsScenario
+    from ..distribution import from_csv
+    from ..study_optimize import Inputs, inputs_from_scenario, parse_memory_budget, run, write_outputs
+
+    if (dist is None) == (scenario is None):
+        raise UserError("give exactly one of --dist CSV or --scenario FILE")
+    over = dict(model=model, profile=profile, fusion=fusion, graph=graph, ctx=ctx, objective=objective,
+                max_graphs=max_graphs, memory_budget=parse_memory_budget(memory_budget),
+                capture_budget=capture_budget, max_size=max_size, shared_pool=False if private else None)
+    title = "launchsim optimize"
+    if scenario is not None:
+        sc = load_scenario(scenario)
+        if not isinstance(sc, BucketsScenario):
+            raise UserError(f"{scenario}: kind '{sc.kind}' is not a buckets scenario")
+        inp, title = inputs_from_scenario(sc, **over), f"launchsim optimize: {sc.name}"
+    else:
+        inp = Inputs(from_csv(dist), **{k: v for k, v in over.items() if v is not None})
+    t0 = time.perf_counter()
+    result = run(inp, frontier=out is not None)
+    result["wall_s"] = time.perf_counter() - t0
+    if out is not None:
+        write_outputs(result, inp.dist, out, title)
+    if as_json:
+        print(json.dumps(result, default=float))
+        return
+    _print(result, out)
+
+
+def _print(result: dict, out: Optional[Path]) -> None:
+    from .core import console, print_rows
+
+    unit = result["objective_unit"]
+    rows = [{"layout": "optimum", "graphs": result["best_graphs"], "objective": result["objective"],
+             "step_ms": result["best_step_ms"], "padded_rows": result["best_padded_rows"],
+             "memory_MiB": result["best_memory_mib"], "capture_s": result["best_capture_s"], "gain_%": 0.0,
+             "feasible": "yes"}]
+    for n, v in result["presets"].items():
+        rows.append({"layout": n, "graphs": v.get("graphs", 0), "objective": v.get("objective", float("nan")),
+                     "step_ms": v.get("step_ms", float("nan")), "padded_rows": v.get("padded_rows", float("nan")),
+                     "memory_MiB": v.get("memory_mib", float("nan")), "capture_s": v.get("capture_s", float("nan")),
+                     "gain_%": v.get("gain_pct", float("nan")), "feasible": "yes" if v["feasible"] else v["reason"]})
+    print_rows(rows, f"objective: {unit} (gain = how much lower the optimum is)")
+    console.print(f"sizes ({len(result['sizes'])}): {result['sizes']}")
+    for eng, text in result["engine_syntax"].items():
+        console.print(f"[bold]{eng}[/bold]:\n{text}", highlight=False, markup=True)
+    if out is not None:
+        console.print(f"wrote {out / 'report.html'}, {out / 'result.json'} and {out / 'frontier.csv'}")

@@ -1,0 +1,50 @@
+"""Scenario kind `buckets`: the best capture sizes for a batch-size distribution (`launchsim optimize`
+as a file). The distribution is inline (histogram or samples) or a CSV path: `batch` or `batch,count`
+columns, such as the batch_log.csv a `serve` run writes."""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+
+from .base import Strict
+from .step import FusionName, GraphName
+
+PresetName = Literal["vllm", "sglang", "trtllm", "seed", "pow2"]
+
+
+class DistributionSpec(Strict):
+    histogram: dict[PositiveInt, float] | None = Field(None, description="batch size -> steps observed (counts)")
+    samples: list[PositiveInt] | None = Field(None, min_length=1, description="one batch size per observed step")
+    csv: str | None = Field(None, description="CSV path (relative to the working directory) with a header and a "
+                                              "`batch` column or `batch,count` columns")
+
+    @model_validator(mode="after")
+    def _one(self):
+        if sum(x is not None for x in (self.histogram, self.samples, self.csv)) != 1:
+            raise ValueError("give exactly one of histogram, samples or csv")
+        return self
+
+
+class BucketsScenario(Strict):
+    kind: Literal["buckets"] = Field(description="scenario type")
+    name: str = Field(description="scenario name, used in reports")
+    description: str = Field("", description="free text shown in the report")
+    distribution: DistributionSpec = Field(description="the batch-size distribution to optimize for")
+    model: str = Field(description="model preset or config.json path")
+    profile: str | None = Field(None, description="profile name or path (default: h200)")
+    fusion: FusionName = Field("fused", description="fusion level of the step whose cost is optimized")
+    graph: GraphName = Field("full", description="graph mode of captured sizes (not none)")
+    ctx: PositiveInt = Field(1024, description="context length of every sequence, tokens")
+    objective: Literal["step-time", "padded-rows"] = Field(
+        "step-time", description="step-time: expected step time (eager above the largest size); padded-rows: "
+                                 "expected padded rows per step (largest size fixed at max_size)")
+    max_graphs: PositiveInt = Field(64, description="most capture sizes (K)")
+    memory_budget: Union[PositiveInt, str, None] = Field(
+        None, description="pinned graph-memory budget: bytes, '512MiB', '1GiB', or a preset name meaning "
+                          "'as much as that preset's layout needs'")
+    capture_budget: PositiveFloat | None = Field(None, description="start-up capture time budget, seconds")
+    max_size: PositiveInt | None = Field(None, description="largest candidate size (default: largest batch seen)")
+    shared_pool: bool = Field(True, description="graphs share one memory pool (vLLM, SGLang); false: private pools")
+    presets: list[PresetName] = Field(["vllm", "sglang", "trtllm", "seed"], description="presets to compare")

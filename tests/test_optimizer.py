@@ -1,0 +1,271 @@
+"""Exact layout optimizer: brute-force agreement (hypothesis), hand cases, presets never better, memory
+arithmetic equal to GraphMemoryModel, CLI errors and output, and a golden scenario result."""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+
+from simulator import optimizer as opt
+from simulator.buckets import preset_sizes
+from simulator.cli import main
+from simulator.config import load_scenario
+from simulator.distribution import from_histogram
+from simulator.graph_memory import GraphMemoryModel
+from simulator.models import load_model
+from simulator.profile import load_profile
+from simulator.runner import run_scenario
+from simulator.study_optimize import Inputs, build_problem, engine_syntax, parse_memory_budget, run, setup
+
+GOLDEN = Path(__file__).parent / "golden"
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@hs.composite
+def problems(draw):
+    n = draw(hs.integers(1, 7))
+    sizes = sorted(draw(hs.sets(hs.integers(1, 14), min_size=n, max_size=n)))
+    batches = sorted(draw(hs.sets(hs.integers(1, 16), min_size=1, max_size=7)))
+    w = np.array(draw(hs.lists(hs.integers(1, 9), min_size=len(batches), max_size=len(batches))), float)
+    ints = lambda lo, hi, k: np.array(draw(hs.lists(hs.integers(lo, hi), min_size=k, max_size=k)), float)  # noqa
+    padded_rows = draw(hs.booleans())
+    if padded_rows:
+        alpha, beta, eager = np.array(sizes, float), -np.array(batches, float), np.zeros(len(batches))
+    else:
+        alpha, beta, eager = ints(1, 30, n), np.zeros(len(batches)), ints(0, 40, len(batches))
+    pool, out, static = ints(1, 12, n), ints(0, 3, n), ints(0, 6, n)
+    g = draw(hs.integers(1, 2))
+    shared = draw(hs.booleans())
+    chk, inc = (pool + (g - 1) * out, g * out) if shared else (pool, pool)
+    cap = np.full(n, 2.0) if draw(hs.booleans()) else ints(1, 5, n)
+    final_ok = np.array(sizes) == sizes[-1] if padded_rows else None
+    return opt.Problem(np.array(sizes), np.array(batches), w / w.sum(), alpha, beta, eager,
+                       draw(hs.integers(1, 6)), final_ok, static, chk, inc, cap,
+                       draw(hs.one_of(hs.none(), hs.integers(2, 40).map(float))),
+                       draw(hs.one_of(hs.none(), hs.integers(1, 12).map(float))))
+
+
+def _fits(p, sizes):
+    idx = [int(np.searchsorted(p.sizes, s)) + 1 for s in sizes]
+    mem, cap = opt.resources(p, idx)
+    return (len(sizes) <= p.max_graphs and p.final_ok[idx[-1] - 1]
+            and (p.memory_budget is None or mem <= p.memory_budget)
+            and (p.capture_budget is None or cap <= p.capture_budget))
+
+
+@SETTINGS
+@given(problems())
+def test_matches_brute_force_under_all_constraints(p):
+    want_sizes, want = opt.brute_force(p)
+    if want_sizes is None:
+        with pytest.raises(opt.Infeasible):
+            opt.solve(p)
+        return
+    got = opt.solve(p)
+    assert got.objective == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert got.objective == pytest.approx(opt.objective(p, got.sizes), rel=1e-9, abs=1e-12)
+    assert got.sizes == sorted(got.sizes) and _fits(p, got.sizes)
+
+
+@SETTINGS
+@given(problems(), hs.floats(0, 1), hs.floats(0, 1))
+def test_binding_budgets_match_brute_force(p, fm, fc):
+    """Budgets between the cheapest single size and the unconstrained optimum: the exact search path."""
+    p.memory_budget = p.capture_budget = None
+    free = opt.solve(p)
+    ok = p.final_ok
+    lo_m, lo_c = float((p.static + p.mem_chk)[ok].min()), float(p.capture[ok].min())
+    p.memory_budget = lo_m + fm * max(free.memory - lo_m, 0.0)
+    p.capture_budget = lo_c + fc * max(free.capture - lo_c, 0.0) if fc < 0.5 else None
+    want_sizes, want = opt.brute_force(p)
+    if want_sizes is None:
+        with pytest.raises(opt.Infeasible):
+            opt.solve(p)
+        return
+    got = opt.solve(p)
+    assert got.objective == pytest.approx(want, rel=1e-9, abs=1e-12) and _fits(p, got.sizes)
+
+
+@SETTINGS
+@given(problems(), hs.data())
+def test_never_worse_than_any_feasible_layout_seeded_or_not(p, data):
+    lay = sorted(data.draw(hs.sets(hs.sampled_from([int(s) for s in p.sizes]), min_size=1)))
+    if not _fits(p, lay):
+        return
+    v = opt.objective(p, lay)
+    for seeds in ([], [lay]):
+        assert opt.solve(p, seeds).objective <= v + 1e-12
+
+
+def test_hand_computed_padded_rows():
+    # steps: half at batch 1, 30% at 3, 20% at 4; largest size fixed at 4
+    p = opt.Problem(np.arange(1, 5), np.array([1, 3, 4]), np.array([0.5, 0.3, 0.2]), np.arange(1, 5, dtype=float),
+                    -np.array([1.0, 3.0, 4.0]), np.zeros(3), 1, np.arange(1, 5) == 4)
+    assert (opt.solve(p).sizes, opt.solve(p).objective) == ([4], pytest.approx(0.5 * 3 + 0.3 * 1))
+    p.max_graphs = 2  # {1,4}: 0.3 x 1 = 0.3 beats {2,4}: 0.5 + 0.3 and {3,4}: 0.5 x 2
+    assert (opt.solve(p).sizes, opt.solve(p).objective) == ([1, 4], pytest.approx(0.3))
+    p.max_graphs = 3
+    assert (opt.solve(p).sizes, opt.solve(p).objective) == ([1, 3, 4], pytest.approx(0.0, abs=1e-12))
+
+
+def test_hand_computed_step_time_with_eager_fallback_and_budgets():
+    # step cost at padded size s: 10 + s; eager: 30 at any batch; batches 1 and 8 half each
+    sizes = np.array([1, 2, 4, 8])
+    p = opt.Problem(sizes, np.array([1, 8]), np.array([0.5, 0.5]), 10.0 + sizes, np.zeros(2), np.full(2, 30.0), 1,
+                    static=np.zeros(4), mem_chk=sizes * 1.0, mem_inc=sizes * 1.0)
+    # one graph: {8} costs 18 for both (18); {1}: 0.5*11 + 0.5*30 = 20.5
+    assert (opt.solve(p).sizes, opt.solve(p).objective) == ([8], pytest.approx(18.0))
+    p.max_graphs = 2  # {1, 8}: 0.5*11 + 0.5*18 = 14.5
+    assert (opt.solve(p).sizes, opt.solve(p).objective) == ([1, 8], pytest.approx(14.5))
+    p.memory_budget = 8.0  # private pools: 1 + 8 = 9 > 8, so the best is {8} again
+    assert (opt.solve(p).sizes, opt.solve(p).objective) == ([8], pytest.approx(18.0))
+    p.memory_budget = 4.0  # {8} no longer fits: batch 1 at size 1 and batch 8 eager, 0.5*11 + 0.5*30
+    got = opt.solve(p)
+    assert got.objective == pytest.approx(20.5) and got.sizes[0] == 1 and sum(got.sizes) <= 4
+    p.memory_budget = 0.5
+    with pytest.raises(opt.Infeasible) as e:
+        opt.solve(p)
+    assert e.value.smallest["memory"] == 1.0
+
+
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("graph", ["full", "full_and_piecewise"])
+@settings(max_examples=25, deadline=None)
+@given(lay=hs.sets(hs.integers(1, 64), min_size=1, max_size=10))
+def test_memory_arithmetic_equals_graph_memory_model(shared, graph, lay):
+    st = setup(Inputs(from_histogram({64: 1.0}), "qwen3-0.6b", "datasheet-h200", graph=graph, shared_pool=shared,
+                      objective="padded-rows"))
+    p = build_problem(st, None)
+    mem, cap = opt.resources(p, sorted(lay))
+    lm = GraphMemoryModel(load_model("qwen3-0.6b"), load_profile("datasheet-h200"), "fused", graph)
+    want = lm.layout(sorted(lay), shared)
+    assert mem == want.total_bytes
+    assert cap == pytest.approx(want.capture_s, rel=1e-12)
+
+
+def _dist():
+    h = {b: float(np.exp(-b / 10)) for b in range(1, 49)}
+    h.update({b: 0.05 for b in range(90, 97)})
+    return from_histogram(h)
+
+
+@pytest.mark.parametrize("budget,shared,objective", [("vllm", True, "step-time"), ("seed", False, "step-time"),
+                                                      (None, True, "padded-rows")])
+def test_optimum_never_worse_than_feasible_presets(budget, shared, objective):
+    inp = Inputs(_dist(), "qwen3-0.6b", "datasheet-h200", max_graphs=24, memory_budget=budget, shared_pool=shared,
+                 objective=objective, max_size=96, presets=("vllm", "sglang", "trtllm", "seed", "pow2"))
+    res = run(inp, frontier=False)
+    feasible = [v for v in res["presets"].values() if v["feasible"]]
+    assert feasible, res["presets"]
+    for v in res["presets"].values():
+        assert (v["reason"] is None) == v["feasible"]
+        if v["feasible"]:
+            assert res["objective"] <= v["objective"] * (1 + 1e-12)
+            assert v["gain_pct"] >= -1e-9
+    assert res["sizes"] == sorted(res["sizes"]) and len(res["sizes"]) <= 24
+    if objective == "padded-rows":
+        assert res["sizes"][-1] == 96
+
+
+def test_parse_memory_budget_forms():
+    assert parse_memory_budget("1GiB") == 2 ** 30
+    assert parse_memory_budget("256MiB") == 256 * 2 ** 20
+    assert parse_memory_budget("1000") == 1000
+    assert parse_memory_budget("vllm") == "vllm"
+
+
+def test_engine_syntax_is_paste_ready():
+    s = engine_syntax([1, 2, 4, 8])
+    assert json.loads(s["vllm"].split("'")[1]) == {"cudagraph_capture_sizes": [1, 2, 4, 8]}
+    assert s["sglang"].endswith("--cuda-graph-bs 1 2 4 8")
+    assert "batch_sizes: [1, 2, 4, 8]" in s["trtllm"] and s["trtllm"].startswith("cuda_graph_config:")
+
+
+def _err(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("", "empty CSV"), ("batch\n", "no data rows"), ("batch\n3\n0\n", "must be positive"),
+    ("batch\nx\n", "not an integer"), ("size,n\n3,1\n", "header must have a 'batch' column"),
+    ("batch,count\n3,-1\n", "non-negative"),
+])
+def test_cli_bad_distribution(tmp_path, capsys, text, needle):
+    f = tmp_path / "d.csv"
+    f.write_text(text)
+    assert needle in _err(["optimize", "--dist", str(f), "--model", "qwen3-0.6b"], capsys)
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--max-graphs", "0"], "--max-graphs must be >= 1"),
+    (["--memory-budget", "1MiB"], "smallest memory budget any layout meets is"),
+    (["--capture-budget", "1e-6"], "smallest capture budget any layout meets is"),
+    (["--memory-budget", "lots"], "memory budget"),
+    (["--max-size", "-3"], "--max-size must be a positive integer"),
+    (["--objective", "fastest"], "step-time or padded-rows"),
+])
+def test_cli_bad_constraints(tmp_path, capsys, extra, needle):
+    f = tmp_path / "d.csv"
+    f.write_text("batch,count\n1,5\n7,2\n16,1\n")
+    assert needle in _err(["optimize", "--dist", str(f), "--model", "qwen3-0.6b", "--profile", "datasheet-h200",
+                           *extra], capsys)
+
+
+def test_cli_json_output(tmp_path, capsys):
+    f = tmp_path / "d.csv"
+    f.write_text("batch\n" + "\n".join(str(b) for b in [1, 1, 1, 2, 3, 5, 8, 8, 13, 21, 40]) + "\n")
+    with pytest.raises(SystemExit) as e:
+        main(["optimize", "--dist", str(f), "--model", "qwen3-0.6b", "--profile", "datasheet-h200",
+              "--max-graphs", "4", "--memory-budget", "vllm", "--json", "--out", str(tmp_path / "o")])
+    assert e.value.code == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["sizes"] == sorted(d["sizes"]) and 1 <= len(d["sizes"]) <= 4
+    assert set(d["presets"]) == {"vllm", "sglang", "trtllm", "seed"}
+    for v in d["presets"].values():
+        assert "objective" in v and (v["feasible"] or v["reason"])
+    assert d["presets"]["vllm"]["reason"].startswith(f"{len(preset_sizes('vllm', 40))} graphs > max graphs 4")
+    for name in ("report.html", "result.json", "frontier.csv"):
+        assert (tmp_path / "o" / name).stat().st_size > 0
+
+
+def test_scenario_with_wrong_kind_is_refused(capsys):
+    assert "not a buckets scenario" in _err(["optimize", "--scenario", "scenarios/s13_launch_bound.yaml"], capsys)
+
+
+def test_bimodal_scenario_golden():
+    sc = load_scenario("scenarios/optimize_bimodal.yaml").model_copy(update={"profile": "datasheet-h200"})
+    res = run_scenario(sc, None)
+    got = {"sizes": res["sizes"], "objective": res["objective"],
+           "presets": {n: v["objective"] for n, v in res["presets"].items()}}
+    path = GOLDEN / "optimize_bimodal_datasheet.json"
+    if os.environ.get("LAUNCHSIM_REGEN_GOLDEN"):
+        path.write_text(json.dumps(got, indent=1) + "\n")
+    want = json.loads(path.read_text())
+    assert got["sizes"] == want["sizes"]
+    assert got["objective"] == pytest.approx(want["objective"], rel=1e-9)
+    for n, v in want["presets"].items():
+        assert got["presets"][n] == pytest.approx(v, rel=1e-9)
+    vllm = res["presets"]["vllm"]  # equal memory by construction: vllm is feasible and never better
+    assert vllm["feasible"] and vllm["memory_bytes"] == res["inputs"]["memory_budget_bytes"]
+    assert res["best_memory_bytes"] <= vllm["memory_bytes"] and res["objective"] <= vllm["objective"]
+
+
+def test_run_scenario_writes_report_with_frontier(tmp_path):
+    sc = load_scenario("scenarios/optimize_skewed.yaml").model_copy(update={"profile": "datasheet-h200"})
+    res = run_scenario(sc, tmp_path)
+    for name in ("report.html", "result.json", "frontier.csv"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert res["frontier_graphs"] and res["frontier_memory"]
+    objs = [r["objective"] for r in res["frontier_graphs"]]
+    assert all(b <= a + 1e-15 for a, b in zip(objs, objs[1:]))  # more graphs allowed: never worse
+    html = (tmp_path / "report.html").read_text()
+    assert "cudagraph_capture_sizes" in html and "--cuda-graph-bs" in html and "batch_sizes" in html
