@@ -163,7 +163,7 @@ def run(out_dir, quick=False, log=print, save=None):
 
     rows, mem = [], {}
     t_start = time.time()
-    cur, w, cache_key, cache = None, None, None, None
+    cur, w, cache = None, None, None
     trace = None
     for model, b, c, fusions in grid(quick):
         if model != cur:

@@ -100,7 +100,7 @@ def decode_step(m: ModelSpec, w: Weights, cache, input_ids, position_ids, cache_
     import torch.nn.functional as F
 
     B = input_ids.shape[0]
-    H, nq, nkv, hd = m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.head_dim
+    nq, nkv, hd = m.num_attention_heads, m.num_key_value_heads, m.head_dim
     q_dim, kv_dim = m.q_dim, m.kv_dim
     x = F.embedding(input_ids, w.embed)
     # rotary preamble (HF LlamaRotaryEmbedding.forward)

@@ -26,6 +26,7 @@ def _dump(obj, path):
 
 def calibrate(out_dir, quick=False, log=print):
     from . import microbench as mb
+    from . import streams as st
     from . import tables as tb
 
     t0 = time.time()
@@ -35,8 +36,8 @@ def calibrate(out_dir, quick=False, log=print):
     steps = [
         ("ceilings", mb.ceilings),
         ("host", lambda: mb.host_costs(1000 if quick else 4000)),
-        ("gaps", mb.gaps),
-        ("graph", lambda: mb.graph_costs((1, 10, 100, 1000) if quick else (1, 10, 100, 300, 1000))),
+        ("gaps", st.gaps),
+        ("graph", lambda: st.graph_costs((1, 10, 100, 1000) if quick else (1, 10, 100, 300, 1000))),
         ("compiled", lambda: mb.compiled_costs((1, 16) if quick else (1, 4, 16, 48))),
         ("curves", lambda: tb.curves(quick)),
         ("gemm", lambda: tb.gemm_tables(tb.gemm_shapes()[:3] if quick else tb.gemm_shapes(),

@@ -108,17 +108,17 @@ def _tables(p: Problem):
 def _forward(W: np.ndarray, K: int):
     """A[n, j]: least cost of batches <= c_j using exactly n sizes, the largest c_j; arg[n, j]: previous."""
     n1 = W.shape[0]
+    WT = np.ascontiguousarray(W.T)  # WT[j, i]: reductions run along contiguous rows (10x faster)
     A = np.full((K + 1, n1), INF)
     arg = np.zeros((K + 1, n1), dtype=np.int64)
     A[1] = W[0]
     A[1, 0] = INF
-    buf = np.empty_like(W)
+    buf = np.empty_like(WT)
+    rows = np.arange(n1)
     for n in range(2, K + 1):
-        prev = A[n - 1].copy()
-        prev[0] = INF
-        np.add(prev[:, None], W, out=buf)
-        arg[n] = buf.argmin(axis=0)
-        A[n] = buf[arg[n], np.arange(n1)]
+        np.add(WT, A[n - 1][None, :], out=buf)
+        arg[n] = buf.argmin(axis=1)
+        A[n] = buf[rows, arg[n]]
     return A, arg
 
 
@@ -261,6 +261,7 @@ class _Search:
 
     def __init__(self, p, W, tail, A, arg, K, track_cap):
         self.p, self.W, self.tail, self.A, self.arg, self.K = p, W, tail, A, arg, K
+        self.WT = np.ascontiguousarray(W.T)
         self.track_mem, self.track_cap = p.memory_budget is not None, track_cap
         self.Bm = p.memory_budget if self.track_mem else INF
         self.Bc = p.capture_budget if track_cap else INF
@@ -268,6 +269,7 @@ class _Search:
         self.Abest = np.minimum.accumulate(A, axis=0)
         self.ub, self.ub_idx, self.kept = INF, None, 0
         self.dual, self.lam, self.Alam = -INF, [], None
+        self.tables = []  # (multipliers, completion table) of every Lagrangian evaluation: all are valid bounds
         # resources that add up exactly (private pools, capture) get Lagrange multipliers
         self.dims = []
         if self.track_mem and np.array_equal(p.mem_inc, p.mem_chk):
@@ -304,8 +306,10 @@ class _Search:
         idx = _backtrack(arg, int(n), int(j))
         self.offer(idx)  # the penalised optimum is a layout too
         use = [float(stc[idx[-1] - 1] + pe[np.asarray(idx) - 1].sum()) - b for _, pe, stc, b in self.dims]
+        tab = np.minimum.accumulate(A, axis=0)
+        self.tables.append((dict(zip([x[0] for x in self.dims], lam)), tab))
         if d > self.dual:
-            self.dual, self.lam, self.Alam = d, list(lam), np.minimum.accumulate(A, axis=0)
+            self.dual, self.lam, self.Alam = d, list(lam), tab
         return use
 
     def lagrange(self) -> None:
@@ -378,19 +382,19 @@ class _Search:
                 break
             ns, no, nr, nc, npar = [], [], [], [], []
             b0 = self.Abest[left]
-            bl = None if self.Alam is None else self.Alam[left]
+            bls = [(lr, t[left]) for lr, t in self.tables if any(v > 0 for v in lr.values())]
             lim = self.ub + self.slack()
             for s0 in range(0, st.size, 512):
                 sl = slice(s0, s0 + 512)
-                cand = ob[sl, None] + W[:, st[sl]].T  # (labels, i): batches in (c_i, c_j] pay c_j
+                cand = ob[sl, None] + self.WT[st[sl]]  # (labels, i): batches in (c_i, c_j] pay c_j
                 okm = np.isfinite(cand) & (cand + b0[None, :] <= lim)
                 okm[:, 0] = False
                 okm &= (r[sl, None] + chk[None, :] <= Bm) & (c[sl, None] + capx[None, :] <= Bc)
                 li, ii = np.nonzero(okm)
                 o2, r2, c2 = cand[li, ii], r[sl][li] + inc[ii], c[sl][li] + capx[ii]
-                if bl is not None:
-                    lb = o2 + bl[ii] - lamr.get("r", 0.0) * (Bm - r2 if self.track_mem else 0.0) \
-                        - lamr.get("c", 0.0) * (Bc - c2 if self.track_cap else 0.0)
+                for lr, bl in bls:  # every Lagrangian table bounds the completion: keep only what all allow
+                    lb = o2 + bl[ii] - lr.get("r", 0.0) * (Bm - r2 if self.track_mem else 0.0) \
+                        - lr.get("c", 0.0) * (Bc - c2 if self.track_cap else 0.0)
                     f = lb <= lim
                     li, ii, o2, r2, c2 = li[f], ii[f], o2[f], r2[f], c2[f]
                 ns.append(ii); no.append(o2); nr.append(r2); nc.append(c2); npar.append(live[li + s0])

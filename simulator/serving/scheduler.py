@@ -18,8 +18,11 @@ token budget, which a recompute after preemption would need) is rejected on arri
 
 Decoding requests are a `kv.Cohort` on the global decode-step counter G (finish steps in a heap), so a step
 costs O(1) whatever the batch, and `extend` can merge a run of identical decode-only steps into one event:
-it stops at the first finish, at a context-bucket change, or before the pool would run short; the caller
-also stops it at the next arrival when one could be admitted, and at measurement-window boundaries.
+it stops at the first finish, at a context-bucket change, or before the pool would run short, and does not
+start after a scheduling point that preempted (the next one may admit); the caller also stops it at the next
+arrival when one could be admitted, and at measurement-window boundaries. Admission blocked by max_num_seqs,
+the token budget or the pool stays blocked through such a run (the room left only shrinks), so waiting
+requests cannot be admitted before it ends.
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ class Scheduler:
         self.G = 0  # decode steps run so far
         self.used = 0
         self.preemptions = 0
+        self.admission_skipped = False  # the last scheduling point preempted and so admitted nobody
 
     # -- arrivals and bookkeeping -----------------------------------------------------------------
     def arrive(self, rid: int) -> bool:
@@ -135,6 +139,7 @@ class Scheduler:
     # -- one scheduling point ---------------------------------------------------------------------
     def schedule(self) -> Plan | None:
         g1, co, bs = self.G + 1, self.cohort, self.bs
+        self.admission_skipped = False
         if not self.prefilling and not self.waiting:  # fast path: decodes only, nothing to admit
             need = co.count[(1 - g1) % bs]
             if co.n and need <= self.total - self.used:
@@ -167,6 +172,7 @@ class Scheduler:
                 pctx += c
         lim = self.lim
         admit = self.preemptions == preempted_before  # no admissions in a step that had to preempt (vLLM V1)
+        self.admission_skipped = not admit and bool(self.waiting)
         while admit and self.waiting and len(self.running) < lim.max_num_seqs:
             left = budget - co.n - ptok
             if left <= 0:
@@ -195,7 +201,7 @@ class Scheduler:
     def extend(self, plan: Plan, cap: int, ctx_bucket: int) -> int:
         """Merge up to `cap` identical decode-only steps into `plan` (see module docstring)."""
         co = self.cohort
-        if cap <= 1 or plan.chunks:
+        if cap <= 1 or plan.chunks or self.admission_skipped:  # the next point may admit: no merging
             return 1
         g1 = self.G + 1
         heap, ep, st = self.heap, self.epoch, self.state

@@ -1,0 +1,92 @@
+"""Shipped calibration profiles: loading, default, derivation, and one-line validation errors."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from calibration.build_profile import build, derive_h100
+from simulator.profile import DEFAULT_PROFILE, PROFILE_DIR, ProfileError, load_profile, parse_profile
+
+MEASURED = PROFILE_DIR.parent / "measured"
+
+
+@pytest.fixture(scope="module")
+def h200_raw() -> dict:
+    return json.loads((PROFILE_DIR / "h200.json").read_text())
+
+
+def test_measured_h200_is_the_default():
+    assert DEFAULT_PROFILE == "h200"
+    p = load_profile()
+    assert p.name == "h200" and p.source == "measured"
+    assert "H200" in p.device.gpu
+    # every launch path the cost model can ask for has a figure, with a spread
+    for path in ("eager_elementwise", "eager_reduction", "eager_gemm", "eager_attention", "eager_copy",
+                 "eager_embedding", "eager_view", "compiled", "custom_op", "raw"):
+        s = p.host.launch_us[path]
+        assert s.p10 <= s.p50 <= s.p90
+    assert p.device.tables.gemm and p.device.tables.attention and p.device.tables.elementwise
+    assert set(p.device.graph_memory) == {"qwen3-0.6b", "llama3-8b"}
+
+
+def test_h100_is_derived_and_marked():
+    p = load_profile("h100-sxm")
+    h = load_profile("h200")
+    assert p.source == "derived" and p.derived_from == "h200"
+    assert p.device.hbm_tbps == pytest.approx(3.35)
+    assert p.host == h.host  # same host section
+    assert p.device.peak_bf16_tflops == h.device.peak_bf16_tflops  # same compute
+    # a bandwidth-bound point (decode attention at a long context) got slower, the floor did not
+    a, b = p.device.tables.attention[0], h.device.tables.attention[0]
+    assert a.us[-1][-1] == pytest.approx(b.us[-1][-1] * 1, rel=0.5) and a.us[-1][-1] > b.us[-1][-1] * 1.3
+    assert min(min(r) for r in a.us) == pytest.approx(min(min(r) for r in b.us))
+
+
+@pytest.mark.parametrize("version", [0, 2, "1", None])
+def test_wrong_schema_version_is_one_line(h200_raw, version):
+    raw = copy.deepcopy(h200_raw)
+    raw["schema_version"] = version
+    with pytest.raises(ProfileError) as e:
+        parse_profile(raw, "x.json")
+    msg = str(e.value)
+    assert "\n" not in msg and "schema_version" in msg and "x.json" in msg
+
+
+@pytest.mark.parametrize("section", ["host", "device"])
+def test_missing_section_is_one_line(h200_raw, section):
+    raw = copy.deepcopy(h200_raw)
+    del raw[section]
+    with pytest.raises(ProfileError) as e:
+        parse_profile(raw, "x.json")
+    msg = str(e.value)
+    assert "\n" not in msg and section in msg
+
+
+def test_bad_field_names_the_field(h200_raw):
+    raw = copy.deepcopy(h200_raw)
+    raw["device"]["tables"]["gemm"][0]["kernels"] = [1]  # wrong length
+    with pytest.raises(ProfileError) as e:
+        parse_profile(raw, "x.json")
+    assert "gemm" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_unknown_profile_and_bad_json(tmp_path):
+    with pytest.raises(ProfileError, match="unknown profile"):
+        load_profile("no-such-profile")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ProfileError, match="not valid JSON"):
+        load_profile(str(bad))
+
+
+def test_build_from_raw_microbench_validates():
+    mb = json.loads((MEASURED / "h200-microbench.json").read_text())
+    ms = json.loads((MEASURED / "h200-decode.json").read_text())
+    p = parse_profile(build(mb, ms, name="rebuilt"))
+    assert p.source == "measured"
+    assert p.device.graph_node_us < p.device.eager_gap_us  # graphs shrink the in-stream gap
+    q = parse_profile(derive_h100(build(mb, ms, name="rebuilt")))
+    assert q.source == "derived" and q.derived_from == "rebuilt"
