@@ -344,10 +344,7 @@ class _Search:
         inc = np.concatenate(([0.0], p.mem_inc))
         capx = np.concatenate(([0.0], self.cap))
 
-        def below_max(x):  # max over sizes strictly below j, per j (index 0: none)
-            return np.concatenate(([0.0], np.maximum.accumulate(np.concatenate(([0.0], x)))[:-1]))
-
-        maxinc, maxchk, maxcap = below_max(p.mem_inc), below_max(p.mem_chk), below_max(self.cap)
+        worst_mem, worst_cap = _worst(p.mem_inc, p.mem_chk, K), _worst(self.cap, self.cap, K)
         lamr = dict(zip([d[0] for d in self.dims], self.lam)) if self.lam else {}
         J = np.arange(1, N + 1)
         ok = p.final_ok & (p.static + p.mem_chk <= Bm) & (self.cap <= Bc)
@@ -362,9 +359,9 @@ class _Search:
             left = K - k
             safe = np.ones(st.size, bool)  # no completion can break a budget
             if left > 0 and self.track_mem:
-                safe &= r + (left - 1) * maxinc[st] + maxchk[st] <= Bm
+                safe &= r + worst_mem[left, st] <= Bm
             if left > 0 and self.track_cap:
-                safe &= c + left * maxcap[st] <= Bc
+                safe &= c + worst_cap[left, st] <= Bc
             done = ob + np.where(safe, self.Abest[left + 1, st], W[0, st])
             m = int(np.argmin(done))
             if done[m] < self.ub:
@@ -418,6 +415,24 @@ class _Search:
                 raise SearchTooLarge(f"the exact search passed {LABEL_LIMIT:,} labels")
         if beam is None:
             self.kept = kept
+
+
+def _worst(inc: np.ndarray, chk: np.ndarray, K: int) -> np.ndarray:
+    """out[m, j]: an upper bound on how far any completion adding <= m sizes below c_j pushes the running
+    figure past its check: max over its sizes i_1 > i_2 > ... of (inc of the earlier ones + chk of i_t).
+    With the running maxima of inc and chk (non-decreasing, >= the real values) the worst completion
+    is the m sizes right below j, because i_s <= j - s."""
+    inc, chk = np.maximum.accumulate(inc), np.maximum.accumulate(chk)
+    n1 = inc.size + 1
+    out = np.zeros((K + 1, n1))
+    S = np.concatenate(([0.0], np.cumsum(inc)))  # S[x] = inc_1 + ... + inc_x
+    c1 = np.concatenate(([0.0], chk))
+    j = np.arange(n1)
+    for t in range(1, K + 1):
+        lo = np.maximum(j - t, 0)
+        v = np.where(j - t >= 1, S[np.maximum(j - 1, 0)] - S[lo] + c1[lo], -INF)
+        out[t] = np.maximum(out[t - 1], v)
+    return out
 
 
 def _trace(layers, k, m) -> list[int]:
