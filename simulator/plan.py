@@ -6,6 +6,8 @@ A plan is plain arrays, the common input of both engines:
 - `kernels_per_launch[j]`: GPU kernels launch j submits (1 for an eager op, n for a graph replay);
 - `gpu_s[i]`, `gap_s[i]`: GPU time of kernel i and the gap the stream pays before it (the in-stream
   gap for eager kernels and a graph's first node, the per-node cost inside a replayed graph).
+  An op the profile says runs as several kernels (a split-K GEMM and its reduce kernel) stays one
+  entry whose measured time covers both; it pays one extra gap per extra kernel.
 Graph modes: `none` (eager), `full` (one replay), `piecewise` (graph segments split at attention,
 attention eager), `full_and_piecewise` (full for pure decode steps, piecewise otherwise).
 """
@@ -40,6 +42,12 @@ class LaunchPlan:
     kernel_names: list[str] = field(default_factory=list)
     host_calls: int = 0
     graph_mode: str = "none"
+    extra_kernels: int = 0  # helper kernels inside one op (cuBLAS split-K reduce), timed with their op
+
+    @property
+    def gpu_kernels(self) -> int:
+        """Kernels the GPU runs, as a profiler counts them."""
+        return self.kernels + self.extra_kernels
 
     @property
     def launches(self) -> int:
@@ -72,6 +80,13 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
     if not any(o.launches_kernel for o in ops):
         raise PlanError("step has no kernels")
     host, counts, gpu, gap, labels, names = [], [], [], [], [], []
+    extra = [0]
+
+    def add_gap(o, g: float, inner: float) -> None:
+        n = costs.gemm_kernels(o) - 1
+        extra[0] += n
+        gap.append(g + n * inner)
+
     pending_host = 0.0
     compiled = any(o.path is LaunchPath.COMPILED for o in ops)
 
@@ -82,7 +97,7 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
         labels.append(f"graph replay ({n} nodes)")
         for k, o in enumerate(seg):
             gpu.append(costs.gpu_s(o))
-            gap.append(costs.eager_gap_s if k == 0 else costs.graph_node_s)
+            add_gap(o, costs.eager_gap_s if k == 0 else costs.graph_node_s, costs.graph_node_s)
             names.append(o.name)
 
     if mode == "full":
@@ -100,7 +115,7 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
                 counts.append(1)
                 labels.append(o.name)
                 gpu.append(costs.gpu_s(o))
-                gap.append(costs.eager_gap_s)
+                add_gap(o, costs.eager_gap_s, costs.eager_gap_s)
                 names.append(o.name)
             else:
                 seg.append(o)
@@ -116,7 +131,7 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
                 counts.append(1)
                 labels.append(o.name)
                 gpu.append(costs.gpu_s(o))
-                gap.append(costs.eager_gap_s)
+                add_gap(o, costs.eager_gap_s, costs.eager_gap_s)
                 names.append(o.name)
     return LaunchPlan(
         host_s=np.asarray(host, dtype=float),
@@ -129,6 +144,7 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
         kernel_names=names,
         host_calls=len(ops) if mode == "none" else len(counts),
         graph_mode=mode,
+        extra_kernels=extra[0],
     )
 
 

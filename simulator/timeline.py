@@ -81,7 +81,7 @@ def summarize(t: Timeline) -> StepResult:
         gpu_gap_s=gaps,
         gpu_bubble_s=bubble,
         gpu_idle_frac=1.0 - gpu_busy / step if step > 0 else 0.0,
-        kernels=p.kernels,
+        kernels=p.gpu_kernels,
         launches=p.launches,
         host_calls=p.host_calls,
         bound="cpu" if cpu_busy >= gpu_busy + gaps else "gpu",

@@ -28,7 +28,8 @@ def test_predict_json_keys():
     d = json.loads(r.stdout)
     for k in ("step_ms", "cpu_ms", "gpu_ms", "kernels", "launches", "bound"):
         assert k in d
-    assert d["bound"] == "cpu" and d["kernels"] == d["launches"]
+    # eager: one launch per kernel op; cuBLAS split-K reduce kernels (from the profile) add kernels
+    assert d["bound"] == "cpu" and d["launches"] <= d["kernels"] <= 1.05 * d["launches"]
 
 
 def test_predict_graph_full_is_one_launch_and_faster():
