@@ -82,12 +82,15 @@ def fit_host(measured: dict, profile_dict: dict) -> tuple[dict, str]:
         p0 = parse_profile(prof)
         ratios = [r["eager"]["step_ms"]["p50"] / _predict(r, "none", p0, 0).result.step_s / 1e3 for r in eager_fit]
         k = float(np.median(ratios))
+        # the same rows' spread around that median is the per-step host-speed factor
+        lo, hi = (float(np.quantile(ratios, q)) / k for q in (0.1, 0.9))
+        prof["host"]["step_factor"] = {"p10": lo, "p50": 1.0, "p90": hi, "n": len(ratios)}
         for path in EAGER_PATHS:
             s = prof["host"]["launch_us"][path]
             for q in ("p10", "p50", "p90"):
                 s[q] *= k
         note.append(f"eager host costs x {k:.3f} fitted on {len(eager_fit)} rows (qwen3-0.6b none ctx 128, "
-                    f"median measured/predicted)")
+                    f"median measured/predicted; their p10/p90 spread {lo:.3f}-{hi:.3f} is the per-step host factor)")
     if comp_fit:
         r = comp_fit[0]
         step = build_step(load_model(r["model"]), decode(r["batch"], r["ctx"]), "compiled")

@@ -1,8 +1,9 @@
 """One call from a question to an answer: model + shape + fusion + graph mode + profile -> step figures.
 
 `simulate` runs one engine on one step. `predict` adds the host-noise band: with `replicates` > 0 it
-draws each eager op's host cost from the profile's per-path distribution (numpy Generator, seeded)
-and reports the p10/p50/p90 of step time over the replicates (fast path).
+draws each eager op's host cost from the profile's per-path distribution and, where the profile has
+one, a per-step host-speed factor (numpy Generator, seeded), and reports the p10/p50/p90 of step
+time over the replicates (fast path).
 """
 
 from __future__ import annotations
@@ -65,9 +66,13 @@ def host_band(step: Step, costs: CostModel, graph: str, replicates: int, seed: i
               pure_decode: bool = True) -> dict[str, float]:
     plan = build_plan(step, costs, graph, pure_decode=pure_decode)
     rng = np.random.default_rng(seed)
+    sf = costs.profile.host.step_factor
     times = []
     for _ in range(replicates):
-        t = simulate_fast(plan.with_host(sample_host(plan, step, costs, rng)))
+        host = sample_host(plan, step, costs, rng)
+        if sf is not None:  # one host-speed factor for the whole step
+            host = host * (sf.q(float(rng.random())) / sf.p50)
+        t = simulate_fast(plan.with_host(host))
         times.append(summarize(t).step_s)
     q = np.percentile(times, [10, 50, 90]) * 1e3
     return {"p10": float(q[0]), "p50": float(q[1]), "p90": float(q[2])}

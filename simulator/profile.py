@@ -56,6 +56,9 @@ class HostSection(_Strict):
     graph_launch_per_node_us: float = Field(0.0, ge=0, description="extra host cost per graph node")
     compiled_entry_us: float = Field(0.0, ge=0, description="per-call cost of entering a torch.compile region")
     capture_per_node_ms: float = Field(0.0, ge=0, description="capture + instantiate time per graph node, ms")
+    step_factor: Spread | None = Field(
+        None, description="per-step multiplier on all host costs (p50 = 1): host-speed drift between steps "
+                          "(frequency, noisy neighbours) that per-op noise cannot produce")
     source: str = Field("", description="where the host figures came from")
 
 

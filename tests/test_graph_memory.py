@@ -37,10 +37,10 @@ def test_live_set_by_hand():
     assert len(live_tensors(HAND, 1, "none")) == 7  # + two fp32 norm temporaries
 
 
-@pytest.mark.parametrize("batch,mib", [(1, 22), (2, 22), (8, 18), (64, 150)])
+@pytest.mark.parametrize("batch,mib", [(1, 22 + 2), (2, 22 + 2), (8, 18 + 2), (64, 150 + 2)])
 def test_pool_bytes_by_hand(batch, mib):
     # 1, 2: small tensors -> 2 MiB, logits 2/4 MiB -> one 20 MiB segment; 8: 2 + 16 MiB of logits;
-    # 64: small 768 KiB -> 2, gate/up exactly 1 MiB -> 20, logits 128
+    # 64: small 768 KiB -> 2, gate/up exactly 1 MiB -> 20, logits 128; each + the capture's own 2 MiB
     assert GraphMemoryModel(HAND, prof(), "fused", "full").pool_bytes(batch) == mib * MiB
 
 
@@ -48,24 +48,24 @@ def test_layout_private_vs_shared():
     g = GraphMemoryModel(HAND, prof(), "fused", "full")
     priv = g.layout([64, 1, 8], shared_pool=False)
     assert priv.sizes == (1, 8, 64) and priv.graphs == 3
-    assert priv.per_graph_bytes == (22 * MiB, 18 * MiB, 150 * MiB)
-    assert priv.pool_bytes == 190 * MiB
+    assert priv.per_graph_bytes == (24 * MiB, 20 * MiB, 152 * MiB)
+    assert priv.pool_bytes == 196 * MiB
     shared = g.layout([1, 8, 64])
-    assert shared.pool_bytes == 150 * MiB  # the largest graph; the others fit in its freed blocks
+    assert shared.pool_bytes == 152 * MiB  # the largest graph; the others fit in its freed blocks
     # static: 64 rows x (28 + 4 x 4096/16) bytes + 64 x 2^20 x 2 bytes of logits
     assert shared.static_buffer_bytes == 64 * 1052 + 128 * MiB
     assert shared.total_bytes == shared.pool_bytes + shared.static_buffer_bytes
     # equal pools: the second graph adds only its kept output, 2 x 1024 x 2 bytes
-    assert g.layout([1, 2]).pool_bytes == 22 * MiB + 4096
+    assert g.layout([1, 2]).pool_bytes == 24 * MiB + 4096
 
 
 def test_full_and_piecewise_doubles():
     g = GraphMemoryModel(HAND, prof(), "fused", "full_and_piecewise")
     lay = g.layout([1, 2])
     assert lay.graphs == 4
-    assert g.layout([1, 2], shared_pool=False).pool_bytes == 4 * 22 * MiB
-    # shared, largest first: (2 full) 22 MiB; (2 pw) +4096 kept; (1 full) +8192; (1 pw) +10240
-    assert lay.pool_bytes == 22 * MiB + 10240
+    assert g.layout([1, 2], shared_pool=False).pool_bytes == 4 * 24 * MiB
+    # shared, largest first: (2 full) 24 MiB; (2 pw) +4096 kept; (1 full) +8192; (1 pw) +10240
+    assert lay.pool_bytes == 24 * MiB + 10240
 
 
 def test_capture_time_by_hand():
@@ -77,19 +77,21 @@ def test_capture_time_by_hand():
     assert (none.graphs, none.total_bytes, none.capture_s) == (0, 0.0, 0.0)
 
 
-def test_measured_table_interpolates_and_extrapolates():
+def test_measured_table_exact_sizes_formula_elsewhere():
     t = GraphMemoryTable(batch=[64, 8], private_pool_bytes=[800e6, 100e6], capture_s=[0.4, 0.1])
     g = GraphMemoryModel(HAND, prof(graph_memory={"hand": t}), "fused", "full")
-    assert g.pool_bytes(8) == 100e6
-    assert g.pool_bytes(36) == pytest.approx(450e6)
-    assert g.pool_bytes(4) == 100e6  # clamped below the smallest measured batch
-    assert g.pool_bytes(120) == pytest.approx(800e6 + 12.5e6 * 56)  # last slope extended
-    assert g.capture_s(36) == pytest.approx(0.25)
-    lay = g.layout([4, 36, 120], shared_pool=False)
-    assert lay.pool_bytes == pytest.approx(100e6 + 450e6 + 1.5e9)
-    assert lay.source == "table (extrapolated above 64)"
+    formula = GraphMemoryModel(HAND, prof(), "fused", "full")
+    assert g.pool_bytes(8) == 100e6 and g.pool_bytes(64) == 800e6  # measured sizes: the measurement
+    for b in (4, 36, 120):  # elsewhere: the formula (pool bytes step with allocator segments)
+        assert g.pool_bytes(b) == formula.pool_bytes(b)
+    assert g.capture_s(36) == pytest.approx(0.25)  # capture time is interpolated
+    assert g.capture_s(4) == pytest.approx(0.1)  # clamped below
+    assert g.capture_s(120) == pytest.approx(0.4 + 0.3 / 56 * 56)  # last slope extended
+    lay = g.layout([4, 8, 120], shared_pool=False)
+    assert lay.pool_bytes == pytest.approx(formula.pool_bytes(4) + 100e6 + formula.pool_bytes(120))
+    assert lay.source == "table at 1 sizes, formula at 2"
     assert g.layout([8, 64]).source == "table"
-    assert GraphMemoryModel(HAND, prof(), "fused", "full").layout([8]).source == "formula"
+    assert formula.layout([8]).source == "formula"
 
 
 def test_kv_cache_by_hand():
@@ -99,7 +101,7 @@ def test_kv_cache_by_hand():
     weights = 2 * 2_181_043_200
     assert HAND.weight_bytes == weights
     kv = kv_cache_bytes(HAND, p, lay, workspace_bytes=256 * MiB, gpu_util=0.5)
-    assert kv == 5 * (1 << 30) - weights - (150 * MiB + 64 * 1052 + 128 * MiB) - 256 * MiB
+    assert kv == 5 * (1 << 30) - weights - (152 * MiB + 64 * 1052 + 128 * MiB) - 256 * MiB
     assert kv_cache_tokens(HAND, kv) == kv // (2 * 2 * 1024 * 2)
     assert kv_cache_tokens(HAND, -5.0) == 0
 
