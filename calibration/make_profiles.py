@@ -31,6 +31,11 @@ def main() -> None:
                    f"Unfitted microbenchmark figures: eager context factor {mb['host']['context']['factor']:.3f}, "
                    f"compiled {mb['compiled']['per_kernel_us']:.1f} us per Triton launch.")
     p["host"]["source"] += "; eager scale and compiled per-launch cost fitted as the notes say"
+    gap_file = MEASURED / "h200-node-gap.json"
+    if gap_file.exists():  # per-node gap between real decoder kernels (calibration/node_gap.py)
+        p["device"]["graph_node_trace_us"] = json.loads(gap_file.read_text())["graph_node_trace_us"]
+        p["device"]["source"] += ("; graph_node_trace_us from profiled llama3-8b graph replays "
+                                  "(calibration/node_gap.py)")
     parse_profile(p, "h200")
     write_json_atomic(p, PROFILES / "h200.json")
     q = derive_h100(p)

@@ -51,6 +51,7 @@ class CostModel:
         self.min_kernel_s = d.min_kernel_us * US
         self.eager_gap_s = d.eager_gap_us * US
         self.graph_node_s = d.graph_node_us * US
+        self.graph_node_trace_s = (d.graph_node_us if d.graph_node_trace_us is None else d.graph_node_trace_us) * US
         self.queue_depth = d.launch_queue_depth
         self.graph_launch_fixed_s = h.graph_launch_fixed_us * US
         self.graph_launch_per_node_s = h.graph_launch_per_node_us * US

@@ -6,6 +6,8 @@ A plan is plain arrays, the common input of both engines:
 - `kernels_per_launch[j]`: GPU kernels launch j submits (1 for an eager op, n for a graph replay);
 - `gpu_s[i]`, `gap_s[i]`: GPU time of kernel i and the gap the stream pays before it (the in-stream
   gap for eager kernels and a graph's first node, the per-node cost inside a replayed graph).
+  Inside a graph, an op whose GPU time was read from a trace (CUPTI duration) pays the profile's
+  `graph_node_trace_us` instead: table times already include what identical nodes cost in a graph.
   An op the profile says runs as several kernels (a split-K GEMM and its reduce kernel) stays one
   entry whose measured time covers both; it pays one extra gap per extra kernel.
 Graph modes: `none` (eager), `full` (one replay), `piecewise` (graph segments split at attention,
@@ -97,7 +99,8 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
         labels.append(f"graph replay ({n} nodes)")
         for k, o in enumerate(seg):
             gpu.append(costs.gpu_s(o))
-            add_gap(o, costs.eager_gap_s if k == 0 else costs.graph_node_s, costs.graph_node_s)
+            node = costs.graph_node_trace_s if o.fixed_gpu_s is not None else costs.graph_node_s
+            add_gap(o, costs.eager_gap_s if k == 0 else node, node)
             names.append(o.name)
 
     if mode == "full":

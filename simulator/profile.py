@@ -136,6 +136,9 @@ class DeviceSection(_Strict):
     min_kernel_us: float = Field(ge=0, description="floor on any kernel's GPU time")
     eager_gap_us: float = Field(ge=0, description="GPU gap between back-to-back eager kernels in one stream")
     graph_node_us: float = Field(ge=0, description="GPU gap per kernel node inside a replayed graph")
+    graph_node_trace_us: float | None = Field(
+        None, ge=0, description="per-node gap between different decoder kernels in a replayed graph as CUPTI "
+                                "shows it; used beside kernel times read from a trace (default graph_node_us)")
     launch_queue_depth: int = Field(1024, ge=1, description="pending launches before the host blocks")
     tables: Tables = Field(default_factory=Tables)
     graph_memory: dict[str, GraphMemoryTable] = Field(default_factory=dict)
