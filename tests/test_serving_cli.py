@@ -106,6 +106,7 @@ def test_serve_scenario_needs_a_rate(tmp_path):
 def small_capacity(tmp_path, slo, **extra):
     data = yaml.safe_load((ROOT / "scenarios/capacity_qwen3_0p6b.yaml").read_text())
     data.update({"duration_s": 8, "graph": ["none", "full_and_piecewise"], "layouts": data["layouts"][:1],
+                 "profiles": ["datasheet-h200"],  # pinned: these SLOs are set for the datasheet figures
                  "slo": slo, "curve_fractions": [0.5], **extra})
     data["search"]["tolerance"] = 0.1
     return parse_scenario(data, "test")
