@@ -1,4 +1,4 @@
-"""Calibration commands: `calibrate`, `measure`, `validate`, `profiles`.
+"""Calibration commands: `calibrate`, `measure`, `validate`, `profiles`, `combine-profiles`.
 
 `calibrate` and `measure` need a CUDA GPU and torch (`pip install 'launchsim[calibrate]'`); without
 them they say so in one line and exit 2. Outputs are written atomically (temp file + os.replace).
@@ -150,7 +150,22 @@ def profiles() -> None:
     print(f"* default profile ({DEFAULT_PROFILE})")
 
 
+def combine_profiles(
+    host: str = typer.Argument(..., help="profile (name or path) whose host section to keep, e.g. your own calibration"),
+    device: str = typer.Argument(..., help="profile (name or path) whose device section to keep, e.g. h200"),
+    out: Path = typer.Option(..., "--out", help="profile file to write (.json)"),
+) -> None:
+    """Write a profile with one profile's host section and another's device section."""
+    from .profile import combine, load_profile
+    from .report import write_json
+
+    p = combine(load_profile(host), load_profile(device))
+    path = write_json(_out_json(out), p.model_dump(mode="json"))
+    print(f"wrote {path}: host from {host}, device from {device}")
+
+
 def register(app: typer.Typer) -> None:
+    app.command("combine-profiles")(combine_profiles)
     app.command()(calibrate)
     app.command()(measure)
     app.command()(validate)

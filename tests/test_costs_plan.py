@@ -96,3 +96,17 @@ def test_profile_change_changes_prediction():
     a = simulate(build_step(PRESETS["qwen3-0.6b"], decode(1, 64), "none"), CostModel(PROF))[0].step_s
     b = simulate(build_step(PRESETS["qwen3-0.6b"], decode(1, 64), "none"), CostModel(slow))[0].step_s
     assert b > a
+
+
+def test_combine_profiles_cli_keeps_host_and_device_sections(tmp_path):
+    from simulator.cli import main
+
+    out = tmp_path / "mine.json"
+    with pytest.raises(SystemExit) as e:
+        main(["combine-profiles", "datasheet-h100-sxm", "h200", "--out", str(out)])
+    assert e.value.code in (0, None)
+    p = load_profile(str(out))
+    assert p.host == load_profile("datasheet-h100-sxm").host
+    assert p.device == load_profile("h200").device
+    eager = predict("qwen3-0.6b", 1, 256, "none", "none", p).result
+    assert eager.cpu_busy_s == pytest.approx(predict("qwen3-0.6b", 1, 256, "none", "none", PROF).result.cpu_busy_s)
