@@ -16,9 +16,6 @@ No torch here: this runs on any machine. How each profile figure is made from th
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from pathlib import Path
 
 DATASHEET = {"H200": {"tflops": 989.0, "hbm": 4.8, "mem": 141.0},
              "H100": {"tflops": 989.0, "hbm": 3.35, "mem": 80.0}}
@@ -27,19 +24,10 @@ EAGER_PATHS = ("eager_elementwise", "eager_reduction", "eager_gemm", "eager_atte
 
 
 def write_json_atomic(obj, path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=1)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write JSON atomically (simulator.report's temp file + os.replace; stdlib only)."""
+    from simulator.report import atomic_write_text
+
+    atomic_write_text(path, json.dumps(obj, indent=1) + "\n")
 
 
 def _spread(d, scale=1.0):

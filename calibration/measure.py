@@ -12,7 +12,6 @@ Pure torch + stdlib; torch is imported inside functions only.
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import shutil
 import time

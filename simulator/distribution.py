@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import UserError
+from .errors import UserError, read_text
 
 
 class DistributionError(UserError):
@@ -78,12 +78,7 @@ def from_samples(samples, label: str = "samples") -> BatchDistribution:
 def from_csv(path: str | Path) -> BatchDistribution:
     """A CSV with a header: a `batch` column (one row per step) or `batch,count` columns."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise DistributionError(f"{p}: no such file") from None
-    except (UnicodeDecodeError, IsADirectoryError):
-        raise DistributionError(f"{p}: not a readable text CSV file") from None
+    text = read_text(p, "batch-size CSV", DistributionError)
     rows = list(csv.reader(line for line in text.splitlines() if line.strip() and not line.startswith("#")))
     if not rows:
         raise DistributionError(f"{p}: empty CSV (expected a header with a 'batch' column)")

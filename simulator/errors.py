@@ -4,3 +4,22 @@ stderr and exit code 2; anything else is a bug and crashes loudly."""
 
 class UserError(ValueError):
     """Bad input: a file, flag, field or value the user can fix."""
+
+
+def read_text(path, what: str, error: type[UserError] = UserError) -> str:
+    """A user's text file, or one `error` line: '<path>: no such <what> file' / 'cannot read ...'."""
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        return p.read_text()
+    except FileNotFoundError:
+        raise error(f"{p}: no such {what} file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+        raise error(f"{p}: cannot read {what} file ({e.__class__.__name__})") from None
+
+
+def first_error(e) -> tuple[str, str]:
+    """(dotted field path, message) of a pydantic ValidationError's first error."""
+    err = e.errors()[0]
+    return ".".join(str(x) for x in err["loc"]), err["msg"]

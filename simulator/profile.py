@@ -8,7 +8,7 @@ Validation on load turns any schema problem into one `ProfileError` line naming 
 
 from __future__ import annotations
 
-from .errors import UserError
+from .errors import UserError, first_error
 
 import json
 from pathlib import Path
@@ -192,9 +192,8 @@ def parse_profile(raw: object, where: str = "<profile>") -> Profile:
     try:
         return Profile.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise ProfileError(f"{where}: field '{loc}': {err['msg']}") from None
+        loc, msg = first_error(e)
+        raise ProfileError(f"{where}: field '{loc}': {msg}") from None
 
 
 def combine(host_from: Profile, device_from: Profile) -> Profile:

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import UserError
+from .errors import UserError, first_error, read_text
 from .kernels import OpClass
 from .report import write_json
 
@@ -97,19 +97,13 @@ def parse_workload(raw: object, where: str = "<workload>") -> Workload:
     try:
         return Workload.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise WorkloadFileError(f"{where}: field '{loc}': {err['msg']}") from None
+        loc, msg = first_error(e)
+        raise WorkloadFileError(f"{where}: field '{loc}': {msg}") from None
 
 
 def load_workload(path: str | Path) -> Workload:
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise WorkloadFileError(f"{p}: no such workload file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
-        raise WorkloadFileError(f"{p}: cannot read workload file ({e.__class__.__name__})") from None
+    text = read_text(p, "workload", WorkloadFileError)
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:

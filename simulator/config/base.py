@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import UserError
+from ..errors import UserError, read_text
 
 
 class ConfigError(UserError):
@@ -43,12 +43,7 @@ def _walk(node: yaml.Node, path: tuple, out: dict) -> None:
 def load_yaml(path: str | Path) -> tuple[Any, dict[tuple, int]]:
     """Parse a YAML file; return the data and a map from key path to 1-based line number."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: no such scenario file") from None
-    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as e:
-        raise ConfigError(f"{p}: cannot read scenario file ({e.__class__.__name__})") from None
+    text = read_text(p, "scenario", ConfigError)
     try:
         node = yaml.compose(text, Loader=_LineLoader)
         data = yaml.load(text, Loader=_LineLoader)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import UserError, read_text
 
 PROCESSES = ("poisson", "gamma", "trace")
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
@@ -114,12 +114,7 @@ class Trace:
 def load_trace(path: str | Path) -> Trace:
     """Read and validate a trace CSV; any problem is one line naming the file and line."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise ArrivalError(f"{p}: no such trace file") from None
-    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as e:
-        raise ArrivalError(f"{p}: cannot read trace file ({e.__class__.__name__})") from None
+    text = read_text(p, "trace", ArrivalError)
     numbered = [(i, line) for i, line in enumerate(text.splitlines(), start=1)
                 if line.strip() and not line.lstrip().startswith("#")]
     if not numbered:
