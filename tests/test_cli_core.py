@@ -111,3 +111,14 @@ def test_console_script_runs():
     r = subprocess.run([sys.executable, "-m", "simulator.cli", "predict", "--model", "qwen3-0.6b", "--batch", "0"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_scenario_file_paths_resolve_beside_the_scenario(tmp_path, monkeypatch):
+    """A scenario names its data files relative to itself, so it runs from any working directory."""
+    from pathlib import Path
+
+    scen = Path("scenarios/optimize_bimodal.yaml").resolve()
+    monkeypatch.chdir(tmp_path)
+    sc = load_scenario(scen)
+    csv = Path(sc.distribution.csv)
+    assert csv.is_absolute() and csv.exists() and csv.parent == scen.parent / "data"

@@ -47,9 +47,26 @@ def parse_scenario(data: object, where: str = "<scenario>", lines: dict | None =
         raise validation_error(e, where, lines, strip=(kind,)) from None
 
 
+FILE_SUFFIXES = (".csv", ".json", ".gz", ".jsonl", ".yaml", ".yml")
+
+
+def _rebase(obj, base: Path):
+    """Relative file paths in a scenario name files beside the scenario (when such a file exists there);
+    otherwise they stay relative to the working directory."""
+    if isinstance(obj, dict):
+        return {k: _rebase(v, base) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rebase(v, base) for v in obj]
+    if isinstance(obj, str) and obj.lower().endswith(FILE_SUFFIXES) and not Path(obj).is_absolute():
+        cand = base / obj
+        if cand.exists():
+            return str(cand)
+    return obj
+
+
 def load_scenario(path: str | Path):
     data, lines = load_yaml(path)
-    return parse_scenario(data, str(path), lines)
+    return parse_scenario(_rebase(data, Path(path).parent), str(path), lines)
 
 
 def scenario_json_schema() -> str:

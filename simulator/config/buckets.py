@@ -17,7 +17,7 @@ PresetName = Literal["vllm", "sglang", "trtllm", "seed", "pow2"]
 class DistributionSpec(Strict):
     histogram: dict[PositiveInt, float] | None = Field(None, description="batch size -> steps observed (counts)")
     samples: list[PositiveInt] | None = Field(None, min_length=1, description="one batch size per observed step")
-    csv: str | None = Field(None, description="CSV path (relative to the working directory) with a header and a "
+    csv: str | None = Field(None, description="CSV path (relative to the scenario file, else to the working directory) with a header and a "
                                               "`batch` column or `batch,count` columns")
 
     @model_validator(mode="after")

@@ -48,7 +48,8 @@ def default_output() -> LengthModel:
 class ArrivalModel(Strict):
     process: Literal["poisson", "gamma", "trace"] = Field("poisson", description="arrival process")
     cv: PositiveFloat = Field(1.0, description="coefficient of variation of gamma inter-arrival gaps (>1: bursty)")
-    trace: str | None = Field(None, description="CSV trace (timestamp,prompt_tokens,output_tokens), for process trace")
+    trace: str | None = Field(None, description="CSV trace (timestamp,prompt_tokens,output_tokens), for process trace; "
+                                                "a relative path is looked up beside the scenario file first")
 
     @model_validator(mode="after")
     def _trace(self):

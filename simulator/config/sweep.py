@@ -46,7 +46,7 @@ class DistributionSpec(Strict):
     name: str = Field(description="label of the batch-size distribution")
     histogram: dict[PositiveInt, float] | None = Field(None, description="{batch: count} of observed steps")
     samples: list[PositiveInt] | None = Field(None, description="observed batch sizes, one per step")
-    csv: str | None = Field(None, description="CSV with a 'batch' column (and optionally 'count'), path relative to the working directory")
+    csv: str | None = Field(None, description="CSV with a 'batch' column (and optionally 'count'), path relative to the scenario file, else to the working directory")
     uniform: tuple[PositiveInt, PositiveInt] | None = Field(None, description="[lo, hi]: every batch lo..hi equally likely")
 
     @model_validator(mode="after")
