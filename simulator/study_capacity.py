@@ -138,8 +138,10 @@ def _report(path: Path, sc, found: list[dict], rows: list[dict], slo: Slo) -> No
                 x=[q["throughput_req_s"] for q in pts], y=[q[key] for q in pts], mode="lines+markers",
                 name=f["config"], text=[f"offered {q['rate']:.3g} req/s, {'meets' if q['meets'] else 'fails'}"
                                         for q in pts]))
-        if limit is not None:
-            fig.add_hline(y=limit, line_dash="dash", line_color="red", annotation_text=f"SLO {limit:g}")
+        xs = [q["throughput_req_s"] for f in found for q in f["curve"] if q.get(key) is not None]
+        if limit is not None and xs:  # a trace, not add_hline: hline annotations misplace on log axes
+            fig.add_trace(go.Scatter(x=[min(xs), max(xs)], y=[limit, limit], mode="lines", name=f"SLO {limit:g}",
+                                     line=dict(dash="dash", color="red")))
         fig.update_layout(title=f"{title} (each point one simulated rate; dashed: the SLO)",
                           xaxis_title="achieved throughput (requests/s)", yaxis_title=unit, height=450)
         fig.update_yaxes(type="log")
