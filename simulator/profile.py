@@ -8,13 +8,13 @@ Validation on load turns any schema problem into one `ProfileError` line naming 
 
 from __future__ import annotations
 
-from .errors import UserError, first_error
+from .errors import UserError, validate_versioned
 
 import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION = 1
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "calibration" / "profiles"
@@ -184,16 +184,7 @@ def load_profile(name_or_path: str | None = None) -> Profile:
 
 
 def parse_profile(raw: object, where: str = "<profile>") -> Profile:
-    if not isinstance(raw, dict):
-        raise ProfileError(f"{where}: a profile must be a JSON object")
-    v = raw.get("schema_version")
-    if v != SCHEMA_VERSION:
-        raise ProfileError(f"{where}: schema_version is {v!r}, this launchsim reads version {SCHEMA_VERSION}")
-    try:
-        return Profile.model_validate(raw)
-    except ValidationError as e:
-        loc, msg = first_error(e)
-        raise ProfileError(f"{where}: field '{loc}': {msg}") from None
+    return validate_versioned(Profile, raw, where, "schema_version", SCHEMA_VERSION, ProfileError, "a profile")
 
 
 def combine(host_from: Profile, device_from: Profile) -> Profile:

@@ -22,9 +22,9 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import UserError, first_error, read_text
+from .errors import UserError, read_text, validate_versioned
 from .kernels import OpClass
 from .report import write_json
 
@@ -86,19 +86,11 @@ def save_workload(path: str | Path, wl: Workload) -> Path:
 
 
 def parse_workload(raw: object, where: str = "<workload>") -> Workload:
-    if not isinstance(raw, dict):
-        raise WorkloadFileError(f"{where}: a workload file must hold a JSON object")
-    if raw.get("kind") != "launchsim-workload":
+    if isinstance(raw, dict) and raw.get("kind") != "launchsim-workload":
         raise WorkloadFileError(f"{where}: not a launchsim workload (kind is {raw.get('kind')!r}; "
                                 "make one with `launchsim import-trace`)")
-    v = raw.get("format_version")
-    if v != FORMAT_VERSION:
-        raise WorkloadFileError(f"{where}: format_version is {v!r}, this launchsim reads version {FORMAT_VERSION}")
-    try:
-        return Workload.model_validate(raw)
-    except ValidationError as e:
-        loc, msg = first_error(e)
-        raise WorkloadFileError(f"{where}: field '{loc}': {msg}") from None
+    return validate_versioned(Workload, raw, where, "format_version", FORMAT_VERSION, WorkloadFileError,
+                              "a workload file")
 
 
 def load_workload(path: str | Path) -> Workload:

@@ -14,6 +14,18 @@ def make_plan(host_us, gpu_us, gap_us=0.0, counts=None, queue_depth=1024):
                       kernel_names=[f"k{i}" for i in range(gpu.size)], host_calls=host.size)
 
 
+def cli_error(capsys, argv) -> str:
+    """Run the CLI on argv; assert exit code 2 and exactly one stderr line (no traceback); return it."""
+    from simulator.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
 @pytest.fixture
 def plan_factory():
     return make_plan

@@ -7,19 +7,16 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from simulator.cli import app, main
+from simulator.cli import app
 from simulator.config import ConfigError, load_scenario
+
+from tests.conftest import cli_error  # noqa: E402
 
 runner = CliRunner()
 
 
 def err_of(capsys, argv):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    assert e.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    return err
+    return cli_error(capsys, argv)
 
 
 def test_predict_json_keys():

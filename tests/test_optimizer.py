@@ -185,13 +185,11 @@ def test_engine_syntax_is_paste_ready():
     assert "batch_sizes: [1, 2, 4, 8]" in s["trtllm"] and s["trtllm"].startswith("cuda_graph_config:")
 
 
+from tests.conftest import cli_error  # noqa: E402
+
+
 def _err(argv, capsys) -> str:
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    assert e.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "Traceback" not in err
-    return err
+    return cli_error(capsys, argv)
 
 
 @pytest.mark.parametrize("text,needle", [

@@ -8,10 +8,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from simulator.cli import app, main
+from simulator.cli import app
 from simulator.config import ConfigError, load_scenario, parse_scenario
 from simulator.distribution import from_csv
 from simulator.runner import run_scenario
+
+from tests.conftest import cli_error  # noqa: E402
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,12 +21,7 @@ SERVE = ["serve", "--model", "qwen3-0.6b", "--profile", "datasheet-h200"]
 
 
 def err_of(capsys, argv):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    assert e.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    return err
+    return cli_error(capsys, argv)
 
 
 def test_serve_json_has_metrics_and_timing():
