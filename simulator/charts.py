@@ -56,9 +56,10 @@ def bars_figure(labels: list[str], values: list[float], title: str, ytitle: str)
     return fig
 
 
-def panels_figure(panels: dict[str, dict[str, tuple[list, list]]], title: str, xtitle: str, ytitle: str,
+def panels_figure(panels: dict[str, dict[str, tuple]], title: str, xtitle: str, ytitle: str,
                   log_x: bool = False, dash: dict[str, str] | None = None, cols: int = 2) -> go.Figure:
-    """One subplot per panel, each with named series; series of the same name share a colour."""
+    """One subplot per panel, each with named series; series of the same name share a colour.
+    A series is (xs, ys) or (xs, ys, lo, hi): lo/hi draw an error bar from lo to hi at each point."""
     from plotly.subplots import make_subplots
 
     names = list(panels)
@@ -68,10 +69,15 @@ def panels_figure(panels: dict[str, dict[str, tuple[list, list]]], title: str, x
     colours: dict[str, str] = {}
     for i, name in enumerate(names):
         r, c = i // cols + 1, i % cols + 1
-        for sname, (xs, ys) in panels[name].items():
+        for sname, ser in panels[name].items():
+            xs, ys = ser[0], ser[1]
+            err = None
+            if len(ser) == 4 and all(v is not None for v in ser[2] + ser[3]):
+                err = dict(type="data", symmetric=False, array=[h - y for y, h in zip(ys, ser[3])],
+                           arrayminus=[y - lo for y, lo in zip(ys, ser[2])], thickness=1)
             first = sname not in colours
             colours.setdefault(sname, palette[len(colours) % len(palette)])
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=sname, legendgroup=sname,
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=sname, legendgroup=sname, error_y=err,
                                      showlegend=first, line=dict(color=colours[sname],
                                                                  dash=(dash or {}).get(sname, "solid"))),
                           row=r, col=c)

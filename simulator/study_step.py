@@ -80,15 +80,18 @@ def _split_figure(rows: list[dict], model: str):
     dash = {"host launch time (eager)": "dot", "GPU kernel time": "dash"}
     for r in rows:
         pan = panels.setdefault(f"fusion {r['fusion']}", {})
-        series = [(f"step, graph {r['graph']}", r["step_ms"])]
+        series = [(f"step, graph {r['graph']}", r["step_ms"], r.get("step_ms_p10"), r.get("step_ms_p90"))]
         if r["graph"] == "none":
-            series += [("host launch time (eager)", r["cpu_ms"]), ("GPU kernel time", r["gpu_ms"])]
-        for name, y in series:
-            xs, ys = pan.setdefault(name, ([], []))
+            series += [("host launch time (eager)", r["cpu_ms"], None, None), ("GPU kernel time", r["gpu_ms"], None, None)]
+        for name, y, lo, hi in series:
+            xs, ys, los, his = pan.setdefault(name, ([], [], [], []))
             xs.append(r["batch"])
             ys.append(y)
+            los.append(lo)
+            his.append(hi)
     return charts.panels_figure(panels, f"{model}: step time and its CPU/GPU split across batch sizes "
-                                "(launch-bound where the dotted host line is above the dashed GPU line)",
+                                "(launch-bound where the dotted host line is above the dashed GPU line; "
+                                "bars: p10-p90 under host noise)",
                                 "batch", "ms", log_x=True, dash=dash)
 
 
