@@ -145,3 +145,8 @@ def test_capacity_parallel_workers_give_the_same_answer(tmp_path):
     one = run_scenario(small_capacity(tmp_path, slo, workers=1), None)
     two = run_scenario(small_capacity(tmp_path, slo, workers=2), None)
     assert [r["best_rate"] for r in one["summary"]] == [r["best_rate"] for r in two["summary"]]
+
+
+def test_serve_layout_with_a_zero_size_is_one_clear_line(capsys):
+    assert "capture sizes must be positive" in err_of(capsys, SERVE + ["--rate", "5", "--duration", "2",
+                                                                        "--layout", "0,1"])

@@ -14,13 +14,10 @@ from ..errors import UserError
 
 def _layout(spec: str):
     """A preset name stays a string; "1,2,4,8" becomes a list (bad items are reported by the layout parser)."""
-    from ..buckets import parse_layout
+    from ..buckets import LAYOUT_PRESETS, parse_layout
 
-    parts = [x.strip() for x in spec.split(",") if x.strip()]
-    if parts and all(x.isdigit() for x in parts):
-        return [int(x) for x in parts]
-    parse_layout(spec)  # raises a one-line error for anything that is neither
-    return spec
+    sizes = parse_layout(spec)  # one-line error for anything that is neither, or for sizes <= 0
+    return spec if spec.strip() in LAYOUT_PRESETS else sizes
 
 
 @app.command()
