@@ -75,6 +75,9 @@ BAD_YAML = {
     "nested": ("kind: toy\nname: t\ncases:\n  - label: a\n    layers: 2\n    kernels_per_layer: 3\n"
                "    launch_us: 6\n    kernel_us: 1\n    colour: red\n", ":9: field 'cases[0].colour': unknown key"),
     "not_mapping": ("- 1\n- 2\n", "must be a YAML mapping"),
+    # a value matching no branch of a union (preset name | list of sizes): the error names the bad item
+    "union": ("kind: serve\nname: x\nmodel: qwen3-0.6b\nrate: 1\nlayout:\n  - 0\n  - 1\n",
+              ":6: field 'layout[0]': Input should be greater than 0"),
 }
 
 

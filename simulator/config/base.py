@@ -65,13 +65,25 @@ def format_loc(loc: tuple) -> str:
     return out or "<top>"
 
 
+_TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "tuple", "none"}
+
+
+def _clean(loc) -> tuple:
+    """A pydantic error location without the union-branch and validator tags it inserts."""
+    return tuple(x for x in loc if not (isinstance(x, str) and (
+        x.startswith("function-") or "[" in x or x in _TYPE_TAGS)))
+
+
 def validation_error(e: ValidationError, where: str, lines: dict[tuple, int], strip: tuple = ()) -> ConfigError:
     """The first pydantic error as one line naming file, line and the full field path."""
-    err = e.errors()[0]
+    errs = e.errors()
+    # a value that fits no branch of a union (e.g. a preset name or a list of sizes) reports one error per
+    # branch; the deepest one says what is actually wrong ("layout[0]: greater than 0", not "not a string")
+    err = max(errs, key=lambda x: len(_clean(x["loc"])))
     loc = tuple(err["loc"])
     if strip and loc[: len(strip)] == strip:
         loc = loc[len(strip):]
-    loc = tuple(x for x in loc if not (isinstance(x, str) and x.startswith("function-")))
+    loc = _clean(loc)
     line = None
     for n in range(len(loc), -1, -1):
         if loc[:n] in lines:
