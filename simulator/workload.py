@@ -110,14 +110,16 @@ class _Builder:
     def attention(self, path):
         m, s, e = self.m, self.s, self.e
         hd, H, KV = m.head_dim, m.num_attention_heads, m.num_key_value_heads
-        # decode rows: one query each over ctx keys; prefill rows: causal over ctx + own chunk.
+        # decode rows: one query each over ctx past keys + its own (just written) key;
+        # prefill rows: causal over ctx + own chunk.
+        keys = s.ctx + 1
         kv_len_pref = s.ctx + s.prefill_len
-        flops = 4.0 * H * hd * (s.decode_seqs * s.ctx + s.prefill_seqs * s.prefill_len * (s.ctx + s.prefill_len / 2))
-        kv_read = 2 * KV * hd * e * (s.decode_seqs * s.ctx + s.prefill_seqs * kv_len_pref)
+        flops = 4.0 * H * hd * (s.decode_seqs * keys + s.prefill_seqs * s.prefill_len * (s.ctx + s.prefill_len / 2))
+        kv_read = 2 * KV * hd * e * (s.decode_seqs * keys + s.prefill_seqs * kv_len_pref)
         qo = 2 * s.tokens * H * hd * e
         self.add(
             "attention", OpClass.ATTENTION, path, flops, kv_read + qo,
-            batch=s.seqs, q_len=max(1, s.tokens // max(1, s.seqs)), ctx=s.ctx,
+            batch=s.seqs, q_len=max(1, s.tokens // max(1, s.seqs)), ctx=keys,
             heads=H, kv_heads=KV, head_dim=hd,
         )
 

@@ -66,7 +66,8 @@ def test_attention_bytes_scale_with_context():
     a2 = next(o for o in build_step(LLAMA, decode(2, 2000), "fused").ops if o.op_class is OpClass.ATTENTION)
     kv = 2 * 8 * 128 * 2  # K and V, kv_heads x head_dim, bf16
     assert a2.bytes - a1.bytes == 2 * 1000 * kv
-    assert a1.flops == 4 * 32 * 128 * 2 * 1000
+    assert a1.flops == 4 * 32 * 128 * 2 * 1001  # 1000 past keys + the step's own
+    assert a1.dim("ctx") == 1001  # the attention table's ctx axis counts keys attended
 
 
 def test_mixed_step_tokens():
