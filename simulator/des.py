@@ -4,9 +4,11 @@ in-order GPU stream.
 The CPU process spends `host_s[j]` on launch j, blocks while the queue already holds
 `queue_depth` launches the GPU has not finished taking, then pushes launch j. The GPU process
 takes launches in order; each kernel starts `gap` after the later of its submission and the end
-of the previous kernel. A launch leaves the queue when its last kernel starts. One GPU event per
-launch (a graph replay's nodes run back to back), so a CPU-bound eager step costs three events
-per kernel: host timeout, GPU wake-up, GPU completion.
+of the previous kernel. A launch leaves the queue when its last kernel starts. Everything already
+queued runs back to back, so the GPU takes it all in one event (a graph replay's nodes, or a full
+queue in a GPU-bound step); a CPU-bound eager step costs three events per kernel: host timeout, GPU
+wake-up, GPU completion. Where the slot a launch needs frees at a known time, the host's work and
+its stall are one timeout.
 """
 
 from __future__ import annotations

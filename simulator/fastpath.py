@@ -31,7 +31,6 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
     D = C - c  # ... excluding kernel i
     submit = np.empty(n_l)
     end = np.empty(c.size)
-    start = end  # filled at the end: start = end - gpu
 
     def run_block(j0: int, j1: int, floor, sub_prev: float, end_prev: float) -> None:
         """submit_j = max(submit_{j-1} + host_j, floor_j); end_i = max(ready_i, end_{i-1}) + c_i."""
@@ -92,7 +91,7 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
                 break
     ready_cpu = np.concatenate(([0.0], submit[:-1])) + host
     stall = np.maximum(submit - ready_cpu, 0.0)
-    return Timeline(plan, submit, stall, start - gpu, end)
+    return Timeline(plan, submit, stall, end - gpu, end)
 
 
 def _blocked_single(j0, Q, H, C, D, host, gpu, submit, end):

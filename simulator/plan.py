@@ -66,7 +66,7 @@ class LaunchPlan:
         return p
 
 
-def effective_mode(mode: str, step: Step, pure_decode: bool = True) -> str:
+def effective_mode(mode: str, pure_decode: bool = True) -> str:
     if mode not in GRAPH_MODES:
         raise PlanError(f"unknown graph mode '{mode}': use one of {', '.join(GRAPH_MODES)}")
     if mode == "full_and_piecewise":
@@ -75,9 +75,9 @@ def effective_mode(mode: str, step: Step, pure_decode: bool = True) -> str:
 
 
 def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: float = 0.5,
-               pure_decode: bool = True, fusion: str | None = None) -> LaunchPlan:
+               pure_decode: bool = True) -> LaunchPlan:
     """Lower a step to launches under a graph mode. `quantile` picks host costs from the profile."""
-    mode = effective_mode(graph, step, pure_decode)
+    mode = effective_mode(graph, pure_decode)
     ops = step.ops
     if not any(o.launches_kernel for o in ops):
         raise PlanError("step has no kernels")

@@ -80,7 +80,7 @@ def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel
     gpu = _insert(p1.gpu_s, p2.gpu_s, ak, dk, reps)
     gap = _insert(p1.gap_s, p2.gap_s, ak, dk, reps)
     names = _insert(p1.kernel_names, p2.kernel_names, ak, dk, reps)
-    eff = effective_mode(mode, None, pure_decode)
+    eff = effective_mode(mode, pure_decode)
     if eff == "full":
         k = int(gpu.size) if gpu is not None else 0
         host, counts, labels = np.array([costs.graph_launch_s(k)]), np.array([k], dtype=np.int64), \
