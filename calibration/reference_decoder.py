@@ -93,80 +93,167 @@ def make_cache(m: ModelSpec, batch: int, ctx: int, device="cuda"):
              torch.randn(shape, device=device, dtype=torch.bfloat16)) for _ in range(m.num_hidden_layers)]
 
 
-def decode_step(m: ModelSpec, w: Weights, cache, input_ids, position_ids, cache_pos, packed: bool = False):
-    """One decode step: input_ids/position_ids [B, 1] int64, cache_pos [1] int64 (= ctx - 1).
-    Returns logits [B, vocab] of each sequence's (only) token."""
+def _rotary(m: ModelSpec, w: Weights, position_ids, dtype):
+    """HF LlamaRotaryEmbedding.forward: cos/sin [B, 1, head_dim]."""
     import torch
-    import torch.nn.functional as F
 
-    B = input_ids.shape[0]
-    nq, nkv, hd = m.num_attention_heads, m.num_key_value_heads, m.head_dim
-    q_dim, kv_dim = m.q_dim, m.kv_dim
-    x = F.embedding(input_ids, w.embed)
-    # rotary preamble (HF LlamaRotaryEmbedding.forward)
+    B = position_ids.shape[0]
     inv = w.inv_freq[None, :, None].float().expand(B, -1, 1)
     pos = position_ids[:, None, :].float()
     freqs = (inv.float() @ pos.float()).transpose(1, 2)
     emb = torch.cat((freqs, freqs), dim=-1)
     cos = emb.cos() * 1.0
     sin = emb.sin() * 1.0
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    for li, L in enumerate(w.layers):
-        kc, vc = cache[li]
-        residual = x
-        h = _rmsnorm(x, L["ln1"])
-        if packed:
-            qkv = F.linear(h, L["qkv"])
-            q, k, v = qkv.split([q_dim, kv_dim, kv_dim], dim=-1)
-        else:
-            q = F.linear(h, L["q"])
-            k = F.linear(h, L["k"])
-            v = F.linear(h, L["v"])
-        q = q.view(B, 1, nq, hd)
-        k = k.view(B, 1, nkv, hd)
-        v = v.view(B, 1, nkv, hd)
-        if m.qk_norm:
-            q = _rmsnorm(q, L["qn"])
-            k = _rmsnorm(k, L["kn"])
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-        c, s = cos.unsqueeze(1), sin.unsqueeze(1)
-        q = _rope(q, c, s)
-        k = _rope(k, c, s)
-        kc.index_copy_(2, cache_pos, k)
-        vc.index_copy_(2, cache_pos, v)
-        ctx = kc.shape[2]
-        kk, vv = kc[:, :, :ctx], vc[:, :, :ctx]
-        a = F.scaled_dot_product_attention(q, kk, vv, enable_gqa=True)
-        a = a.transpose(1, 2).contiguous()
-        a = a.reshape(B, 1, q_dim)
-        x = residual + F.linear(a, L["o"])
-        residual = x
-        h = _rmsnorm(x, L["ln2"])
-        if packed:
-            gu = F.linear(h, L["gate_up"])
-            g, u = gu.chunk(2, dim=-1)
-        else:
-            g = F.linear(h, L["gate"])
-            u = F.linear(h, L["up"])
-        x = residual + F.linear(F.silu(g) * u, L["down"])
+    return cos.to(dtype), sin.to(dtype)
+
+
+def _pre_attention(m: ModelSpec, L: dict, x, cos, sin, kc, vc, cache_pos, packed: bool):
+    """Norm, q/k/v projections, q/k-norm, RoPE and the KV-cache write of one layer: (q, k_all, v_all)."""
+    import torch.nn.functional as F
+
+    B = x.shape[0]
+    nq, nkv, hd = m.num_attention_heads, m.num_key_value_heads, m.head_dim
+    h = _rmsnorm(x, L["ln1"])
+    if packed:
+        qkv = F.linear(h, L["qkv"])
+        q, k, v = qkv.split([m.q_dim, m.kv_dim, m.kv_dim], dim=-1)
+    else:
+        q = F.linear(h, L["q"])
+        k = F.linear(h, L["k"])
+        v = F.linear(h, L["v"])
+    q = q.view(B, 1, nq, hd)
+    k = k.view(B, 1, nkv, hd)
+    v = v.view(B, 1, nkv, hd)
+    if m.qk_norm:
+        q = _rmsnorm(q, L["qn"])
+        k = _rmsnorm(k, L["kn"])
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+    q = _rope(q, c, s)
+    k = _rope(k, c, s)
+    kc.index_copy_(2, cache_pos, k)
+    vc.index_copy_(2, cache_pos, v)
+    ctx = kc.shape[2]
+    return q, kc[:, :, :ctx], vc[:, :, :ctx]
+
+
+def _attention(q, kk, vv):
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, kk, vv, enable_gqa=True)
+
+
+def _post_attention(m: ModelSpec, L: dict, a, residual, packed: bool):
+    """Output projection, residual add and the MLP block of one layer: the layer's output."""
+    import torch.nn.functional as F
+
+    B = a.shape[0]
+    a = a.transpose(1, 2).contiguous()
+    a = a.reshape(B, 1, m.q_dim)
+    x = residual + F.linear(a, L["o"])
+    residual = x
+    h = _rmsnorm(x, L["ln2"])
+    if packed:
+        gu = F.linear(h, L["gate_up"])
+        g, u = gu.chunk(2, dim=-1)
+    else:
+        g = F.linear(h, L["gate"])
+        u = F.linear(h, L["up"])
+    return residual + F.linear(F.silu(g) * u, L["down"])
+
+
+def _head(w: Weights, x):
+    import torch.nn.functional as F
+
     x = _rmsnorm(x, w.final_norm)
     return F.linear(x[:, -1, :], w.lm_head)
 
 
+def decode_step(m: ModelSpec, w: Weights, cache, input_ids, position_ids, cache_pos, packed: bool = False):
+    """One decode step: input_ids/position_ids [B, 1] int64, cache_pos [1] int64 (= ctx - 1).
+    Returns logits [B, vocab] of each sequence's (only) token."""
+    import torch.nn.functional as F
+
+    x = F.embedding(input_ids, w.embed)
+    cos, sin = _rotary(m, w, position_ids, x.dtype)
+    for li, L in enumerate(w.layers):
+        kc, vc = cache[li]
+        q, kk, vv = _pre_attention(m, L, x, cos, sin, kc, vc, cache_pos, packed)
+        x = _post_attention(m, L, _attention(q, kk, vv), x, packed)
+    return _head(w, x)
+
+
+def decode_pieces(m: ModelSpec, w: Weights, cache, input_ids, position_ids, cache_pos, packed: bool = False,
+                  compile_fn=None):
+    """The same step cut at attention, as vLLM's piecewise graphs cut it: a list of callables to run
+    in order; the even ones are graph pieces, the odd ones attention (run eagerly). They pass tensors
+    through `state`; the last piece leaves the logits in state['out']. With `compile_fn` (e.g.
+    torch.compile) each piece body is compiled once and reused for every layer."""
+    import torch.nn.functional as F
+
+    st: dict = {}
+    wrap = compile_fn or (lambda f: f)
+
+    def first(ids, pos, L0, kc, vc, cpos):
+        x = F.embedding(ids, w.embed)
+        cos, sin = _rotary(m, w, pos, x.dtype)
+        q, kk, vv = _pre_attention(m, L0, x, cos, sin, kc, vc, cpos, packed)
+        return x, cos, sin, q, kk, vv
+
+    def mid(a, res, L, Ln, cos, sin, kc, vc, cpos):
+        x = _post_attention(m, L, a, res, packed)
+        q, kk, vv = _pre_attention(m, Ln, x, cos, sin, kc, vc, cpos, packed)
+        return x, q, kk, vv
+
+    def last(a, res, L):
+        return _head(w, _post_attention(m, L, a, res, packed))
+
+    first_c, mid_c, last_c = wrap(first), wrap(mid), wrap(last)
+    n = len(w.layers)
+    out = []
+
+    def p_first():
+        kc, vc = cache[0]
+        st["x"], st["cos"], st["sin"], st["q"], st["kk"], st["vv"] = first_c(
+            input_ids, position_ids, w.layers[0], kc, vc, cache_pos)
+
+    def p_attn():
+        st["a"] = _attention(st["q"], st["kk"], st["vv"])
+
+    def p_mid(i):
+        def run():
+            kc, vc = cache[i + 1]
+            st["x"], st["q"], st["kk"], st["vv"] = mid_c(st["a"], st["x"], w.layers[i], w.layers[i + 1],
+                                                         st["cos"], st["sin"], kc, vc, cache_pos)
+        return run
+
+    def p_last():
+        st["out"] = last_c(st["a"], st["x"], w.layers[n - 1])
+
+    out.append(p_first)
+    for i in range(n - 1):
+        out += [p_attn, p_mid(i)]
+    out += [p_attn, p_last]
+    return out, st
+
+
 class Runner:
     """A model at one fusion level with a static cache for (batch, ctx): `step()` runs one decode
-    step eagerly (or through the compiled function); `capture()` records it as a CUDA graph."""
+    step eagerly (or through the compiled function); `capture()` records it as CUDA graph(s):
+    `mode="full"` one graph of the whole step, `mode="piecewise"` one graph per piece between
+    attention ops (attention stays eager), as vLLM's piecewise mode does. `replay()` runs what
+    was captured. `dynamic` picks torch.compile's dynamic-shape mode for fusion `compiled`."""
 
     _compiled: dict = {}
 
     def __init__(self, model: str | ModelSpec, fusion: str, batch: int, ctx: int, weights: Weights | None = None,
-                 cache=None, device="cuda"):
+                 cache=None, device="cuda", dynamic: bool = True):
         import torch
 
         self.m = PRESETS[model] if isinstance(model, str) else model
         if fusion not in ("none", "packed", "compiled"):
             raise ValueError(f"reference decoder has no fusion level '{fusion}'")
-        self.fusion, self.batch, self.ctx = fusion, batch, ctx
+        self.fusion, self.batch, self.ctx, self.dynamic = fusion, batch, ctx, dynamic
         self.w = weights if weights is not None else make_weights(self.m, device)
         self.cache = cache if cache is not None else make_cache(self.m, batch, ctx, device)
         g = torch.Generator(device=device).manual_seed(batch * 7919 + ctx)
@@ -175,17 +262,21 @@ class Runner:
         self.cpos = torch.tensor([ctx - 1], device=device, dtype=torch.long)
         self.fn = self._fn()
         self.graph = None
+        self.pieces = None
 
-    def _fn(self):
+    def _compile(self, f):
         import torch
 
+        return torch.compile(f, dynamic=self.dynamic, fullgraph=True)
+
+    def _fn(self):
         m = self.m
         if self.fusion == "compiled":
-            key = m.name
+            key = (m.name, m.num_hidden_layers, self.dynamic)
             if key not in Runner._compiled:
                 def f(w, cache, ids, pos, cpos):
                     return decode_step(m, w, cache, ids, pos, cpos, packed=False)
-                Runner._compiled[key] = torch.compile(f, dynamic=True, fullgraph=True)
+                Runner._compiled[key] = self._compile(f)
             return Runner._compiled[key]
         packed = self.fusion == "packed"
         return lambda w, cache, ids, pos, cpos: decode_step(m, w, cache, ids, pos, cpos, packed=packed)
@@ -193,12 +284,39 @@ class Runner:
     def step(self):
         return self.fn(self.w, self.cache, self.ids, self.pos, self.cpos)
 
-    def capture(self, pool=None, warmup: int = 2):
-        """Capture one step into a CUDA graph (after warm-up on a side stream)."""
+    def _piece_list(self):
+        comp = self._compile if self.fusion == "compiled" else None
+        return decode_pieces(self.m, self.w, self.cache, self.ids, self.pos, self.cpos,
+                             packed=self.fusion == "packed", compile_fn=comp)
+
+    def capture(self, pool=None, warmup: int = 2, mode: str = "full"):
+        """Capture one step (after `warmup` runs on a side stream); returns the graph (full) or the
+        list of piece graphs (piecewise)."""
         import torch
 
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
+        if mode == "piecewise":
+            fns, st = self._piece_list()
+            with torch.cuda.stream(s):
+                for _ in range(warmup):
+                    for f in fns:
+                        f()
+            torch.cuda.current_stream().wait_stream(s)
+            torch.cuda.synchronize()
+            self.pieces = []
+            for i, f in enumerate(fns):
+                if i % 2 == 0:
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g, pool=pool):
+                        f()
+                    self.pieces.append((g, None))
+                else:
+                    f()
+                    self.pieces.append((None, f))
+            self.out = st.get("out")
+            self._piece_state = st
+            return [g for g, _ in self.pieces if g is not None]
         with torch.cuda.stream(s):
             for _ in range(warmup):
                 self.step()
@@ -208,3 +326,22 @@ class Runner:
         with torch.cuda.graph(self.graph, pool=pool):
             self.out = self.step()
         return self.graph
+
+    def replay(self):
+        if self.pieces is not None:
+            for g, f in self.pieces:
+                g.replay() if g is not None else f()
+        else:
+            self.graph.replay()
+
+    def release(self):
+        self.graph = self.pieces = self.out = None
+        self._piece_state = None
+
+
+def model_spec(name: str, quick: bool = False) -> ModelSpec:
+    """A preset; under `--quick` (a pipeline check, not a measurement) cut to 2 layers so compiles are fast."""
+    import dataclasses
+
+    m = PRESETS[name]
+    return dataclasses.replace(m, num_hidden_layers=2) if quick else m

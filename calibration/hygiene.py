@@ -1,0 +1,97 @@
+"""Measurement hygiene for timing processes: no profiler, and a canary checked at both ends.
+
+A finished torch.profiler session leaves CUPTI attached (pytorch/pytorch#144455), and every later
+launch in that process pays for tracing (on the H200: a tiny eager op 6.5 -> 8.4 µs, a graph-replay
+step +10%). So a *timing* process must never start a profiler:
+
+- `forbid_profiler()` makes every torch profiler entry point raise in this process, so a timing run
+  that reaches profiling code fails at once instead of silently measuring a traced process.
+- `canary()` times the cheapest thing the host does per launch (a tiny elementwise op, median of
+  many calls, device synchronised every 100 calls) and one eager queue-full kernel's device cost.
+  `check_canary(start, end)` compares the figures taken at the start and at the end of a run: if
+  the host figure moved by more than `CANARY_TOLERANCE` (the host was faster or slower at one end,
+  or something attached to the process), the run's figures are not from one steady machine and
+  the run fails loudly (the caller exits non-zero and marks its output).
+
+Kernel counts, kernel names and traces come from separate child processes (calibration/round.py).
+torch is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import time
+
+CANARY_TOLERANCE = 0.20  # |end/start - 1| of the host canary above which a run is rejected
+
+
+class ProfilerForbidden(RuntimeError):
+    """Raised when code in a timing process tries to start a profiler."""
+
+
+def forbid_profiler() -> None:
+    """Make torch.profiler / torch.autograd.profiler unusable in this process."""
+    import torch
+    import torch.autograd.profiler as ap
+    import torch.profiler as tp
+
+    def refuse(*_a, **_k):
+        raise ProfilerForbidden("this is a timing process: a profiler here would leave CUPTI attached and "
+                                "inflate every later launch; count kernels in a separate process")
+
+    for mod, name in ((tp, "profile"), (ap, "profile"), (ap, "emit_nvtx"), (tp, "_KinetoProfile")):
+        if hasattr(mod, name):
+            setattr(mod, name, refuse)
+    torch._C._autograd._enable_profiler = refuse  # the C entry every python profiler ends in
+
+
+def _pct(xs):
+    s = sorted(xs)
+    n = len(s)
+
+    def q(p):
+        i = (n - 1) * p
+        lo = int(i)
+        hi = min(lo + 1, n - 1)
+        return s[lo] + (s[hi] - s[lo]) * (i - lo)
+
+    return {"p10": q(0.1), "p50": q(0.5), "p90": q(0.9), "n": n}
+
+
+def canary(n: int = 3000) -> dict:
+    """Host µs of a tiny eager op (a*b on 1 KB) and device µs per queued tiny kernel."""
+    import torch
+
+    a = torch.randn(256, device="cuda")
+    b = torch.randn(256, device="cuda")
+    pc = time.perf_counter_ns
+    for _ in range(300):
+        a * b
+    torch.cuda.synchronize()
+    xs = []
+    for i in range(n):
+        t0 = pc()
+        a * b
+        xs.append((pc() - t0) / 1e3)
+        if i % 100 == 99:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    dev = []
+    for _ in range(5):
+        torch.cuda._sleep(5_000_000)  # hold the stream so the 200 kernels queue up
+        st.record()
+        for _ in range(200):
+            a.mul_(1.0)
+        en.record()
+        en.synchronize()
+        dev.append(st.elapsed_time(en) * 1e3 / 200)
+    return {"host_tiny_op_us": _pct(xs), "device_queued_kernel_us": _pct(dev), "time": time.time()}
+
+
+def check_canary(start: dict, end: dict, tol: float = CANARY_TOLERANCE) -> dict:
+    """Compare start and end canaries; returns {'ok', 'ratio', 'tolerance', ...}."""
+    a, b = start["host_tiny_op_us"]["p50"], end["host_tiny_op_us"]["p50"]
+    ratio = b / a if a > 0 else float("inf")
+    return {"ok": abs(ratio - 1.0) <= tol, "host_start_us": a, "host_end_us": b, "ratio": ratio, "tolerance": tol,
+            "device_start_us": start["device_queued_kernel_us"]["p50"],
+            "device_end_us": end["device_queued_kernel_us"]["p50"]}
