@@ -196,7 +196,7 @@ def decode_grid(quick):
 
 
 COMPILED = (("qwen3-0.6b", 1, False), ("qwen3-0.6b", 16, False), ("qwen3-0.6b", 16, True),
-            ("qwen3-0.6b", 64, True), ("qwen3-0.6b", 1, True))
+            ("qwen3-0.6b", 64, True))
 
 
 def decode_rows(res, save, quick, log):
@@ -215,7 +215,8 @@ def decode_rows(res, save, quick, log):
         cache = make_cache(m, b, c)
         for f in ("none", "packed"):
             t0 = time.time()
-            graphs = ("full", "piecewise") if (f == "none" and c == 512) else ("full",)
+            graphs = ("full",)  # piecewise replays are not timed: SDPA's output cannot be pinned to the
+            # address the next piece graph was captured with (an illegal access at batch 256 on the H200)
             try:
                 row = {"model": name, "fusion": f, "batch": b, "ctx": c,
                        **measure_runner(Runner(m, f, b, c, weights=w, cache=cache), graphs)}
@@ -309,6 +310,7 @@ def main(argv=None):
         ("graph", lambda: st.graph_costs((1, 10, 100, 1000) if q else (1, 10, 100, 300, 1000))),
         ("graph_device", graph_device),
         ("compiled", lambda: mb.compiled_costs((1, 16) if q else (1, 4, 16, 48))),
+        ("compiled_extern", lambda: mb.compiled_extern_costs((1, 8) if q else (1, 4, 16))),
         ("curves", lambda: tb.curves(q)),
         ("gemm", lambda: tb.gemm_tables(tb.gemm_shapes()[:3] if q else tb.gemm_shapes(),
                                         (1, 64, 1024) if q else tb.M_GRID)),

@@ -217,6 +217,29 @@ def compiled_costs(ks=(1, 4, 16, 48), n=600, count=None):
     return {"points": pts, "entry_us": a, "per_kernel_us": b, "per_kernel_p10": b10, "per_kernel_p90": b90}
 
 
+def compiled_extern_costs(ks=(1, 4, 16), n=600):
+    """Host µs of a compiled fn making k extern GEMM calls (Inductor calls aten mm, as it does for a
+    decode step's projections): slope = host cost of one extern call from compiled code."""
+    import torch
+
+    pts = []
+    x = torch.randn(16, 256, device="cuda", dtype=torch.bfloat16)
+    for k in ks:
+        ws = [torch.randn(256, 256, device="cuda", dtype=torch.bfloat16) for _ in range(k)]
+
+        def f(x, *ws):
+            return [x @ w for w in ws]
+
+        cf = torch.compile(f, dynamic=False)
+        for _ in range(3):
+            cf(x, *ws)
+        torch.cuda.synchronize()
+        ts = _time_calls([lambda: cf(x, *ws)], n, sync_every=20)
+        pts.append({"k": k, **_pct(ts)})
+    a, b = _linfit([p["k"] for p in pts], [p["p50"] for p in pts])
+    return {"points": pts, "entry_us": a, "per_call_us": b}
+
+
 def ceilings():
     """Device-to-device copy bandwidth (bytes read + written) and bf16 GEMM TFLOP/s (8192^3)."""
     import torch
