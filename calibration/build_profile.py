@@ -1,16 +1,10 @@
-"""Turn raw GPU-machine output (microbench.json + the graph-memory part of a measured file) into a
-profile that validates against simulator/profile.py, and derive other devices from it.
+"""Turn a calibration round's raw output (calibration/round.py: timing.json from the clean timing
+process, counts_eager.json from the counts process) into a profile that validates against
+simulator/profile.py, and derive other devices from it.
 
-No torch here: this runs on any machine. How each profile figure is made from the raw figures:
-- host.launch_us[path]: the microbenchmark's isolated per-call percentiles times a host context
-  factor for the eager paths (`eager_scale`; by default the microbenchmark's own mixed-block factor;
-  `fit_host` in validate.py can fit it on designated fit rows instead, and the profile notes say which).
-- host.compiled: the per-Triton-kernel slope of the compiled microbenchmark (or a fitted per-op figure).
-- graph replay host cost: fixed + per node through the 1-node and 1000-node medians.
-- device.eager_gap_us / graph_node_us: median CUPTI gaps between different back-to-back small kernels,
-  eager with the queue full and inside a replayed graph; min_kernel_us: a tiny kernel's duration.
-- tables: per-op graph-replay times minus the gap between identical back-to-back graph nodes.
-- ceilings: datasheet peaks with efficiency = measured / datasheet (copy 2 GiB, bf16 8192^3 GEMM).
+No torch here: this runs on any machine. `build` says how each profile figure is made; in short,
+every figure is a microbenchmark of its own, timed with CUDA events or host clocks in a process that
+never ran a profiler, and nothing is fitted on decode rows.
 """
 
 from __future__ import annotations
@@ -34,75 +28,112 @@ def _spread(d, scale=1.0):
     return {"p10": d["p10"] * scale, "p50": d["p50"] * scale, "p90": d["p90"] * scale, "n": int(d["n"])}
 
 
-def build(mb: dict, measured: dict | None = None, name: str = "h200", eager_scale: float | None = None,
-          compiled_us: dict | None = None, notes: str = "", fit_note: str = "") -> dict:
-    """A profile dict (schema_version 1) from raw microbenchmark output."""
-    env = mb["environment"]
-    host, gaps, graph, comp = mb["host"], mb["gaps"], mb["graph"], mb["compiled"]
-    factor = host["context"]["factor"] if eager_scale is None else eager_scale
-    launch = {}
-    for path, d in host["paths"].items():
-        launch[path] = _spread(d, factor if path in EAGER_PATHS else 1.0)
-    if compiled_us is None:
-        compiled_us = {"p10": comp["per_kernel_p10"], "p50": comp["per_kernel_us"], "p90": comp["per_kernel_p90"],
-                       "n": sum(p["n"] for p in comp["points"])}
-    launch["compiled"] = compiled_us
-    pts = {p["nodes"]: p for p in graph["points"]}
-    lo, hi = min(pts), max(pts)
-    per_node = (pts[hi]["replay_host"]["p50"] - pts[lo]["replay_host"]["p50"]) / (hi - lo)
-    fixed = max(pts[lo]["replay_host"]["p50"] - per_node * lo, 0.0)
-    homo_gap = gaps["graph_gap"]["p50"]
+def _trace_node_gap(timing: dict, counts: dict | None) -> tuple[float | None, str]:
+    """Per-node gap between real decoder kernels in a replayed graph, as seen beside CUPTI kernel
+    durations: (clean graph-replay device time - the same step's eager CUPTI kernel durations) / kernels,
+    median over the configurations both processes measured (ctx 512)."""
+    if not counts:
+        return None, ""
+    dev = {(r["model"], r["fusion"], r["batch"]): r["full"]["device_ms"]["p50"] for r in timing.get("rows", [])
+           if "full" in r and r.get("ctx") == 512 and r["fusion"] != "compiled"}
+    xs = []
+    for c in counts.get("rows", []):
+        key = (c["model"], c["fusion"], c["batch"])
+        if c.get("graph") == "none" and key in dev:
+            xs.append((dev[key] * 1e3 - c["kernel_us"]) / c["kernels"])
+    if not xs:
+        return None, ""
+    xs.sort()
+    return xs[len(xs) // 2], f"median of {len(xs)} configurations (ctx 512, fusion none/packed)"
 
-    def minus_gap(xs):
-        return [max(x - homo_gap, 0.05) for x in xs]
 
+def build(timing: dict, counts: dict | None = None, name: str = "h200", notes: str = "") -> dict:
+    """A profile dict (schema_version 1) from a clean timing process (child_timing.py) and, where given,
+    the counts process (cuBLAS kernels per GEMM call, CUPTI kernel durations). Nothing is fitted on
+    decode rows: every figure below is a microbenchmark of its own.
+    - host.launch_us[path]: each op's isolated per-call cost (percentiles), no context factor (the
+      mixed-block factor is recorded in the notes but not applied: see calibration/README.md);
+    - compiled: Triton launch slope (`compiled`), extern-call slope (`compiled_extern`, Inductor's
+      calls to aten GEMM/attention), entry cost from the Triton microbenchmark's intercept;
+    - graph replay host cost: least-squares fixed + per node over 1..1000-node graphs;
+    - device gaps from CUDA events (calibration/child_timing.py: event_gaps): tables are per-node
+      times of identical back-to-back nodes in a replayed graph; `graph_node_us` is what a node of a
+      decode-like cycle of different kernels costs beyond that (clamped at 0 when negative),
+      `eager_gap_us` what an eager kernel in a full launch queue costs beyond it;
+      `graph_launch_latency_us`: device time of a 1-node graph minus one tiny node;
+    - `host.step_factor`: the spread (p10/p90 over p50) of a 40-op mixed block timed 400 times, i.e.
+      the host's own step-to-step speed variation, measured on a microbenchmark."""
+    env = timing["environment"]
+    host, gaps, graph, comp = timing["host"], timing["gaps"], timing["graph"], timing["compiled"]
+    ext = timing.get("compiled_extern") or {}
+    launch = {path: _spread(d) for path, d in host["paths"].items()}
+    launch["compiled"] = {"p10": comp["per_kernel_p10"], "p50": comp["per_kernel_us"], "p90": comp["per_kernel_p90"],
+                          "n": sum(p["n"] for p in comp["points"])}
+    if "per_call_us" in ext:
+        launch["compiled_extern"] = {"p50": ext["per_call_us"], "n": sum(p["n"] for p in ext["points"])}
+    ctx = host["context"]
+    step_factor = {"p10": ctx["factor_p10"] / ctx["factor"], "p50": 1.0, "p90": ctx["factor_p90"] / ctx["factor"],
+                   "n": ctx["block_us"]["n"]}
+    gk = {(g["n"], g["k"]): g for g in (counts or {}).get("gemm_kernels", [])}
     tables = {"gemm": [], "attention": []}
-    for t in mb.get("gemm", []):
-        tables["gemm"].append({"n": t["n"], "k": t["k"], "m": t["m"], "us": minus_gap(t["graph_us"]),
-                               **({"kernels": t["kernels"]} if t.get("kernels") else {})})
-    for t in mb.get("attention", []):
-        tables["attention"].append({"heads": t["heads"], "kv_heads": t["kv_heads"], "head_dim": t["head_dim"],
-                                    "batch": t["batch"], "ctx": t["ctx"],
-                                    "us": [minus_gap(r) for r in t["graph_us"]]})
-    for cls, c in mb.get("curves", {}).items():
+    for t in timing.get("gemm", []):
+        row = {"n": t["n"], "k": t["k"], "m": t["m"], "us": list(t["graph_us"])}
+        kc = gk.get((t["n"], t["k"]))
+        if kc and kc["m"] == t["m"]:
+            row["kernels"] = kc["kernels"]
+        tables["gemm"].append(row)
+    for t in timing.get("attention", []):
+        tables["attention"].append({k: t[k] for k in ("heads", "kv_heads", "head_dim", "batch", "ctx")}
+                                   | {"us": t["graph_us"]})
+    for cls, c in timing.get("curves", {}).items():
         xs, ys = zip(*sorted(zip(c["bytes"], c["graph_us"])))
-        tables[cls] = {"bytes": list(xs), "us": minus_gap(ys)}
+        tables[cls] = {"bytes": list(xs), "us": list(ys)}
     ds = DATASHEET["H200"]
-    ceil = mb["ceilings"]
-    gm = {}
-    for model, t in ((measured or {}).get("graph_memory") or {}).items():
-        gm[model] = {"batch": t["batch"], "private_pool_bytes": [float(x) for x in t["private_pool_bytes"]],
-                     "shared_pool_total_bytes": [float(x) for x in t["shared_pool_total_bytes"]],
-                     "capture_s": t["capture_s"]}
+    ceil = timing["ceilings"]
+    one = [p for p in timing["graph_device"]["points"] if p["nodes"] == 1][0]
+    trace_gap, trace_note = _trace_node_gap(timing, counts)
     machine = f"{env.get('gpu')} (driver {env.get('driver')}, torch {env.get('torch')}, CUDA {env.get('cuda')})"
+    c = timing.get("canary", {})
+    device = {
+        "gpu": env.get("gpu", "unknown"), "memory_gib": env.get("gpu_memory_gib", ds["mem"]),
+        "peak_bf16_tflops": ds["tflops"], "hbm_tbps": ds["hbm"],
+        "gemm_efficiency": min(ceil["gemm_bf16_tflops"] / ds["tflops"], 1.0),
+        "bw_efficiency": min(ceil["copy_tbps"] / ds["hbm"], 1.0),
+        "min_kernel_us": gaps["tiny_graph_node_us"],
+        "eager_gap_us": max(gaps["eager_gap_us"], 0.0),
+        "graph_node_us": max(gaps["graph_node_us"], 0.0),
+        "graph_launch_latency_us": max(one["event_us"]["p50"] - gaps["tiny_graph_node_us"], 0.0),
+        "launch_queue_depth": 1024,
+        "tables": tables, "graph_memory": {},
+        "source": (f"calibration/child_timing.py on {machine} (CUDA events, no profiler in the process): copy "
+                   f"{ceil['copy_tbps']:.2f} TB/s, bf16 GEMM {ceil['gemm_bf16_tflops']:.0f} TFLOP/s; tables are "
+                   "per-node times of identical nodes in a replayed graph; cuBLAS kernels per GEMM call from the "
+                   "counts process (calibration/child_counts.py)"),
+    }
+    if trace_gap is not None:
+        device["graph_node_trace_us"] = max(trace_gap, 0.0)
+        device["source"] += f"; graph_node_trace_us: clean graph device time minus CUPTI kernel durations, {trace_note}"
     return {
-        "schema_version": 1, "name": name, "source": "measured", "derived_from": None, "date": mb["date"],
+        "schema_version": 1, "name": name, "source": "measured", "derived_from": None, "date": timing["date"],
         "notes": (f"Measured on the workplace's nvidia-h200 machine: {machine}, host {env.get('cpu')} x "
-                  f"{env.get('cores')} cores (Firecracker VM). Eager host costs = isolated per-op microbenchmark "
-                  f"percentiles x context factor {factor:.3f}. {fit_note} {notes}").strip(),
+                  f"{env.get('cores')} cores (Firecracker VM), by calibration/round.py: timing in a process that "
+                  f"never ran a profiler, canary {c.get('host_start_us', float('nan')):.2f} -> "
+                  f"{c.get('host_end_us', float('nan')):.2f} us ({'OK' if c.get('ok') else 'NOT OK'}). "
+                  f"No figure is fitted on decode rows. Eager host costs = isolated per-op microbenchmarks; the "
+                  f"mixed-block context factor ({ctx['factor']:.3f}) is measured but not applied. {notes}").strip(),
         "environment": env,
         "host": {
             "cpu": f"{env.get('cpu')} ({env.get('cores')} cores)",
             "launch_us": launch,
-            "graph_launch_fixed_us": fixed, "graph_launch_per_node_us": per_node,
+            "graph_launch_fixed_us": max(graph["replay_fixed_us"], 0.0),
+            "graph_launch_per_node_us": max(graph["replay_per_node_us"], 0.0),
             "compiled_entry_us": max(comp["entry_us"], 0.0),
             "capture_per_node_ms": max(graph["capture_per_node_ms"], 0.0),
-            "source": "calibration/microbench.py (launchsim calibrate); raw figures in "
-                      "calibration/measured/h200-microbench.json",
+            "step_factor": step_factor,
+            "source": "calibration/child_timing.py microbenchmarks (launchsim calibrate); raw figures in "
+                      "calibration/measured/h200-round-b/timing.json",
         },
-        "device": {
-            "gpu": env.get("gpu", "unknown"), "memory_gib": env.get("gpu_memory_gib", ds["mem"]),
-            "peak_bf16_tflops": ds["tflops"], "hbm_tbps": ds["hbm"],
-            "gemm_efficiency": min(ceil["gemm_bf16_tflops"] / ds["tflops"], 1.0),
-            "bw_efficiency": min(ceil["copy_tbps"] / ds["hbm"], 1.0),
-            "min_kernel_us": gaps["graph_kernel_dur"]["p50"],
-            "eager_gap_us": gaps.get("hetero_eager_gap", gaps["eager_gap"])["p50"],
-            "graph_node_us": gaps.get("hetero_graph_gap", gaps["graph_gap"])["p50"],
-            "launch_queue_depth": 1024,
-            "tables": tables, "graph_memory": gm,
-            "source": (f"calibration/tables.py + microbench.py on {machine}: copy {ceil['copy_tbps']:.2f} TB/s, "
-                       f"bf16 GEMM {ceil['gemm_bf16_tflops']:.0f} TFLOP/s measured"),
-        },
+        "device": device,
     }
 
 

@@ -52,6 +52,9 @@ class CostModel:
         self.eager_gap_s = d.eager_gap_us * US
         self.graph_node_s = d.graph_node_us * US
         self.graph_node_trace_s = (d.graph_node_us if d.graph_node_trace_us is None else d.graph_node_trace_us) * US
+        # device time from a graph launch reaching the GPU to its first node (older profiles: the eager gap)
+        self.graph_launch_latency_s = (d.eager_gap_us if d.graph_launch_latency_us is None
+                                       else d.graph_launch_latency_us) * US
         self.queue_depth = d.launch_queue_depth
         self.graph_launch_fixed_s = h.graph_launch_fixed_us * US
         self.graph_launch_per_node_s = h.graph_launch_per_node_us * US
@@ -111,7 +114,10 @@ class CostModel:
         key = (op, quantile)
         v = self._host_cache.get(key)
         if v is None:
-            spread = self.profile.host.launch_us.get(op.path.value)
+            launch = self.profile.host.launch_us
+            spread = launch.get(op.path.value)
+            if spread is None and op.path is LaunchPath.COMPILED_EXTERN:
+                spread = launch.get(LaunchPath.COMPILED.value)  # profiles before the extern path was measured
             if spread is None:
                 raise CostError(f"profile '{self.profile.name}' has no host cost for launch path '{op.path.value}'")
             v = spread.q(quantile) * US
@@ -119,7 +125,8 @@ class CostModel:
         return v
 
     def host_spread_s(self, path: LaunchPath) -> tuple[float, float, float]:
-        s = self.profile.host.launch_us[path.value]
+        launch = self.profile.host.launch_us
+        s = launch.get(path.value) or launch[LaunchPath.COMPILED.value if path is LaunchPath.COMPILED_EXTERN else path.value]
         return s.q(0.1) * US, s.p50 * US, s.q(0.9) * US
 
     def gemm_kernels(self, op: Op) -> int:

@@ -34,6 +34,7 @@ class LaunchPath(str, Enum):
     EAGER_EMBEDDING = "eager_embedding"
     EAGER_VIEW = "eager_view"
     COMPILED = "compiled"  # an Inductor-generated Triton launch from a compiled wrapper
+    COMPILED_EXTERN = "compiled_extern"  # an extern kernel (aten GEMM / attention) called from a compiled wrapper
     CUSTOM_OP = "custom_op"  # a serving engine's hand-fused C++/CUDA op
     RAW = "raw"  # a bare cudaLaunchKernel (toy workloads)
 

@@ -26,6 +26,7 @@ from .costs import CostModel
 from .kernels import LaunchPath, OpClass, Step
 
 GRAPH_MODES = ("none", "full", "piecewise", "full_and_piecewise")
+_COMPILED_PATHS = (LaunchPath.COMPILED, LaunchPath.COMPILED_EXTERN)
 
 
 class PlanError(UserError):
@@ -90,7 +91,7 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
         gap.append(g + n * inner)
 
     pending_host = 0.0
-    compiled = any(o.path is LaunchPath.COMPILED for o in ops)
+    compiled = any(o.path in _COMPILED_PATHS for o in ops)
 
     def graph_segment(seg):
         n = len(seg)
@@ -100,7 +101,7 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
         for k, o in enumerate(seg):
             gpu.append(costs.gpu_s(o))
             node = costs.graph_node_trace_s if o.fixed_gpu_s is not None else costs.graph_node_s
-            add_gap(o, costs.eager_gap_s if k == 0 else node, node)
+            add_gap(o, costs.graph_launch_latency_s if k == 0 else node, node)
             names.append(o.name)
 
     if mode == "full":
@@ -160,7 +161,7 @@ def sample_host(plan: LaunchPlan, step: Step, costs: CostModel, rng: np.random.G
     if plan.graph_mode != "none":
         return plan.host_s.copy()
     u = rng.random(len(step.ops))
-    out, acc = [], (costs.compiled_entry_s if any(o.path is LaunchPath.COMPILED for o in step.ops) else 0.0)
+    out, acc = [], (costs.compiled_entry_s if any(o.path in _COMPILED_PATHS for o in step.ops) else 0.0)
     for o, q in zip(step.ops, u):
         acc += costs.host_s(o, float(np.clip(np.round(q, 2), 0.0, 1.0)))
         if o.launches_kernel:

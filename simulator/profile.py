@@ -139,6 +139,9 @@ class DeviceSection(_Strict):
     graph_node_trace_us: float | None = Field(
         None, ge=0, description="per-node gap between different decoder kernels in a replayed graph as CUPTI "
                                 "shows it; used beside kernel times read from a trace (default graph_node_us)")
+    graph_launch_latency_us: float | None = Field(
+        None, ge=0, description="device time from a graph replay reaching the GPU to its first node starting "
+                                "(1-node graph by events minus one node); default eager_gap_us")
     launch_queue_depth: int = Field(1024, ge=1, description="pending launches before the host blocks")
     tables: Tables = Field(default_factory=Tables)
     graph_memory: dict[str, GraphMemoryTable] = Field(default_factory=dict)

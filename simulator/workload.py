@@ -173,13 +173,13 @@ def _layer_compiled(b: _Builder) -> None:
     extern kernels (GEMM, attention) becomes one Triton kernel."""
     m, T, e = b.m, b.s.tokens, b.e
     H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
-    C = P.COMPILED
+    C, X = P.COMPILED, P.COMPILED_EXTERN  # Triton kernels; extern calls (aten GEMM / attention) from the wrapper
     first = b.pending_embedding  # layer 0's norm also does the embedding gather (Inductor fuses them)
     b.pending_embedding = 0.0
     b.red("add_rmsnorm", T * H, 3 * e + first / max(T * H, 1), e, path=C)
-    b.gemm("q_proj", T, q, H, path=C)
-    b.gemm("k_proj", T, kv, H, path=C)
-    b.gemm("v_proj", T, kv, H, path=C)
+    b.gemm("q_proj", T, q, H, path=X)
+    b.gemm("k_proj", T, kv, H, path=X)
+    b.gemm("v_proj", T, kv, H, path=X)
     if m.qk_norm:  # measured (torch 2.11): q-norm+RoPE, k-norm, and RoPE-k+cache write are three kernels
         b.red("qk_norm_rope_q", T * q, 2 * e, e, path=C)
         b.red("k_norm", T * kv, e, e, path=C)
@@ -188,13 +188,13 @@ def _layer_compiled(b: _Builder) -> None:
         b.red("rope_q", T * q, 2 * e, e, path=C)
         b.red("rope_k_cache_write_k", T * kv, 2 * e, 2 * e, path=C)
     b.copy("cache_write_v", T * kv, e, e, path=C)
-    b.attention(C)
-    b.gemm("o_proj", T, H, q, path=C)
+    b.attention(X)
+    b.gemm("o_proj", T, H, q, path=X)
     b.red("add_rmsnorm", T * H, 3 * e, 2 * e, path=C)
-    b.gemm("gate_proj", T, I, H, path=C)
-    b.gemm("up_proj", T, I, H, path=C)
+    b.gemm("gate_proj", T, I, H, path=X)
+    b.gemm("up_proj", T, I, H, path=X)
     b.ew("silu_mul", T * I, 2 * e, e, path=C)
-    b.gemm("down_proj", T, H, I, path=C)
+    b.gemm("down_proj", T, H, I, path=X)
 
 
 def _layer_fused(b: _Builder) -> None:
@@ -238,7 +238,7 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
         # recomputed inside each layer's RoPE kernels.
         b.pending_embedding = float(T * (H * e + 8))
         b.ew("rotary_pos", T, 8, 4, path=P.COMPILED)
-        b.gemm("rotary.matmul", T, model.head_dim // 2, 1, path=P.COMPILED)
+        b.gemm("rotary.matmul", T, model.head_dim // 2, 1, path=P.COMPILED_EXTERN)
     else:
         b.add("embedding", OpClass.EMBEDDING, P.EAGER_EMBEDDING, 0.0, T * (H * e + 8))
     if eager:
@@ -256,7 +256,7 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
         b.gemm("lm_head", last, model.vocab_size, H)
     elif fusion == "compiled":
         b.red("final_add_rmsnorm", T * H, 3 * e, e, path=P.COMPILED)
-        b.gemm("lm_head", last, model.vocab_size, H, path=P.COMPILED)
+        b.gemm("lm_head", last, model.vocab_size, H, path=P.COMPILED_EXTERN)
     else:
         b.red("final_add_rmsnorm", T * H, 3 * e, e, path=P.CUSTOM_OP)
         b.gemm("lm_head", last, model.vocab_size, H)
