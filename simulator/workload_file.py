@@ -18,17 +18,18 @@ Format (JSON, `format_version` 1; unknown keys are rejected):
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import UserError, read_text, validate_versioned
+from .errors import UserError, validate_versioned
+from .jsonfile import field_error, line_of, read_json
 from .kernels import OpClass
 from .report import write_json
 
 FORMAT_VERSION = 1
+MAX_KERNELS = 1_000_000  # one step of the largest models launches a few thousand
 CLASS_NAMES = tuple(c.value for c in OpClass if c is not OpClass.VIEW)
 
 
@@ -37,7 +38,7 @@ class WorkloadFileError(UserError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class KernelEntry(_Strict):
@@ -85,19 +86,19 @@ def save_workload(path: str | Path, wl: Workload) -> Path:
     return write_json(path, wl.model_dump(mode="json", exclude_none=True))
 
 
-def parse_workload(raw: object, where: str = "<workload>") -> Workload:
+def parse_workload(raw: object, where: str = "<workload>", text: str | None = None) -> Workload:
     if isinstance(raw, dict) and raw.get("kind") != "launchsim-workload":
-        raise WorkloadFileError(f"{where}: not a launchsim workload (kind is {raw.get('kind')!r}; "
-                                "make one with `launchsim import-trace`)")
-    return validate_versioned(Workload, raw, where, "format_version", FORMAT_VERSION, WorkloadFileError,
-                              "a workload file")
+        raise WorkloadFileError(f"{where}:{line_of(text, ('kind',))}: field 'kind': not a launchsim workload (kind "
+                                f"is {raw.get('kind')!r}; make one with `launchsim import-trace`)")
+    wl = validate_versioned(Workload, raw, where, "format_version", FORMAT_VERSION, WorkloadFileError,
+                            "a workload file", text)
+    if len(wl.kernels) > MAX_KERNELS:
+        raise field_error(where, text, ("kernels",), f"{len(wl.kernels):,} kernels in one step; the limit is "
+                          f"{MAX_KERNELS:,}", WorkloadFileError)
+    return wl
 
 
 def load_workload(path: str | Path) -> Workload:
     p = Path(path)
-    text = read_text(p, "workload", WorkloadFileError)
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise WorkloadFileError(f"{p}:{e.lineno}: not valid JSON ({e.msg})") from None
-    return parse_workload(raw, str(p))
+    raw, text = read_json(p, "workload", WorkloadFileError)
+    return parse_workload(raw, str(p), text)
