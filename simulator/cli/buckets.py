@@ -25,7 +25,7 @@ def buckets(
     as_json: bool = typer.Option(False, "--json", help='print {"sizes": [...]}'),
 ) -> None:
     """Print the capture sizes of a layout preset."""
-    sizes = preset_sizes(preset, max_size, max_num_seqs)
+    sizes = preset_sizes(preset.strip(), max_size, max_num_seqs)
     if as_json:
         print(json.dumps({"sizes": sizes}))
     else:
@@ -41,6 +41,10 @@ def pad(
     as_json: bool = typer.Option(False, "--json", help='print {"batch", "padded", "waste"}'),
 ) -> None:
     """Pad a batch to the smallest captured size >= it (padded null: no captured size fits, no graph)."""
+    from .. import limits as L
+    from .checks import count
+
+    count("batch", batch, L.MAX_BATCH)
     p = _pad(batch, parse_layout(layout, max_size, max_num_seqs))
     if as_json:
         print(json.dumps({"batch": p.batch, "padded": p.padded, "waste": p.waste}))
@@ -81,11 +85,14 @@ def graph_memory(
     from ..models import load_model
     from ..profile import load_profile
 
+    from .checks import number
+
+    number("--gpu-util", gpu_util, 1.0, "a fraction in (0, 1]")
+    b, ws = _bytes(budget, "--budget"), _bytes(workspace, "--workspace")
     m, prof = load_model(model), load_profile(profile)
     sizes = parse_layout(layout, max_size, max_num_seqs)
     mem = GraphMemoryModel(m, prof, fusion, graph).layout(sizes, shared_pool=not private)
-    b = _bytes(budget, "--budget")
-    kv = kv_cache_bytes(m, prof, mem, _bytes(workspace, "--workspace"), gpu_util)
+    kv = kv_cache_bytes(m, prof, mem, ws, gpu_util)
     fits = b is None or mem.total_bytes <= b
     d = {"model": m.name, "profile": prof.name, "layout": layout, **mem.as_dict(),
          "budget_bytes": b, "fits_budget": fits, "weights_bytes": m.weight_bytes,

@@ -39,11 +39,14 @@ def run(
     out: Path = typer.Option(Path("out"), "--out", help="output folder for result.json and report.html"),
 ) -> None:
     """Validate and run a scenario; print a summary, write DIR/result.json and DIR/report.html."""
+    from ..outpaths import check_out_dir, out_lock
     from ..runner import run_scenario
 
     sc = load_scenario(scenario)
+    check_out_dir(out)
     t0 = time.perf_counter()
-    result = run_scenario(sc, out)
+    with out_lock(out):
+        result = run_scenario(sc, out)
     rows = result.get("summary") or result.get("rows") or []
     cols = result.get("summary_columns")
     print_rows(rows, f"{sc.name} ({sc.kind})", cols)
@@ -69,7 +72,15 @@ def predict(
 ) -> None:
     """Predict one decode (or mixed decode + prefill) step: step time, CPU/GPU split, kernels, launches."""
     from ..predict import predict as _predict
+    from .. import limits as L
+    from .checks import count, seed as check_seed
 
+    count("--batch", batch, L.MAX_BATCH)
+    count("--ctx", ctx, L.MAX_CTX)
+    count("--replicates", replicates, L.MAX_REPLICATES, low=0)
+    check_seed("--seed", seed)
+    count("--prefill-seqs", prefill_seqs, L.MAX_BATCH, low=0)
+    count("--prefill-len", prefill_len, L.MAX_CTX, low=0)
     if workload is not None or model is None:
         from .trace import predict_workload_cmd
 

@@ -40,12 +40,15 @@ def serve(
     from ..config.serve import ServeScenario
     from ..serving.study import serve as run_serve, write_outputs
 
-    if rate is not None and rate <= 0:
-        raise UserError(f"--rate must be a positive number of requests/s, got {rate:g}")
-    if duration is not None and duration <= 0:
-        raise UserError(f"--duration must be a positive number of seconds, got {duration:g}")
-    if seed is not None and seed < 0:
-        raise UserError(f"--seed must be >= 0, got {seed}")
+    from .. import limits as L
+    from ..outpaths import check_out_dir, out_lock
+    from .checks import number, seed as check_seed
+
+    number("--rate", rate, L.MAX_RATE, "a positive number of requests/s")
+    number("--duration", duration, L.MAX_SECONDS, "a positive number of seconds")
+    check_seed("--seed", seed)
+    if out is not None:
+        check_out_dir(out)
     if scenario is not None:
         base = load_scenario(scenario)
         if not isinstance(base, ServeScenario):
@@ -60,11 +63,14 @@ def serve(
     data.update({k: v for k, v in over.items() if v is not None})
     if trace is not None:
         data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
-    sc = parse_scenario(data, "command line")
-    result = run_serve(sc)
-    samples = result.pop("_samples")
-    if out is not None:
-        write_outputs(result, samples, out, sc.name, sc.description)
+    sc = parse_scenario(data, str(scenario) if scenario is not None else "command line")
+    if out is None:
+        result = run_serve(sc)
+        result.pop("_samples")
+    else:
+        with out_lock(out):
+            result = run_serve(sc)
+            write_outputs(result, result.pop("_samples"), out, sc.name, sc.description)
     d = {**result["config"], **result["metrics"], **result["kv"], "simulated_s": result["simulated_s"],
          "wall_s": result["wall_s"], "step_evals": result["step_evals"], "events": result["events"]}
     if as_json:

@@ -27,8 +27,12 @@ def import_trace_cmd(
     from ..trace_workload import workload_from_trace
     from ..workload_file import save_workload
 
-    if batch is not None and batch <= 0:
-        raise UserError(f"--batch must be a positive integer, got {batch}")
+    from .. import limits as L
+    from ..outpaths import check_out_file
+    from .checks import count
+
+    count("--batch", batch, L.MAX_BATCH)
+    check_out_file(out)
     wl, imp = workload_from_trace(trace, steps, batch)
     cols = ["step", "label", "kernels", "host_ms", "gpu_ms", "step_ms", "sync_ms"]
     print_rows(imp.step_rows, f"{trace.name}: {len(imp.step_rows)} step(s), {imp.method}", cols)
@@ -60,11 +64,15 @@ def export_trace_cmd(
     """Simulate one step and write it as a Chrome trace: a CPU launch lane and a GPU stream lane."""
     from ..trace_export import write_chrome_trace
 
+    from .. import limits as L
+    from ..outpaths import check_out_file
+    from .checks import count
+
     if (model is None) == (workload is None):
         raise UserError("give exactly one of --model or --workload")
-    for name, v in (("--batch", batch), ("--ctx", ctx)):
-        if v is not None and v <= 0:
-            raise UserError(f"{name} must be a positive integer, got {v}")
+    count("--batch", batch, L.MAX_BATCH)
+    count("--ctx", ctx, L.MAX_CTX)
+    check_out_file(out)
     if workload is not None:
         from ..trace_predict import predict_workload
 
