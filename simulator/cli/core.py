@@ -45,8 +45,13 @@ def run(
     sc = load_scenario(scenario)
     check_out_dir(out)
     t0 = time.perf_counter()
-    with out_lock(out):
-        result = run_scenario(sc, out)
+    try:
+        with out_lock(out):
+            result = run_scenario(sc, out)
+    except UserError as e:  # found only while running: still name the scenario file
+        if str(e).startswith(str(scenario)):
+            raise
+        raise UserError(f"{scenario}: {e}") from None
     rows = result.get("summary") or result.get("rows") or []
     cols = result.get("summary_columns")
     print_rows(rows, f"{sc.name} ({sc.kind})", cols)

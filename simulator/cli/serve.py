@@ -63,7 +63,11 @@ def serve(
     data.update({k: v for k, v in over.items() if v is not None})
     if trace is not None:
         data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
-    sc = parse_scenario(data, str(scenario) if scenario is not None else "command line")
+    from ..config.refs import check_references
+
+    where = "command line" if scenario is None else f"{scenario} (with command-line flags)"
+    sc = parse_scenario(data, where)
+    check_references(sc, where)
     if out is None:
         result = run_serve(sc)
         result.pop("_samples")
