@@ -36,7 +36,7 @@ class SearchSpec(Strict):
     rate_max: PositiveFloat = Field(5000.0, le=L.MAX_RATE, description="highest rate tried, requests/s")
     start: PositiveFloat | None = Field(None, le=L.MAX_RATE, description="first rate tried (default: estimated from decode steps)")
     tolerance: float = Field(0.02, gt=0, lt=1, description="stop bisecting when (fail - pass) / pass <= tolerance")
-    max_runs: PositiveInt = Field(40, le=10_000, description="most simulations per configuration")
+    max_runs: PositiveInt = Field(40, le=1_000, description="most simulations per configuration")
 
     @model_validator(mode="after")
     def _order(self):

@@ -10,6 +10,7 @@ from pydantic import Field, PositiveInt, model_validator
 from .base import Batch, Micros, Seed, Strict, Tokens
 from .. import limits as L
 
+MAX_STEP_SIMULATIONS = 50_000  # about a minute of fast-engine steps
 FusionName = Literal["none", "packed", "compiled", "fused"]
 GraphName = Literal["none", "full", "piecewise", "full_and_piecewise"]
 
@@ -35,6 +36,14 @@ class StepScenario(Strict):
     replicates: int = Field(0, ge=0, le=1000, description="host-noise replicates for p10/p90 bands (0: off)")
     seed: Seed = Field(0, description="seed of the host-noise generator")
     timeline: TimelineSpec = Field(default_factory=TimelineSpec, description="which step the timeline shows")
+
+    @model_validator(mode="after")
+    def _grid(self):
+        sims = len(self.fusion) * len(self.graph) * len(self.batch) * max(1, self.replicates)
+        if sims > MAX_STEP_SIMULATIONS:
+            raise ValueError(f"fusion x graph x batch x replicates = {sims:,} simulations; the limit is "
+                             f"{MAX_STEP_SIMULATIONS:,}")
+        return self
 
 
 class ToyCase(Strict):
@@ -74,3 +83,10 @@ class ToyScenario(Strict):
     engine: Literal["des", "fast"] = Field("des", description="engine")
     cases: list[ToyCase] = Field(min_length=1, max_length=1000, description="cases to simulate")
     timeline_launches: PositiveInt = Field(18, le=100_000, description="how many first launches the timeline shows")
+
+    @model_validator(mode="after")
+    def _total(self):
+        n = sum(c.kernels for c in self.cases)
+        if n > 2 * L.MAX_TOY_KERNELS:
+            raise ValueError(f"the cases add up to {n:,} kernels; the limit is {2 * L.MAX_TOY_KERNELS:,}")
+        return self

@@ -104,6 +104,16 @@ class SweepScenario(Strict):
         return parse_bytes(v)
 
     @model_validator(mode="after")
+    def _grid(self):
+        n = 1
+        for xs in (self.models, self.profiles, self.fusion, self.graph, self.layouts, self.distributions,
+                   self.budgets):
+            n *= len(xs)
+        if n > 1_000_000:
+            raise ValueError(f"the grid has {n:,} points; the limit is 1,000,000")
+        return self
+
+    @model_validator(mode="after")
     def _unique_names(self):
         for what, items in (("layouts", self.layouts), ("distributions", self.distributions)):
             names = [x.name for x in items]
