@@ -108,6 +108,10 @@ def validate(
     if replicates > 1000:
         raise UserError(f"--replicates {replicates:,} is above the limit of 1,000")
     check_out_dir(out)
+    from .jsonfile import read_json
+
+    if measured.exists():
+        read_json(measured, "measured", UserError)  # a folder, binary, non-UTF-8 or malformed file: one line
     try:
         data = load_measured(measured)
         prof = load_profile(profile)

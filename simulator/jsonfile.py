@@ -9,6 +9,7 @@ Infinity constants, which are not JSON). `field_error(where, text, loc, msg)` fo
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from .errors import UserError
@@ -21,16 +22,34 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _first_non_finite(data):
+    """Location of the first NaN / Infinity (or 1e999, read as inf) in parsed JSON, or None (iterative walk)."""
+    stack = [((), data)]
+    while stack:
+        loc, x = stack.pop()
+        if isinstance(x, float) and not math.isfinite(x):
+            return loc, x
+        if isinstance(x, dict):
+            stack.extend((loc + (k,), v) for k, v in reversed(list(x.items())))
+        elif isinstance(x, list):
+            stack.extend((loc + (i,), v) for i, v in reversed(list(enumerate(x))))
+    return None
+
+
 def parse_json_text(text: str, where: str, error: type[UserError] = UserError):
-    """json.loads with NaN/Infinity refused and any nesting problem as one `error` line."""
+    """json.loads with NaN/Infinity (and numbers too large for a float) refused as `FILE:LINE: field` errors and
+    any syntax or nesting problem as one `error` line."""
     try:
-        return json.loads(text, parse_constant=_no_constants)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise error(f"{where}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
-    except ValueError as e:  # NaN / Infinity
-        raise error(f"{where}: not valid JSON ({e}; use a finite number)") from None
     except RecursionError:
         raise error(f"{where}: JSON nested too deep") from None
+    bad = _first_non_finite(data)
+    if bad is not None:
+        loc, x = bad
+        raise field_error(where, text, loc, f"{x!r} is not a finite number (JSON has no NaN or Infinity)", error)
+    return data
 
 
 def read_bytes(path, what: str, error: type[UserError] = UserError, limit: int = MAX_JSON_BYTES) -> bytes:

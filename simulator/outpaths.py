@@ -46,7 +46,7 @@ def _writable_dir(d: Path, flag: str, target: Path) -> None:
 def _check_parents(p: Path, flag: str, target: Path) -> Path:
     """The nearest existing ancestor of p; it must be a folder."""
     base = _nearest_existing(p)
-    if base != p and not base.is_dir():
+    if not base.is_dir():
         raise OutputError(f"{flag} {target}: {base} is a file, not a folder")
     return base
 

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .errors import UserError, validate_versioned
 from .jsonfile import field_error, line_of, read_json
 from .kernels import OpClass
+from .limits import MAX_BATCH, MAX_CTX, MAX_US
 from .report import write_json
 
 FORMAT_VERSION = 1
@@ -44,8 +45,8 @@ class _Strict(BaseModel):
 class KernelEntry(_Strict):
     name: str = Field(description="kernel name as the trace gives it")
     op_class: Literal[CLASS_NAMES] = Field(description="cost class of the kernel")  # type: ignore[valid-type]
-    gpu_us: float = Field(ge=0, description="measured GPU duration, µs")
-    host_us: float = Field(ge=0, description="host time charged to this launch, µs")
+    gpu_us: float = Field(ge=0, le=MAX_US, description="measured GPU duration, µs")
+    host_us: float = Field(ge=0, le=MAX_US, description="host time charged to this launch, µs")
     op: str = Field("", description="top-level aten op that launched it")
     event: Literal["kernel", "gpu_memcpy", "gpu_memset"] = Field("kernel", description="trace event category")
     graph_node: int = Field(0, ge=0, description="position inside a graph launch (0: first or eager)")
@@ -66,11 +67,11 @@ class Workload(_Strict):
     kind: Literal["launchsim-workload"] = Field(description="file type")
     name: str = Field(description="workload name (the trace file's stem)")
     source: dict = Field(default_factory=dict, description="trace path, sha256, device")
-    batch: int | None = Field(None, ge=1, description="sequences per step, from shapes or --batch")
-    q_len: int | None = Field(None, ge=1, description="tokens per sequence in the step")
-    ctx: int | None = Field(None, ge=1, description="context length, from attention's key shape")
+    batch: int | None = Field(None, ge=1, le=MAX_BATCH, description="sequences per step, from shapes or --batch")
+    q_len: int | None = Field(None, ge=1, le=MAX_CTX, description="tokens per sequence in the step")
+    ctx: int | None = Field(None, ge=1, le=MAX_CTX, description="context length, from attention's key shape")
     steps: StepsInfo
-    host_tail_us: float = Field(0.0, ge=0, description="host time after the last launch, µs")
+    host_tail_us: float = Field(0.0, ge=0, le=MAX_US, description="host time after the last launch, µs")
     kernels: list[KernelEntry] = Field(min_length=1, description="the representative step, in launch order")
 
     @property

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     if threading_main():
         signal.signal(signal.SIGTERM, _on_sigterm)  # unwind (workers stop, locks released) instead of dying
     try:
-        rv = app(args=argv, standalone_mode=False)
+        rv = app(args=argv, prog_name="launchsim", standalone_mode=False)
     except UserError as e:
         _fail(str(e))
     except KeyboardInterrupt as e:

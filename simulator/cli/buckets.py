@@ -25,7 +25,10 @@ def buckets(
     as_json: bool = typer.Option(False, "--json", help='print {"sizes": [...]}'),
 ) -> None:
     """Print the capture sizes of a layout preset."""
-    sizes = preset_sizes(preset.strip(), max_size, max_num_seqs)
+    from .checks import named
+
+    with named("preset"):
+        sizes = preset_sizes(preset.strip(), max_size, max_num_seqs)
     if as_json:
         print(json.dumps({"sizes": sizes}))
     else:
@@ -42,10 +45,12 @@ def pad(
 ) -> None:
     """Pad a batch to the smallest captured size >= it (padded null: no captured size fits, no graph)."""
     from .. import limits as L
-    from .checks import count
+    from .checks import count, named
 
     count("batch", batch, L.MAX_BATCH)
-    p = _pad(batch, parse_layout(layout, max_size, max_num_seqs))
+    with named("--layout"):
+        sizes = parse_layout(layout, max_size, max_num_seqs)
+    p = _pad(batch, sizes)
     if as_json:
         print(json.dumps({"batch": p.batch, "padded": p.padded, "waste": p.waste}))
     elif p.padded is None:
@@ -85,12 +90,14 @@ def graph_memory(
     from ..models import load_model
     from ..profile import load_profile
 
-    from .checks import number
+    from .checks import model_flag, modes, named, number, profile_flag
 
     number("--gpu-util", gpu_util, 1.0, "a fraction in (0, 1]")
+    modes(fusion, graph)
     b, ws = _bytes(budget, "--budget"), _bytes(workspace, "--workspace")
-    m, prof = load_model(model), load_profile(profile)
-    sizes = parse_layout(layout, max_size, max_num_seqs)
+    m, prof = model_flag("--model", model), profile_flag("--profile", profile)
+    with named("--layout"):
+        sizes = parse_layout(layout, max_size, max_num_seqs)
     mem = GraphMemoryModel(m, prof, fusion, graph).layout(sizes, shared_pool=not private)
     kv = kv_cache_bytes(m, prof, mem, ws, gpu_util)
     fits = b is None or mem.total_bytes <= b

@@ -78,7 +78,7 @@ def predict(
     """Predict one decode (or mixed decode + prefill) step: step time, CPU/GPU split, kernels, launches."""
     from ..predict import predict as _predict
     from .. import limits as L
-    from .checks import count, seed as check_seed
+    from .checks import count, ctx_fits, model_flag, modes, profile_flag, seed as check_seed
 
     count("--batch", batch, L.MAX_BATCH)
     count("--ctx", ctx, L.MAX_CTX)
@@ -88,6 +88,8 @@ def predict(
     count("--prefill-len", prefill_len, L.MAX_CTX, low=0)
     if workload is not None or model is None:
         from .trace import predict_workload_cmd
+
+        modes(fusion, graph, engine, fusions=("none", "compiled"))
 
         return predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, engine, replicates, seed,
                                     prefill_seqs, as_json)
@@ -102,8 +104,11 @@ def predict(
         raise UserError("--prefill-seqs and --prefill-len must both be positive (a mixed step) or both 0")
     from ..workload import StepShape
 
+    modes(fusion, graph, engine)
+    m, prof = model_flag("--model", model), profile_flag("--profile", profile)
+    ctx_fits(m, ctx, max(1, prefill_len))
     shape = StepShape(batch, ctx, prefill_seqs, prefill_len)
-    p = _predict(model, batch, ctx, fusion, graph, profile, engine, replicates, seed, shape=shape)
+    p = _predict(m, batch, ctx, fusion, graph, prof, engine, replicates, seed, shape=shape)
     d = {"model": model, "batch": batch, "ctx": ctx, "fusion": fusion, "engine": engine, **p.as_dict()}
     if prefill_seqs:
         d.update(prefill_seqs=prefill_seqs, prefill_len=prefill_len, tokens=shape.tokens)

@@ -41,7 +41,7 @@ def optimize(
 
     from .. import limits as L
     from ..outpaths import check_out_dir, out_lock
-    from .checks import count, number
+    from .checks import count, model_flag, modes, named, number, profile_flag
 
     if (dist is None) == (scenario is None):
         raise UserError("give exactly one of --dist CSV or --scenario FILE")
@@ -50,19 +50,31 @@ def optimize(
         raise UserError(f"--max-graphs {max_graphs:,} is above the limit of {L.MAX_OPTIMIZE_SIZE:,}")
     count("--max-size", max_size, L.MAX_OPTIMIZE_SIZE)
     number("--capture-budget", capture_budget, L.MAX_SECONDS, "a positive number of seconds")
+    modes(fusion, graph)
+    choice_objective = objective is None or objective in ("step-time", "padded-rows")
+    if not choice_objective:
+        raise UserError(f"--objective must be step-time or padded-rows, got {objective!r}")
+    model_flag("--model", model)
+    if profile is not None:
+        profile_flag("--profile", profile)
     if out is not None:
         check_out_dir(out)
+    with named("--memory-budget"):
+        mb = parse_memory_budget(memory_budget)
     over = dict(model=model, profile=profile, fusion=fusion, graph=graph, ctx=ctx, objective=objective,
-                max_graphs=max_graphs, memory_budget=parse_memory_budget(memory_budget),
+                max_graphs=max_graphs, memory_budget=mb,
                 capture_budget=capture_budget, max_size=max_size, shared_pool=False if private else None)
     title = "launchsim optimize"
     if scenario is not None:
-        sc = load_scenario(scenario)
+        with named("--scenario"):
+            sc = load_scenario(scenario)
         if not isinstance(sc, BucketsScenario):
             raise UserError(f"{scenario}: kind '{sc.kind}' is not a buckets scenario")
         inp, title = inputs_from_scenario(sc, **over), f"launchsim optimize: {sc.name}"
     else:
-        inp = Inputs(from_csv(dist), **{k: v for k, v in over.items() if v is not None})
+        with named("--dist"):
+            d = from_csv(dist)
+        inp = Inputs(d, **{k: v for k, v in over.items() if v is not None})
     t0 = time.perf_counter()
     if out is None:
         result = run(inp, frontier=False)

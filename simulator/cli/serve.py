@@ -12,11 +12,18 @@ from . import app
 from ..errors import UserError
 
 
+FLAGS = {"model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "layout": "--layout",
+         "rate": "--rate", "duration_s": "--duration", "seed": "--seed", "arrivals.trace": "--trace"}
+
+
 def _layout(spec: str):
     """A preset name stays a string; "1,2,4,8" becomes a list (bad items are reported by the layout parser)."""
     from ..buckets import LAYOUT_PRESETS, parse_layout
 
-    sizes = parse_layout(spec)  # one-line error for anything that is neither, or for sizes <= 0
+    from .checks import named
+
+    with named("--layout"):
+        sizes = parse_layout(spec)  # one-line error for anything that is neither, or for sizes <= 0
     return spec if spec.strip() in LAYOUT_PRESETS else sizes
 
 
@@ -42,7 +49,7 @@ def serve(
 
     from .. import limits as L
     from ..outpaths import check_out_dir, out_lock
-    from .checks import number, seed as check_seed
+    from .checks import named, number, seed as check_seed
 
     number("--rate", rate, L.MAX_RATE, "a positive number of requests/s")
     number("--duration", duration, L.MAX_SECONDS, "a positive number of seconds")
@@ -50,7 +57,8 @@ def serve(
     if out is not None:
         check_out_dir(out)
     if scenario is not None:
-        base = load_scenario(scenario)
+        with named("--scenario"):
+            base = load_scenario(scenario)
         if not isinstance(base, ServeScenario):
             raise UserError(f"{scenario}: --scenario needs a scenario of kind 'serve', got '{base.kind}'")
         data = base.model_dump(mode="python")
@@ -59,15 +67,25 @@ def serve(
             raise UserError("give --model (or --scenario FILE)")
         data = {"kind": "serve", "name": "serve", "model": model}
     over = {"model": model, "rate": rate, "profile": profile, "fusion": fusion, "graph": graph,
-            "layout": _layout(layout) if layout else None, "duration_s": duration, "seed": seed}
+            "layout": _layout(layout) if layout is not None else None, "duration_s": duration, "seed": seed}
     data.update({k: v for k, v in over.items() if v is not None})
     if trace is not None:
         data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
     from ..config.refs import check_references
 
     where = "command line" if scenario is None else f"{scenario} (with command-line flags)"
-    sc = parse_scenario(data, where)
-    check_references(sc, where)
+    try:
+        sc = parse_scenario(data, where)
+        check_references(sc, where)
+    except UserError as e:  # a flag's value: name the flag, not the scenario field it fills
+        msg = str(e)
+        given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "layout": layout,
+                 "rate": rate, "duration_s": duration, "seed": seed, "arrivals.trace": trace}
+        for fld, flag in FLAGS.items():
+            mark = f"field '{fld}': "
+            if given.get(fld) is not None and mark in msg:
+                raise UserError(f"{flag} (field '{fld}'): {msg.split(mark, 1)[1]}") from None
+        raise
     if out is None:
         result = run_serve(sc)
         result.pop("_samples")

@@ -66,17 +66,30 @@ def export_trace_cmd(
 
     from .. import limits as L
     from ..outpaths import check_out_file
-    from .checks import count
+    from .checks import count, model_flag, modes, named, profile_flag
 
     if (model is None) == (workload is None):
         raise UserError("give exactly one of --model or --workload")
     count("--batch", batch, L.MAX_BATCH)
     count("--ctx", ctx, L.MAX_CTX)
+    modes(fusion, graph, fusions=("none", "compiled") if workload is not None else ("none", "packed", "compiled",
+                                                                                    "fused"))
     check_out_file(out)
+    profile_flag("--profile", profile)
+    if model is not None:
+        m = model_flag("--model", model)
+        with named("--ctx"):
+            from .checks import ctx_fits
+
+            ctx_fits(m, ctx or 1024)
     if workload is not None:
         from ..trace_predict import predict_workload
 
-        p, _, wl = predict_workload(workload, batch, ctx, fusion, graph, profile)
+        with named("--workload"):
+            from ..workload_file import load_workload
+
+            wl0 = load_workload(workload)
+        p, _, wl = predict_workload(wl0, batch, ctx, fusion, graph, profile)
         what = f"workload {wl.name}"
     else:
         from ..predict import predict
@@ -109,7 +122,14 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
         raise UserError("--prefill-seqs applies to model presets, not to an imported workload")
     if replicates < 0:
         raise UserError(f"--replicates must be >= 0, got {replicates}")
-    p, wi, wl = predict_workload(workload, batch, ctx, fusion, graph, profile, engine, replicates, seed)
+    from .checks import named, profile_flag
+
+    with named("--workload"):
+        from ..workload_file import load_workload
+
+        wl0 = load_workload(workload)
+    prof = profile_flag("--profile", profile)
+    p, wi, wl = predict_workload(wl0, batch, ctx, fusion, graph, prof, engine, replicates, seed)
     d = result_dict(p, wi, wl, batch, ctx, fusion)
     if as_json:
         print(json.dumps(d))
