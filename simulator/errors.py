@@ -6,6 +6,15 @@ class UserError(ValueError):
     """Bad input: a file, flag, field or value the user can fix."""
 
 
+class Interrupted(BaseException):
+    """Ctrl-C or SIGTERM (raised by the CLI's signal handlers; a BaseException so that no `except Exception`
+    swallows it). The message says what was kept, e.g. that a rerun resumes a sweep."""
+
+    def __init__(self, message: str = "interrupted", code: int = 130):
+        super().__init__(message)
+        self.code = code
+
+
 def read_text(path, what: str, error: type[UserError] = UserError) -> str:
     """A user's text file, or one `error` line: '<path>: no such <what> file', a folder, binary, not UTF-8..."""
     from .jsonfile import read_text_file

@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .errors import Interrupted
 from .graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
 from .models import ModelSpec
 from .padding import route
@@ -260,12 +261,13 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
     try:
         run_chunks([[points[i] for i in t] for t in tasks], on_done, executor, workers, progress,
                    total_points=len(pending), cached_points=cached)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted) as e:
         if out is None:
             raise
-        raise KeyboardInterrupt(
-            f"interrupted: {cached + len(fresh)} of {len(points)} points are saved in {Path(out) / CACHE_FILE}; "
-            "rerun the same command to resume from there") from None
+        raise Interrupted(
+            f"{str(e) or 'interrupted'}: {cached + len(fresh)} of {len(points)} points are saved in "
+            f"{Path(out) / CACHE_FILE}; rerun the same command to resume from there",
+            getattr(e, "code", 130)) from None
     rows = []
     for i, k in enumerate(keys):
         r = fresh.get(i, done.get(k))

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from ..errors import UserError
+from ..errors import Interrupted, UserError
 
 app = typer.Typer(
     add_completion=False,
@@ -34,23 +34,45 @@ def _fail(msg: str, code: int = 2) -> None:
     sys.exit(code)
 
 
-def _on_sigterm(signum, frame):  # noqa: ARG001
-    raise KeyboardInterrupt("terminated")
+def _on_signal(signum, frame):  # noqa: ARG001
+    import signal
+
+    if signum == signal.SIGTERM:
+        raise Interrupted("terminated", 143)
+    raise Interrupted("interrupted", 130)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI. Bad input of any kind (a flag, a file, a field) is one stderr line and exit code 2."""
-    import os
     import signal
     import warnings
 
     warnings.simplefilter("ignore", RuntimeWarning)  # numpy overflow notes must not precede the error line
+    old = None
     if threading_main():
-        signal.signal(signal.SIGTERM, _on_sigterm)  # unwind (workers stop, locks released) instead of dying
+        old = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+        # unwind (workers stop, locks released, a sweep says how to resume) instead of dying mid-write; raised as
+        # Interrupted, not KeyboardInterrupt, which typer would turn into a silent exit code
+        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGINT, _on_signal)
+    try:
+        _run(argv)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old[0])
+            signal.signal(signal.SIGINT, old[1])
+
+
+def _run(argv) -> None:
+    import os
+
     try:
         rv = app(args=argv, prog_name="launchsim", standalone_mode=False)
     except UserError as e:
         _fail(str(e))
+    except Interrupted as e:
+        print(f"launchsim: {_one_line(str(e))}", file=sys.stderr)
+        sys.exit(e.code)
     except KeyboardInterrupt as e:
         msg = str(e) if str(e) and str(e) != "terminated" else "interrupted"
         print(f"launchsim: {_one_line(msg)}", file=sys.stderr)
@@ -63,8 +85,10 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)
         if "UsageError" in names:
             _fail(f"{ctx.command_path + ': ' if ctx is not None else ''}{e.format_message()}")
-        if "Abort" in names:
-            print("launchsim: interrupted", file=sys.stderr)
+        cause = e.__cause__ or e.__context__
+        if "Abort" in names or isinstance(cause, KeyboardInterrupt):  # click/typer wrap Ctrl-C and SIGTERM
+            msg = str(cause) if isinstance(cause, KeyboardInterrupt) else ""
+            print(f"launchsim: {_one_line(msg) if msg and msg != 'terminated' else 'interrupted'}", file=sys.stderr)
             sys.exit(130)
         if "Exit" in names:
             sys.exit(getattr(e, "exit_code", 0))

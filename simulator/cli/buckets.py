@@ -13,6 +13,7 @@ from . import app
 from ..buckets import pad as _pad
 from ..buckets import parse_layout, preset_sizes
 from ..errors import UserError
+from ..report import dumps
 
 MiB = 1 << 20
 
@@ -30,7 +31,7 @@ def buckets(
     with named("preset"):
         sizes = preset_sizes(preset.strip(), max_size, max_num_seqs)
     if as_json:
-        print(json.dumps({"sizes": sizes}))
+        print(dumps({"sizes": sizes}))
     else:
         print(f"{preset}: {len(sizes)} sizes: {', '.join(map(str, sizes))}")
 
@@ -52,7 +53,7 @@ def pad(
         sizes = parse_layout(layout, max_size, max_num_seqs)
     p = _pad(batch, sizes)
     if as_json:
-        print(json.dumps({"batch": p.batch, "padded": p.padded, "waste": p.waste}))
+        print(dumps({"batch": p.batch, "padded": p.padded, "waste": p.waste}))
     elif p.padded is None:
         print(f"batch {batch}: above the largest captured size, runs without a graph")
     else:
@@ -105,7 +106,7 @@ def graph_memory(
          "budget_bytes": b, "fits_budget": fits, "weights_bytes": m.weight_bytes,
          "kv_cache_bytes": kv, "kv_tokens": kv_cache_tokens(m, kv), "kv_fits": kv > 0}
     if as_json:
-        print(json.dumps(d))
+        print(dumps(d))
     else:
         pool = "private pools" if private else "one shared pool (largest first)"
         print(f"{m.name} on {prof.name}, {fusion}/{graph}, layout {layout}: {len(sizes)} sizes, {mem.graphs} graphs, "

@@ -15,6 +15,7 @@ from rich.table import Table
 from . import app
 from ..config import load_scenario, scenario_json_schema
 from ..errors import UserError
+from ..report import dumps
 
 console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
 
@@ -113,7 +114,7 @@ def predict(
     if prefill_seqs:
         d.update(prefill_seqs=prefill_seqs, prefill_len=prefill_len, tokens=shape.tokens)
     if as_json:
-        print(json.dumps(d))
+        print(dumps(d))
     else:
         print_rows([d], "prediction")
 

@@ -12,6 +12,7 @@ import typer
 
 from . import app
 from ..errors import UserError
+from ..report import dumps
 
 
 @app.command()
@@ -85,7 +86,7 @@ def optimize(
             result["wall_s"] = time.perf_counter() - t0
             write_outputs(result, inp.dist, out, title)
     if as_json:
-        print(json.dumps(result, default=float))
+        print(dumps(result))
         return
     _print(result, out)
 

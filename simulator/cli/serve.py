@@ -10,6 +10,7 @@ import typer
 
 from . import app
 from ..errors import UserError
+from ..report import dumps
 
 
 FLAGS = {"model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "layout": "--layout",
@@ -96,7 +97,7 @@ def serve(
     d = {**result["config"], **result["metrics"], **result["kv"], "simulated_s": result["simulated_s"],
          "wall_s": result["wall_s"], "step_evals": result["step_evals"], "events": result["events"]}
     if as_json:
-        print(json.dumps(d))
+        print(dumps(d))
         return
     from .core import print_rows
 

@@ -13,6 +13,7 @@ from rich.table import Table
 from . import app
 from .core import console, print_rows
 from ..errors import UserError
+from ..report import dumps
 
 
 @app.command("import-trace")
@@ -132,7 +133,7 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
     p, wi, wl = predict_workload(wl0, batch, ctx, fusion, graph, prof, engine, replicates, seed)
     d = result_dict(p, wi, wl, batch, ctx, fusion)
     if as_json:
-        print(json.dumps(d))
+        print(dumps(d))
         return
     cols = ["workload", "batch", "ctx", "fusion", "graph", "step_ms", "cpu_ms", "gpu_ms", "gpu_idle_frac", "kernels",
             "launches", "bound", "traced_host_ms", "traced_gpu_ms"]
