@@ -15,6 +15,7 @@ import bisect
 from dataclasses import dataclass
 
 from .errors import UserError
+from .limits import MAX_BATCH
 
 LAYOUT_PRESETS = ("vllm", "sglang", "trtllm", "seed", "pow2", "all")
 SEED_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -34,6 +35,9 @@ def preset_sizes(name: str, max_size: int | None = None, max_num_seqs: int | Non
         raise BucketError(f"--max-size must be a positive integer, got {max_size}")
     if max_num_seqs is not None and max_num_seqs <= 0:
         raise BucketError(f"--max-num-seqs must be a positive integer, got {max_num_seqs}")
+    for what, v in (("--max-size", max_size), ("--max-num-seqs", max_num_seqs)):
+        if v is not None and v > MAX_BATCH:
+            raise BucketError(f"{what} {v:,} is above the limit of {MAX_BATCH:,} (the largest batch launchsim models)")
     if name == "vllm":
         mx = max_size if max_size is not None else vllm_max_size(max_num_seqs or 256)
         sizes = [1, 2, 4] + list(range(8, min(mx + 1, 256), 8)) + list(range(256, mx + 1, 16))
@@ -75,9 +79,12 @@ def parse_layout(spec: str | list[int], max_size: int | None = None, max_num_seq
         items = list(spec)
     if not items:
         raise BucketError("a layout needs at least one size")
-    bad = [s for s in items if not isinstance(s, int) or s <= 0]
+    bad = [s for s in items if isinstance(s, bool) or not isinstance(s, int) or s <= 0]
     if bad:
         raise BucketError(f"capture sizes must be positive integers, got {bad[0]!r}")
+    big = [s for s in items if s > MAX_BATCH]
+    if big:
+        raise BucketError(f"capture size {big[0]:,} is above the limit of {MAX_BATCH:,}")
     return sorted(set(items))
 
 

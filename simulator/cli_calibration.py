@@ -27,11 +27,9 @@ def _need_gpu(what: str) -> None:
 
 
 def _out_json(out: Path) -> Path:
-    if out.suffix != ".json":
-        raise UserError(f"--out must name a .json file, got {out}")
-    if out.exists() and out.is_dir():
-        raise UserError(f"--out {out} is a directory")
-    return out
+    from .outpaths import check_out_file
+
+    return check_out_file(out, "--out", suffix=".json")
 
 
 def calibrate(
@@ -103,10 +101,17 @@ def validate(
 
     from .profile import ProfileError, load_profile
 
+    from .outpaths import check_out_dir
+
     if replicates < 1:
         raise UserError(f"--replicates must be >= 1, got {replicates}")
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} exists and is not a directory")
+    if replicates > 1000:
+        raise UserError(f"--replicates {replicates:,} is above the limit of 1,000")
+    check_out_dir(out)
+    from .jsonfile import read_json
+
+    if measured.exists():
+        read_json(measured, "measured", UserError)  # a folder, binary, non-UTF-8 or malformed file: one line
     try:
         data = load_measured(measured)
         prof = load_profile(profile)
@@ -159,8 +164,9 @@ def combine_profiles(
     from .profile import combine, load_profile
     from .report import write_json
 
+    _out_json(out)
     p = combine(load_profile(host), load_profile(device))
-    path = write_json(_out_json(out), p.model_dump(mode="json"))
+    path = write_json(out, p.model_dump(mode="json"))
     print(f"wrote {path}: host from {host}, device from {device}")
 
 

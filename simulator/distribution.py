@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import UserError, read_text
+from .limits import MAX_BATCH
 
 
 class DistributionError(UserError):
@@ -53,14 +54,20 @@ def from_histogram(hist: dict[int, float], label: str = "histogram") -> BatchDis
             raise DistributionError(f"{label}: batch size {b!r} is not an integer") from None
         if b <= 0:
             raise DistributionError(f"{label}: batch sizes must be positive, got {b}")
-        if not isinstance(c, (int, float)) or c < 0 or not np.isfinite(c):
+        if b > MAX_BATCH:
+            raise DistributionError(f"{label}: batch size {b:,} is above the limit of {MAX_BATCH:,}")
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or c < 0 or not np.isfinite(float(c)):
             raise DistributionError(f"{label}: count for batch {b} must be a non-negative number, got {c!r}")
         items[b] = items.get(b, 0.0) + float(c)
-    total = sum(items.values())
-    if total <= 0:
+    top = max(items.values())
+    if not np.isfinite(top):
+        raise DistributionError(f"{label}: counts add up to more than a float holds")
+    if top <= 0:
         raise DistributionError(f"{label}: all counts are zero")
-    sizes = tuple(sorted(b for b, c in items.items() if c > 0))
-    return BatchDistribution(sizes, tuple(items[b] / total for b in sizes), label)
+    scaled = {b: c / top for b, c in items.items()}  # scaled first: counts near 1e308 would sum to inf
+    total = sum(scaled.values())
+    sizes = tuple(sorted(b for b, c in scaled.items() if c > 0))
+    return BatchDistribution(sizes, tuple(scaled[b] / total for b in sizes), label)
 
 
 def from_samples(samples, label: str = "samples") -> BatchDistribution:
@@ -95,10 +102,12 @@ def from_csv(path: str | Path) -> BatchDistribution:
             b = int(float(r[bi]))
             if float(r[bi]) != b:
                 raise ValueError
-        except (ValueError, IndexError):
+        except (ValueError, IndexError, OverflowError):
             raise DistributionError(f"{p}:{n}: column 'batch': not an integer ({r[bi] if bi < len(r) else ''!r})") from None
         if b <= 0:
             raise DistributionError(f"{p}:{n}: column 'batch': must be positive, got {b}")
+        if b > MAX_BATCH:
+            raise DistributionError(f"{p}:{n}: column 'batch': {b:,} is above the limit of {MAX_BATCH:,}")
         c = 1.0
         if ci is not None:
             try:
@@ -108,6 +117,8 @@ def from_csv(path: str | Path) -> BatchDistribution:
             if c < 0 or not np.isfinite(c):
                 raise DistributionError(f"{p}:{n}: column 'count': must be a non-negative number, got {r[ci]}")
         hist[b] = hist.get(b, 0.0) + c
+        if not np.isfinite(hist[b]):
+            raise DistributionError(f"{p}:{n}: column 'count': counts for batch {b} add up to more than a float holds")
     return from_histogram(hist, str(p))
 
 

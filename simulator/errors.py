@@ -6,17 +6,20 @@ class UserError(ValueError):
     """Bad input: a file, flag, field or value the user can fix."""
 
 
-def read_text(path, what: str, error: type[UserError] = UserError) -> str:
-    """A user's text file, or one `error` line: '<path>: no such <what> file' / 'cannot read ...'."""
-    from pathlib import Path
+class Interrupted(BaseException):
+    """Ctrl-C or SIGTERM (raised by the CLI's signal handlers; a BaseException so that no `except Exception`
+    swallows it). The message says what was kept, e.g. that a rerun resumes a sweep."""
 
-    p = Path(path)
-    try:
-        return p.read_text()
-    except FileNotFoundError:
-        raise error(f"{p}: no such {what} file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
-        raise error(f"{p}: cannot read {what} file ({e.__class__.__name__})") from None
+    def __init__(self, message: str = "interrupted", code: int = 130):
+        super().__init__(message)
+        self.code = code
+
+
+def read_text(path, what: str, error: type[UserError] = UserError) -> str:
+    """A user's text file, or one `error` line: '<path>: no such <what> file', a folder, binary, not UTF-8..."""
+    from .jsonfile import read_text_file
+
+    return read_text_file(path, what, error)
 
 
 def first_error(e) -> tuple[str, str]:
@@ -26,7 +29,7 @@ def first_error(e) -> tuple[str, str]:
 
 
 def validate_versioned(model, raw: object, where: str, version_key: str, version: int,
-                       error: type[UserError], what: str):
+                       error: type[UserError], what: str, text: str | None = None):
     """Validate a versioned JSON document (a profile, a workload file) into pydantic `model`; any problem
     is one `error` line: not an object, wrong version, or the first field error with its path."""
     from pydantic import ValidationError
@@ -34,10 +37,17 @@ def validate_versioned(model, raw: object, where: str, version_key: str, version
     if not isinstance(raw, dict):
         raise error(f"{where}: {what} must be a JSON object")
     v = raw.get(version_key)
-    if v != version:
-        raise error(f"{where}: {version_key} is {v!r}, this launchsim reads version {version}")
+    if v != version or isinstance(v, bool):
+        from .jsonfile import line_of
+
+        raise error(f"{where}:{line_of(text, (version_key,))}: field '{version_key}': {version_key} is {v!r}, this launchsim "
+                    f"reads version {version}")
     try:
         return model.model_validate(raw)
     except ValidationError as e:
-        loc, msg = first_error(e)
-        raise error(f"{where}: field '{loc}': {msg}") from None
+        from .jsonfile import field_error
+
+        err = e.errors()[0]
+        raise field_error(where, text, tuple(err["loc"]), err["msg"], error) from None
+    except RecursionError:
+        raise error(f"{where}: nested too deep") from None

@@ -19,9 +19,36 @@ class ExecutorError(UserError):
     pass
 
 
+def _die_with_parent() -> None:
+    """Worker initializer: exit when the parent dies (kill -9, SIGTERM), instead of computing on as an orphan."""
+    import os
+    import signal
+    import threading
+    import time
+
+    parent = os.getppid()
+    try:  # Linux: the kernel sends SIGKILL when the parent exits
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler: terminate() must just end us
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
+
+
 @contextmanager
 def _progress(enabled: bool, total: int, cached: int):
-    if not enabled or total == 0:
+    import sys
+
+    if not enabled or total == 0 or not sys.stderr.isatty():
         yield lambda n, sims: None
         return
     from rich.console import Console
@@ -61,7 +88,7 @@ def run_chunks(chunks: list[list], on_done: Callable[[int, list, dict], None], e
                 on_done(i, rows, st)
                 adv(len(rows), st["simulated"])
         return
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)))
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), initializer=_die_with_parent)
     try:
         futs = {pool.submit(evaluate_chunk, c): i for i, c in enumerate(chunks)}  # fork before the bar's thread
         with _progress(progress, total_points, cached_points) as adv:
@@ -74,6 +101,8 @@ def run_chunks(chunks: list[list], on_done: Callable[[int, list, dict], None], e
                     adv(len(rows), st["simulated"])
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()  # a running chunk would otherwise finish first
         raise
     pool.shutdown(wait=True)
 

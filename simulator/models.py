@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from . import limits as L
 from .errors import UserError
+from .jsonfile import field_error, read_json
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,41 +73,72 @@ _REQUIRED = (
 )
 
 
+_LIMITS = {"hidden_size": L.MAX_DIM, "num_hidden_layers": L.MAX_LAYERS, "num_attention_heads": 1 << 14,
+           "intermediate_size": L.MAX_DIM * 4, "vocab_size": 1 << 24, "num_key_value_heads": 1 << 14,
+           "head_dim": 1 << 14, "max_position_embeddings": 1 << 31}
+
+
 def load_model(name_or_path: str) -> ModelSpec:
-    """A preset name, or a path to a Hugging Face `config.json`."""
+    """A preset name, or a path to a Hugging Face `config.json`. Every problem is one line
+    `FILE:LINE: field 'name': message` (or names the file)."""
     if name_or_path in PRESETS:
         return PRESETS[name_or_path]
+    if not str(name_or_path).strip():
+        raise ModelError(f"empty model name: use one of {', '.join(sorted(PRESETS))} or a config.json path")
     path = Path(name_or_path)
     if not path.suffix == ".json" and not path.exists():
         raise ModelError(
             f"unknown model '{name_or_path}': use one of {', '.join(sorted(PRESETS))} or a config.json path"
         )
-    try:
-        cfg = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ModelError(f"{path}: no such model config file") from None
-    except json.JSONDecodeError as e:
-        raise ModelError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"  # a model folder, as Hugging Face downloads it
+    cfg, text = read_json(path, "model config", ModelError, limit=64 << 20)
+    where = str(path)
     if not isinstance(cfg, dict):
-        raise ModelError(f"{path}: a config.json must hold a JSON object")
+        raise ModelError(f"{where}:1: a config.json must hold a JSON object")
+
+    def bad(key, msg):
+        return field_error(where, text, (key,), msg, ModelError)
+
     missing = [k for k in _REQUIRED if k not in cfg]
     if missing:
-        raise ModelError(f"{path}: missing field(s) {', '.join(missing)}")
-    for k in _REQUIRED + ("num_key_value_heads", "head_dim"):
-        if k in cfg and (not isinstance(cfg[k], int) or cfg[k] <= 0):
-            raise ModelError(f"{path}: field '{k}' must be a positive integer, got {cfg[k]!r}")
+        raise ModelError(f"{where}:1: field '{missing[0]}': missing field (required)"
+                         + (f" (also {', '.join(missing[1:])})" if missing[1:] else ""))
+    for k, cap in _LIMITS.items():
+        if k not in cfg or (cfg[k] is None and k in ("num_key_value_heads", "head_dim")):
+            continue
+        v = cfg[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise bad(k, f"must be a positive integer, got {v!r}")
+        if v > cap:
+            raise bad(k, f"{v:,} is above the limit of {cap:,}")
     heads = cfg["num_attention_heads"]
-    arch = " ".join(cfg.get("architectures", []) or []) + " " + str(cfg.get("model_type", ""))
+    kv = cfg.get("num_key_value_heads") or heads
+    if heads % kv:
+        raise bad("num_key_value_heads", f"num_attention_heads ({heads}) must be a multiple of it ({kv})")
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    if head_dim <= 0:
+        raise bad("num_attention_heads", f"more heads ({heads}) than hidden_size ({cfg['hidden_size']}) allows")
+    arch = cfg.get("architectures", [])
+    if arch is not None and (not isinstance(arch, list) or not all(isinstance(x, str) for x in arch)):
+        raise bad("architectures", f"must be a list of strings, got {arch!r}")
+    mtype = cfg.get("model_type", "")
+    if mtype is not None and not isinstance(mtype, str):
+        raise bad("model_type", f"must be a string, got {mtype!r}")
+    tie = cfg.get("tie_word_embeddings", False)
+    if tie is not None and not isinstance(tie, bool):
+        raise bad("tie_word_embeddings", f"must be true or false, got {tie!r}")
+    arch_text = " ".join(arch or []) + " " + str(mtype or "")
     return ModelSpec(
         name=path.stem if path.stem != "config" else path.parent.name or "custom",
         hidden_size=cfg["hidden_size"],
         num_hidden_layers=cfg["num_hidden_layers"],
         num_attention_heads=heads,
-        num_key_value_heads=cfg.get("num_key_value_heads", heads),
-        head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
+        num_key_value_heads=kv,
+        head_dim=head_dim,
         intermediate_size=cfg["intermediate_size"],
         vocab_size=cfg["vocab_size"],
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        qk_norm="qwen3" in arch.lower(),
-        max_position_embeddings=int(cfg.get("max_position_embeddings", 131072)),
+        tie_word_embeddings=bool(tie),
+        qk_norm="qwen3" in arch_text.lower(),
+        max_position_embeddings=int(cfg.get("max_position_embeddings") or 131072),
     )

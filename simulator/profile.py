@@ -9,6 +9,7 @@ Validation on load turns any schema problem into one `ProfileError` line naming 
 from __future__ import annotations
 
 from .errors import UserError, validate_versioned
+from .profile_check import check_profile, read_profile_file
 
 import json
 from pathlib import Path
@@ -179,15 +180,13 @@ def load_profile(name_or_path: str | None = None) -> Profile:
     if not path.exists():
         names = ", ".join(p.stem for p in available_profiles())
         raise ProfileError(f"unknown profile '{name_or_path}': no file {path} (available: {names})")
-    try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ProfileError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    return parse_profile(raw, str(path))
+    raw, text = read_profile_file(path, ProfileError)
+    return parse_profile(raw, str(path), text)
 
 
-def parse_profile(raw: object, where: str = "<profile>") -> Profile:
-    return validate_versioned(Profile, raw, where, "schema_version", SCHEMA_VERSION, ProfileError, "a profile")
+def parse_profile(raw: object, where: str = "<profile>", text: str | None = None) -> Profile:
+    check_profile(raw, where, text, ProfileError)  # generic: finite, sorted axes, matching lengths (profile_check)
+    return validate_versioned(Profile, raw, where, "schema_version", SCHEMA_VERSION, ProfileError, "a profile", text)
 
 
 def combine(host_from: Profile, device_from: Profile) -> Profile:

@@ -11,6 +11,7 @@ import csv
 import html
 import io
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -33,8 +34,27 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return p
 
 
+def finite(obj):
+    """A copy of a JSON-bound value with NaN and infinities as None: JSON has no NaN (`json.dumps` would write
+    the non-standard token NaN, which strict readers reject)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if hasattr(obj, "tolist") or hasattr(obj, "item") or hasattr(obj, "model_dump"):
+        return finite(_default(obj))
+    return obj
+
+
+def dumps(obj, **kw) -> str:
+    """json.dumps that never writes NaN or Infinity (they become null)."""
+    return json.dumps(finite(obj), allow_nan=False, default=_default, **kw)
+
+
 def write_json(path: str | Path, obj) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=2, default=_default) + "\n")
+    return atomic_write_text(path, dumps(obj, indent=2) + "\n")
 
 
 def write_csv(path: str | Path, rows: list[dict]) -> Path:

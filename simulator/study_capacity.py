@@ -159,7 +159,8 @@ def _report(path: Path, sc, found: list[dict], rows: list[dict], slo: Slo) -> No
                          f"{html.escape(f['message'])}</p>")
     for f in found:
         if f["layout_note"]:
-            notes.append(f"<p class='note'>Layout '{f['layout_label']}': {f['layout_note']}</p>")
+            notes.append(f"<p class='note'>Layout '{html.escape(f['layout_label'])}': "
+                         f"{html.escape(f['layout_note'])}</p>")
     target = (f" Replicas: ceil({sc.target_rate:g} req/s / best rate), traffic split evenly."
               if sc.target_rate else "")
     intro = (f"{sc.description} SLO: {slo.describe()}. Each configuration's best rate is the highest that met the "

@@ -21,6 +21,7 @@ from .buckets import preset_sizes
 from .costs import CostModel
 from .distribution import BatchDistribution
 from .errors import UserError
+from .limits import MAX_OPTIMIZE_SIZE
 from .graph_memory import GraphMemoryModel
 from .models import ModelSpec, load_model
 from .predict import simulate
@@ -94,6 +95,14 @@ def setup(inp: Inputs) -> Setup:
         raise OptimizeError(f"--max-size must be a positive integer, got {inp.max_size}")
     if inp.capture_budget is not None and not inp.capture_budget > 0:
         raise OptimizeError(f"--capture-budget must be a positive number of seconds, got {inp.capture_budget}")
+    if inp.max_size is not None and inp.max_size > MAX_OPTIMIZE_SIZE:
+        raise OptimizeError(f"--max-size {inp.max_size:,} is above the limit of {MAX_OPTIMIZE_SIZE:,}")
+    if inp.max_graphs > MAX_OPTIMIZE_SIZE:
+        raise OptimizeError(f"--max-graphs {inp.max_graphs:,} is above the limit of {MAX_OPTIMIZE_SIZE:,}")
+    if inp.max_size is None and inp.dist.max_batch > MAX_OPTIMIZE_SIZE:
+        raise OptimizeError(f"{inp.dist.label}: the largest batch, {inp.dist.max_batch:,}, is above the "
+                            f"optimizer's limit of {MAX_OPTIMIZE_SIZE:,} candidate sizes: give --max-size (max_size) "
+                            f"<= {MAX_OPTIMIZE_SIZE:,}; larger batches then run without a graph")
     model = load_model(inp.model) if isinstance(inp.model, str) else inp.model
     prof = load_profile(inp.profile)
     gm = GraphMemoryModel(model, prof, inp.fusion, inp.graph)

@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .errors import Interrupted
 from .graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
 from .models import ModelSpec
 from .padding import route
@@ -27,6 +28,14 @@ from .workload import StepShape, decode
 
 CACHE_VERSION = 1
 CACHE_FILE = "cache.jsonl"
+# the keys of evaluate_point's row, in order: cached rows are put back in this order (a resumed run's CSV
+# columns and JSON equal an uninterrupted run's), and a cached line without exactly these keys is recomputed
+ROW_KEYS = ("model", "profile", "fusion", "graph", "layout", "sizes", "max_size", "distribution", "budget_bytes",
+            "ctx", "mixed_share", "shared_pool", "graphs", "pool_bytes", "static_bytes", "graph_bytes",
+            "fits_budget", "kv_cache_bytes", "kv_tokens", "capture_s", "memory_source", "waste", "waste_mean",
+            "padded_rows", "overflow_frac", "expected_step_ms", "unpadded_step_ms", "padding_cost_ms",
+            "graph_none_step_ms", "speedup_vs_graph_none", "eager_step_ms", "speedup_vs_eager", "tokens_per_s",
+            "step_evals")
 
 
 @dataclass(frozen=True)
@@ -151,17 +160,29 @@ def evaluate_chunk(points: list[Point]) -> tuple[list[dict], dict]:
 
 
 # -- the cache ------------------------------------------------------------------------------------
+def _valid_row(row) -> dict | None:
+    """A cached row with exactly ROW_KEYS and plain JSON scalars, in ROW_KEYS order; None otherwise."""
+    if not isinstance(row, dict) or set(row) != set(ROW_KEYS):
+        return None
+    if not all(v is None or isinstance(v, (str, int, float, bool)) for v in row.values()):
+        return None
+    return {k: row[k] for k in ROW_KEYS}
+
+
 def load_cache(out: Path) -> dict[str, dict]:
-    """Rows by point key from OUT/cache.jsonl; a torn last line (interrupted write) is ignored."""
+    """Rows by point key from OUT/cache.jsonl. Lines that are torn (an interrupted write), not JSON, not UTF-8,
+    or hold a row of the wrong shape are ignored: those points are computed again."""
     path = Path(out) / CACHE_FILE
-    if not path.exists():
+    if not path.is_file():
         return {}
     done = {}
-    for line in path.read_text().splitlines():
+    for raw in path.read_bytes().splitlines():
         try:
-            rec = json.loads(line)
-            done[rec["key"]] = rec["row"]
-        except (json.JSONDecodeError, KeyError, TypeError):
+            rec = json.loads(raw.decode("utf-8"))
+            row = _valid_row(rec["row"])
+            if row is not None and isinstance(rec["key"], str):
+                done[rec["key"]] = row
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError):
             continue
     return done
 
@@ -170,7 +191,7 @@ def append_cache(out: Path, rows: list[tuple[str, dict]]) -> None:
     """Append one line per point in a single write to an O_APPEND file, then fsync."""
     path = Path(out) / CACHE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps({"key": k, "row": r}, sort_keys=True) + "\n" for k, r in rows)
+    text = "".join(json.dumps({"key": k, "row": r}) + "\n" for k, r in rows)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         if os.fstat(fd).st_size and _last_byte(path) != b"\n":
@@ -237,8 +258,16 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
         for k in stats:
             stats[k] += st[k]
 
-    run_chunks([[points[i] for i in t] for t in tasks], on_done, executor, workers, progress,
-               total_points=len(pending), cached_points=cached)
+    try:
+        run_chunks([[points[i] for i in t] for t in tasks], on_done, executor, workers, progress,
+                   total_points=len(pending), cached_points=cached)
+    except (KeyboardInterrupt, Interrupted) as e:
+        if out is None:
+            raise
+        raise Interrupted(
+            f"{str(e) or 'interrupted'}: {cached + len(fresh)} of {len(points)} points are saved in "
+            f"{Path(out) / CACHE_FILE}; rerun the same command to resume from there",
+            getattr(e, "code", 130)) from None
     rows = []
     for i, k in enumerate(keys):
         r = fresh.get(i, done.get(k))

@@ -10,6 +10,8 @@ instant events are dropped here.
 from __future__ import annotations
 
 import gzip
+import io
+import math
 import json
 import zlib
 from dataclasses import dataclass, field
@@ -59,17 +61,17 @@ class RawTrace:
 
 
 def _read_bytes(p: Path) -> bytes:
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise TraceError(f"{p}: no such trace file") from None
-    except (IsADirectoryError, PermissionError) as e:
-        raise TraceError(f"{p}: cannot read trace file ({e.__class__.__name__})") from None
+    from .jsonfile import MAX_JSON_BYTES, read_bytes
+
+    raw = read_bytes(p, "trace", TraceError)
     if raw[:2] == b"\x1f\x8b":
         try:
-            raw = gzip.decompress(raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
+                raw = f.read(MAX_JSON_BYTES + 1)
         except (OSError, EOFError, zlib.error) as e:
             raise TraceError(f"{p}: damaged gzip file ({str(e) or e.__class__.__name__})") from None
+        if len(raw) > MAX_JSON_BYTES:
+            raise TraceError(f"{p}: decompresses to more than {MAX_JSON_BYTES:,} bytes; too large for a trace")
     elif p.suffix == ".gz":
         raise TraceError(f"{p}: named .gz but is not gzip data")
     return raw
@@ -98,7 +100,11 @@ def read_trace(path: str | Path) -> RawTrace:
     if not text.strip():
         raise TraceError(f"{p}: empty file, not a Chrome trace")
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise TraceError(f"{p}: JSON nested too deep, not a Chrome trace") from None
+    except _Constant as e:
+        raise TraceError(f"{p}: not valid JSON ({e} is not a JSON number)") from None
     except json.JSONDecodeError as e:
         if e.pos >= len(text.rstrip()) - 2 or e.msg.startswith("Unterminated string"):
             raise TraceError(f"{p}:{e.lineno}: truncated JSON (the file ends before the trace does)") from None
@@ -113,6 +119,7 @@ def read_trace(path: str | Path) -> RawTrace:
     else:
         raise TraceError(f"{p}: not a Chrome trace (top-level JSON is a {type(data).__name__})")
     events = [e for e in (_event(d) for d in evs if isinstance(d, dict)) if e is not None]
+    _check_times(evs, p, text, isinstance(data, dict))
     if evs and not any(isinstance(d, dict) and "ph" in d for d in evs):
         raise TraceError(f"{p}: not a Chrome trace (events have no 'ph' field)")
     if not any(e.cat in GPU_CATS for e in events):
@@ -121,4 +128,41 @@ def read_trace(path: str | Path) -> RawTrace:
             f"{p}: trace has no CUDA kernels ({cpu} CPU ops, 0 GPU events): record it with "
             "ProfilerActivity.CUDA on a GPU"
         )
+    if not any(e.cat in LAUNCH_CATS for e in events):
+        gpu = sum(e.cat in GPU_CATS for e in events)
+        raise TraceError(
+            f"{p}: trace has {gpu} GPU events but no CUDA launch calls (cuda_runtime / cuda_driver): record it "
+            "with ProfilerActivity.CPU as well as ProfilerActivity.CUDA"
+        )
     return RawTrace(str(p), events, meta)
+
+
+class _Constant(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    raise _Constant(name)
+
+
+def _check_times(evs: list, p: Path, text: str, wrapped: bool) -> None:
+    """Complete events need a finite timestamp and a finite, non-negative duration."""
+    from .jsonfile import field_error
+
+    for i, d in enumerate(evs):
+        if not isinstance(d, dict) or d.get("ph") != "X":
+            continue
+        for k in ("ts", "dur"):
+            v = d.get(k)
+            if v is None and k == "dur":
+                continue
+            try:
+                x = float(v)
+            except (TypeError, ValueError):
+                if k == "ts":
+                    continue  # events without a usable timestamp are dropped, as before
+                x = float("nan")
+            if not math.isfinite(x) or (k == "dur" and x < 0):
+                loc = (("traceEvents",) if wrapped else ()) + (i, k)
+                raise field_error(str(p), text, loc, f"must be a finite number{' >= 0' if k == 'dur' else ''}, "
+                                  f"got {v!r} (event '{d.get('name', '')}')", TraceError)

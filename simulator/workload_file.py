@@ -18,17 +18,19 @@ Format (JSON, `format_version` 1; unknown keys are rejected):
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import UserError, read_text, validate_versioned
+from .errors import UserError, validate_versioned
+from .jsonfile import field_error, line_of, read_json
 from .kernels import OpClass
+from .limits import MAX_BATCH, MAX_CTX, MAX_US
 from .report import write_json
 
 FORMAT_VERSION = 1
+MAX_KERNELS = 1_000_000  # one step of the largest models launches a few thousand
 CLASS_NAMES = tuple(c.value for c in OpClass if c is not OpClass.VIEW)
 
 
@@ -37,14 +39,14 @@ class WorkloadFileError(UserError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class KernelEntry(_Strict):
     name: str = Field(description="kernel name as the trace gives it")
     op_class: Literal[CLASS_NAMES] = Field(description="cost class of the kernel")  # type: ignore[valid-type]
-    gpu_us: float = Field(ge=0, description="measured GPU duration, µs")
-    host_us: float = Field(ge=0, description="host time charged to this launch, µs")
+    gpu_us: float = Field(ge=0, le=MAX_US, description="measured GPU duration, µs")
+    host_us: float = Field(ge=0, le=MAX_US, description="host time charged to this launch, µs")
     op: str = Field("", description="top-level aten op that launched it")
     event: Literal["kernel", "gpu_memcpy", "gpu_memset"] = Field("kernel", description="trace event category")
     graph_node: int = Field(0, ge=0, description="position inside a graph launch (0: first or eager)")
@@ -65,11 +67,11 @@ class Workload(_Strict):
     kind: Literal["launchsim-workload"] = Field(description="file type")
     name: str = Field(description="workload name (the trace file's stem)")
     source: dict = Field(default_factory=dict, description="trace path, sha256, device")
-    batch: int | None = Field(None, ge=1, description="sequences per step, from shapes or --batch")
-    q_len: int | None = Field(None, ge=1, description="tokens per sequence in the step")
-    ctx: int | None = Field(None, ge=1, description="context length, from attention's key shape")
+    batch: int | None = Field(None, ge=1, le=MAX_BATCH, description="sequences per step, from shapes or --batch")
+    q_len: int | None = Field(None, ge=1, le=MAX_CTX, description="tokens per sequence in the step")
+    ctx: int | None = Field(None, ge=1, le=MAX_CTX, description="context length, from attention's key shape")
     steps: StepsInfo
-    host_tail_us: float = Field(0.0, ge=0, description="host time after the last launch, µs")
+    host_tail_us: float = Field(0.0, ge=0, le=MAX_US, description="host time after the last launch, µs")
     kernels: list[KernelEntry] = Field(min_length=1, description="the representative step, in launch order")
 
     @property
@@ -85,19 +87,19 @@ def save_workload(path: str | Path, wl: Workload) -> Path:
     return write_json(path, wl.model_dump(mode="json", exclude_none=True))
 
 
-def parse_workload(raw: object, where: str = "<workload>") -> Workload:
+def parse_workload(raw: object, where: str = "<workload>", text: str | None = None) -> Workload:
     if isinstance(raw, dict) and raw.get("kind") != "launchsim-workload":
-        raise WorkloadFileError(f"{where}: not a launchsim workload (kind is {raw.get('kind')!r}; "
-                                "make one with `launchsim import-trace`)")
-    return validate_versioned(Workload, raw, where, "format_version", FORMAT_VERSION, WorkloadFileError,
-                              "a workload file")
+        raise WorkloadFileError(f"{where}:{line_of(text, ('kind',))}: field 'kind': not a launchsim workload (kind "
+                                f"is {raw.get('kind')!r}; make one with `launchsim import-trace`)")
+    wl = validate_versioned(Workload, raw, where, "format_version", FORMAT_VERSION, WorkloadFileError,
+                            "a workload file", text)
+    if len(wl.kernels) > MAX_KERNELS:
+        raise field_error(where, text, ("kernels",), f"{len(wl.kernels):,} kernels in one step; the limit is "
+                          f"{MAX_KERNELS:,}", WorkloadFileError)
+    return wl
 
 
 def load_workload(path: str | Path) -> Workload:
     p = Path(path)
-    text = read_text(p, "workload", WorkloadFileError)
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise WorkloadFileError(f"{p}:{e.lineno}: not valid JSON ({e.msg})") from None
-    return parse_workload(raw, str(p))
+    raw, text = read_json(p, "workload", WorkloadFileError)
+    return parse_workload(raw, str(p), text)

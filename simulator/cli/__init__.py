@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from ..errors import UserError
+from ..errors import Interrupted, UserError
 
 app = typer.Typer(
     add_completion=False,
@@ -25,9 +25,84 @@ from . import optimize  # noqa: E402,F401  (registers optimize)
 from ..cli_calibration import register as _register_calibration; _register_calibration(app)  # noqa: E402,E702
 
 
+def _one_line(msg: str) -> str:
+    return "; ".join(x.strip() for x in str(msg).splitlines() if x.strip())
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    print(f"launchsim: error: {_one_line(msg)}", file=sys.stderr)
+    sys.exit(code)
+
+
+def _on_signal(signum, frame):  # noqa: ARG001
+    import signal
+
+    if signum == signal.SIGTERM:
+        raise Interrupted("terminated", 143)
+    raise Interrupted("interrupted", 130)
+
+
 def main(argv: list[str] | None = None) -> None:
+    """Run the CLI. Bad input of any kind (a flag, a file, a field) is one stderr line and exit code 2."""
+    import signal
+    import warnings
+
+    warnings.simplefilter("ignore", RuntimeWarning)  # numpy overflow notes must not precede the error line
+    old = None
+    if threading_main():
+        old = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+        # unwind (workers stop, locks released, a sweep says how to resume) instead of dying mid-write; raised as
+        # Interrupted, not KeyboardInterrupt, which typer would turn into a silent exit code
+        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGINT, _on_signal)
     try:
-        app(args=argv, standalone_mode=True)
+        _run(argv)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old[0])
+            signal.signal(signal.SIGINT, old[1])
+
+
+def _run(argv) -> None:
+    import os
+
+    try:
+        rv = app(args=argv, prog_name="launchsim", standalone_mode=False)
     except UserError as e:
-        print(f"launchsim: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        _fail(str(e))
+    except Interrupted as e:
+        print(f"launchsim: {_one_line(str(e))}", file=sys.stderr)
+        sys.exit(e.code)
+    except KeyboardInterrupt as e:
+        msg = str(e) if str(e) and str(e) != "terminated" else "interrupted"
+        print(f"launchsim: {_one_line(msg)}", file=sys.stderr)
+        sys.exit(130)
+    except Exception as e:  # click's own exceptions (typer may vendor click: matched by class name)
+        names = {c.__name__ for c in type(e).__mro__}
+        ctx = getattr(e, "ctx", None)
+        if "NoArgsIsHelpError" in names:  # bare `launchsim` or a bare group: the help text, as before
+            print(ctx.get_help() if ctx is not None else str(e))
+            sys.exit(2)
+        if "UsageError" in names:
+            _fail(f"{ctx.command_path + ': ' if ctx is not None else ''}{e.format_message()}")
+        cause = e.__cause__ or e.__context__
+        if "Abort" in names or isinstance(cause, KeyboardInterrupt):  # click/typer wrap Ctrl-C and SIGTERM
+            msg = str(cause) if isinstance(cause, KeyboardInterrupt) else ""
+            print(f"launchsim: {_one_line(msg) if msg and msg != 'terminated' else 'interrupted'}", file=sys.stderr)
+            sys.exit(130)
+        if "Exit" in names:
+            sys.exit(getattr(e, "exit_code", 0))
+        if "ClickException" in names:
+            _fail(e.format_message())
+        if isinstance(e, (OSError, MemoryError, RecursionError)) and not os.environ.get("LAUNCHSIM_DEBUG"):
+            what = getattr(e, "filename", None)
+            why = getattr(e, "strerror", None) or e.__class__.__name__
+            _fail(f"{what}: {why}" if what else f"{why} (set LAUNCHSIM_DEBUG=1 for a traceback)")
+        raise
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()

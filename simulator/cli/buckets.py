@@ -13,6 +13,7 @@ from . import app
 from ..buckets import pad as _pad
 from ..buckets import parse_layout, preset_sizes
 from ..errors import UserError
+from ..report import dumps
 
 MiB = 1 << 20
 
@@ -25,9 +26,12 @@ def buckets(
     as_json: bool = typer.Option(False, "--json", help='print {"sizes": [...]}'),
 ) -> None:
     """Print the capture sizes of a layout preset."""
-    sizes = preset_sizes(preset, max_size, max_num_seqs)
+    from .checks import named
+
+    with named("preset"):
+        sizes = preset_sizes(preset.strip(), max_size, max_num_seqs)
     if as_json:
-        print(json.dumps({"sizes": sizes}))
+        print(dumps({"sizes": sizes}))
     else:
         print(f"{preset}: {len(sizes)} sizes: {', '.join(map(str, sizes))}")
 
@@ -41,9 +45,15 @@ def pad(
     as_json: bool = typer.Option(False, "--json", help='print {"batch", "padded", "waste"}'),
 ) -> None:
     """Pad a batch to the smallest captured size >= it (padded null: no captured size fits, no graph)."""
-    p = _pad(batch, parse_layout(layout, max_size, max_num_seqs))
+    from .. import limits as L
+    from .checks import count, named
+
+    count("batch", batch, L.MAX_BATCH)
+    with named("--layout"):
+        sizes = parse_layout(layout, max_size, max_num_seqs)
+    p = _pad(batch, sizes)
     if as_json:
-        print(json.dumps({"batch": p.batch, "padded": p.padded, "waste": p.waste}))
+        print(dumps({"batch": p.batch, "padded": p.padded, "waste": p.waste}))
     elif p.padded is None:
         print(f"batch {batch}: above the largest captured size, runs without a graph")
     else:
@@ -81,17 +91,22 @@ def graph_memory(
     from ..models import load_model
     from ..profile import load_profile
 
-    m, prof = load_model(model), load_profile(profile)
-    sizes = parse_layout(layout, max_size, max_num_seqs)
+    from .checks import model_flag, modes, named, number, profile_flag
+
+    number("--gpu-util", gpu_util, 1.0, "a fraction in (0, 1]")
+    modes(fusion, graph)
+    b, ws = _bytes(budget, "--budget"), _bytes(workspace, "--workspace")
+    m, prof = model_flag("--model", model), profile_flag("--profile", profile)
+    with named("--layout"):
+        sizes = parse_layout(layout, max_size, max_num_seqs)
     mem = GraphMemoryModel(m, prof, fusion, graph).layout(sizes, shared_pool=not private)
-    b = _bytes(budget, "--budget")
-    kv = kv_cache_bytes(m, prof, mem, _bytes(workspace, "--workspace"), gpu_util)
+    kv = kv_cache_bytes(m, prof, mem, ws, gpu_util)
     fits = b is None or mem.total_bytes <= b
     d = {"model": m.name, "profile": prof.name, "layout": layout, **mem.as_dict(),
          "budget_bytes": b, "fits_budget": fits, "weights_bytes": m.weight_bytes,
          "kv_cache_bytes": kv, "kv_tokens": kv_cache_tokens(m, kv), "kv_fits": kv > 0}
     if as_json:
-        print(json.dumps(d))
+        print(dumps(d))
     else:
         pool = "private pools" if private else "one shared pool (largest first)"
         print(f"{m.name} on {prof.name}, {fusion}/{graph}, layout {layout}: {len(sizes)} sizes, {mem.graphs} graphs, "

@@ -15,6 +15,7 @@ from rich.table import Table
 from . import app
 from ..config import load_scenario, scenario_json_schema
 from ..errors import UserError
+from ..report import dumps
 
 console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
 
@@ -39,11 +40,19 @@ def run(
     out: Path = typer.Option(Path("out"), "--out", help="output folder for result.json and report.html"),
 ) -> None:
     """Validate and run a scenario; print a summary, write DIR/result.json and DIR/report.html."""
+    from ..outpaths import check_out_dir, out_lock
     from ..runner import run_scenario
 
     sc = load_scenario(scenario)
+    check_out_dir(out)
     t0 = time.perf_counter()
-    result = run_scenario(sc, out)
+    try:
+        with out_lock(out):
+            result = run_scenario(sc, out)
+    except UserError as e:  # found only while running: still name the scenario file
+        if str(e).startswith(str(scenario)):
+            raise
+        raise UserError(f"{scenario}: {e}") from None
     rows = result.get("summary") or result.get("rows") or []
     cols = result.get("summary_columns")
     print_rows(rows, f"{sc.name} ({sc.kind})", cols)
@@ -69,9 +78,19 @@ def predict(
 ) -> None:
     """Predict one decode (or mixed decode + prefill) step: step time, CPU/GPU split, kernels, launches."""
     from ..predict import predict as _predict
+    from .. import limits as L
+    from .checks import count, ctx_fits, model_flag, modes, profile_flag, seed as check_seed
 
+    count("--batch", batch, L.MAX_BATCH)
+    count("--ctx", ctx, L.MAX_CTX)
+    count("--replicates", replicates, L.MAX_REPLICATES, low=0)
+    check_seed("--seed", seed)
+    count("--prefill-seqs", prefill_seqs, L.MAX_BATCH, low=0)
+    count("--prefill-len", prefill_len, L.MAX_CTX, low=0)
     if workload is not None or model is None:
         from .trace import predict_workload_cmd
+
+        modes(fusion, graph, engine, fusions=("none", "compiled"))
 
         return predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, engine, replicates, seed,
                                     prefill_seqs, as_json)
@@ -86,13 +105,16 @@ def predict(
         raise UserError("--prefill-seqs and --prefill-len must both be positive (a mixed step) or both 0")
     from ..workload import StepShape
 
+    modes(fusion, graph, engine)
+    m, prof = model_flag("--model", model), profile_flag("--profile", profile)
+    ctx_fits(m, ctx, max(1, prefill_len))
     shape = StepShape(batch, ctx, prefill_seqs, prefill_len)
-    p = _predict(model, batch, ctx, fusion, graph, profile, engine, replicates, seed, shape=shape)
+    p = _predict(m, batch, ctx, fusion, graph, prof, engine, replicates, seed, shape=shape)
     d = {"model": model, "batch": batch, "ctx": ctx, "fusion": fusion, "engine": engine, **p.as_dict()}
     if prefill_seqs:
         d.update(prefill_seqs=prefill_seqs, prefill_len=prefill_len, tokens=shape.tokens)
     if as_json:
-        print(json.dumps(d))
+        print(dumps(d))
     else:
         print_rows([d], "prediction")
 

@@ -12,6 +12,7 @@ import typer
 
 from . import app
 from ..errors import UserError
+from ..report import dumps
 
 
 @app.command()
@@ -39,26 +40,53 @@ def optimize(
     from ..distribution import from_csv
     from ..study_optimize import Inputs, inputs_from_scenario, parse_memory_budget, run, write_outputs
 
+    from .. import limits as L
+    from ..outpaths import check_out_dir, out_lock
+    from .checks import count, model_flag, modes, named, number, profile_flag
+
     if (dist is None) == (scenario is None):
         raise UserError("give exactly one of --dist CSV or --scenario FILE")
+    count("--ctx", ctx, L.MAX_CTX)
+    if max_graphs is not None and max_graphs > L.MAX_OPTIMIZE_SIZE:
+        raise UserError(f"--max-graphs {max_graphs:,} is above the limit of {L.MAX_OPTIMIZE_SIZE:,}")
+    count("--max-size", max_size, L.MAX_OPTIMIZE_SIZE)
+    number("--capture-budget", capture_budget, L.MAX_SECONDS, "a positive number of seconds")
+    modes(fusion, graph)
+    choice_objective = objective is None or objective in ("step-time", "padded-rows")
+    if not choice_objective:
+        raise UserError(f"--objective must be step-time or padded-rows, got {objective!r}")
+    model_flag("--model", model)
+    if profile is not None:
+        profile_flag("--profile", profile)
+    if out is not None:
+        check_out_dir(out)
+    with named("--memory-budget"):
+        mb = parse_memory_budget(memory_budget)
     over = dict(model=model, profile=profile, fusion=fusion, graph=graph, ctx=ctx, objective=objective,
-                max_graphs=max_graphs, memory_budget=parse_memory_budget(memory_budget),
+                max_graphs=max_graphs, memory_budget=mb,
                 capture_budget=capture_budget, max_size=max_size, shared_pool=False if private else None)
     title = "launchsim optimize"
     if scenario is not None:
-        sc = load_scenario(scenario)
+        with named("--scenario"):
+            sc = load_scenario(scenario)
         if not isinstance(sc, BucketsScenario):
             raise UserError(f"{scenario}: kind '{sc.kind}' is not a buckets scenario")
         inp, title = inputs_from_scenario(sc, **over), f"launchsim optimize: {sc.name}"
     else:
-        inp = Inputs(from_csv(dist), **{k: v for k, v in over.items() if v is not None})
+        with named("--dist"):
+            d = from_csv(dist)
+        inp = Inputs(d, **{k: v for k, v in over.items() if v is not None})
     t0 = time.perf_counter()
-    result = run(inp, frontier=out is not None)
-    result["wall_s"] = time.perf_counter() - t0
-    if out is not None:
-        write_outputs(result, inp.dist, out, title)
+    if out is None:
+        result = run(inp, frontier=False)
+        result["wall_s"] = time.perf_counter() - t0
+    else:
+        with out_lock(out):
+            result = run(inp, frontier=True)
+            result["wall_s"] = time.perf_counter() - t0
+            write_outputs(result, inp.dist, out, title)
     if as_json:
-        print(json.dumps(result, default=float))
+        print(dumps(result))
         return
     _print(result, out)
 

@@ -10,13 +10,21 @@ import typer
 
 from . import app
 from ..errors import UserError
+from ..report import dumps
+
+
+FLAGS = {"model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "layout": "--layout",
+         "rate": "--rate", "duration_s": "--duration", "seed": "--seed", "arrivals.trace": "--trace"}
 
 
 def _layout(spec: str):
     """A preset name stays a string; "1,2,4,8" becomes a list (bad items are reported by the layout parser)."""
     from ..buckets import LAYOUT_PRESETS, parse_layout
 
-    sizes = parse_layout(spec)  # one-line error for anything that is neither, or for sizes <= 0
+    from .checks import named
+
+    with named("--layout"):
+        sizes = parse_layout(spec)  # one-line error for anything that is neither, or for sizes <= 0
     return spec if spec.strip() in LAYOUT_PRESETS else sizes
 
 
@@ -40,14 +48,18 @@ def serve(
     from ..config.serve import ServeScenario
     from ..serving.study import serve as run_serve, write_outputs
 
-    if rate is not None and rate <= 0:
-        raise UserError(f"--rate must be a positive number of requests/s, got {rate:g}")
-    if duration is not None and duration <= 0:
-        raise UserError(f"--duration must be a positive number of seconds, got {duration:g}")
-    if seed is not None and seed < 0:
-        raise UserError(f"--seed must be >= 0, got {seed}")
+    from .. import limits as L
+    from ..outpaths import check_out_dir, out_lock
+    from .checks import named, number, seed as check_seed
+
+    number("--rate", rate, L.MAX_RATE, "a positive number of requests/s")
+    number("--duration", duration, L.MAX_SECONDS, "a positive number of seconds")
+    check_seed("--seed", seed)
+    if out is not None:
+        check_out_dir(out)
     if scenario is not None:
-        base = load_scenario(scenario)
+        with named("--scenario"):
+            base = load_scenario(scenario)
         if not isinstance(base, ServeScenario):
             raise UserError(f"{scenario}: --scenario needs a scenario of kind 'serve', got '{base.kind}'")
         data = base.model_dump(mode="python")
@@ -56,19 +68,36 @@ def serve(
             raise UserError("give --model (or --scenario FILE)")
         data = {"kind": "serve", "name": "serve", "model": model}
     over = {"model": model, "rate": rate, "profile": profile, "fusion": fusion, "graph": graph,
-            "layout": _layout(layout) if layout else None, "duration_s": duration, "seed": seed}
+            "layout": _layout(layout) if layout is not None else None, "duration_s": duration, "seed": seed}
     data.update({k: v for k, v in over.items() if v is not None})
     if trace is not None:
         data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
-    sc = parse_scenario(data, "command line")
-    result = run_serve(sc)
-    samples = result.pop("_samples")
-    if out is not None:
-        write_outputs(result, samples, out, sc.name, sc.description)
+    from ..config.refs import check_references
+
+    where = "command line" if scenario is None else f"{scenario} (with command-line flags)"
+    try:
+        sc = parse_scenario(data, where)
+        check_references(sc, where)
+    except UserError as e:  # a flag's value: name the flag, not the scenario field it fills
+        msg = str(e)
+        given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "layout": layout,
+                 "rate": rate, "duration_s": duration, "seed": seed, "arrivals.trace": trace}
+        for fld, flag in FLAGS.items():
+            mark = f"field '{fld}': "
+            if given.get(fld) is not None and mark in msg:
+                raise UserError(f"{flag} (field '{fld}'): {msg.split(mark, 1)[1]}") from None
+        raise
+    if out is None:
+        result = run_serve(sc)
+        result.pop("_samples")
+    else:
+        with out_lock(out):
+            result = run_serve(sc)
+            write_outputs(result, result.pop("_samples"), out, sc.name, sc.description)
     d = {**result["config"], **result["metrics"], **result["kv"], "simulated_s": result["simulated_s"],
          "wall_s": result["wall_s"], "step_evals": result["step_evals"], "events": result["events"]}
     if as_json:
-        print(json.dumps(d))
+        print(dumps(d))
         return
     from .core import print_rows
 

@@ -13,6 +13,7 @@ from rich.table import Table
 from . import app
 from .core import console, print_rows
 from ..errors import UserError
+from ..report import dumps
 
 
 @app.command("import-trace")
@@ -27,8 +28,12 @@ def import_trace_cmd(
     from ..trace_workload import workload_from_trace
     from ..workload_file import save_workload
 
-    if batch is not None and batch <= 0:
-        raise UserError(f"--batch must be a positive integer, got {batch}")
+    from .. import limits as L
+    from ..outpaths import check_out_file
+    from .checks import count
+
+    count("--batch", batch, L.MAX_BATCH)
+    check_out_file(out)
     wl, imp = workload_from_trace(trace, steps, batch)
     cols = ["step", "label", "kernels", "host_ms", "gpu_ms", "step_ms", "sync_ms"]
     print_rows(imp.step_rows, f"{trace.name}: {len(imp.step_rows)} step(s), {imp.method}", cols)
@@ -60,15 +65,32 @@ def export_trace_cmd(
     """Simulate one step and write it as a Chrome trace: a CPU launch lane and a GPU stream lane."""
     from ..trace_export import write_chrome_trace
 
+    from .. import limits as L
+    from ..outpaths import check_out_file
+    from .checks import count, model_flag, modes, named, profile_flag
+
     if (model is None) == (workload is None):
         raise UserError("give exactly one of --model or --workload")
-    for name, v in (("--batch", batch), ("--ctx", ctx)):
-        if v is not None and v <= 0:
-            raise UserError(f"{name} must be a positive integer, got {v}")
+    count("--batch", batch, L.MAX_BATCH)
+    count("--ctx", ctx, L.MAX_CTX)
+    modes(fusion, graph, fusions=("none", "compiled") if workload is not None else ("none", "packed", "compiled",
+                                                                                    "fused"))
+    check_out_file(out)
+    profile_flag("--profile", profile)
+    if model is not None:
+        m = model_flag("--model", model)
+        with named("--ctx"):
+            from .checks import ctx_fits
+
+            ctx_fits(m, ctx or 1024)
     if workload is not None:
         from ..trace_predict import predict_workload
 
-        p, _, wl = predict_workload(workload, batch, ctx, fusion, graph, profile)
+        with named("--workload"):
+            from ..workload_file import load_workload
+
+            wl0 = load_workload(workload)
+        p, _, wl = predict_workload(wl0, batch, ctx, fusion, graph, profile)
         what = f"workload {wl.name}"
     else:
         from ..predict import predict
@@ -101,10 +123,17 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
         raise UserError("--prefill-seqs applies to model presets, not to an imported workload")
     if replicates < 0:
         raise UserError(f"--replicates must be >= 0, got {replicates}")
-    p, wi, wl = predict_workload(workload, batch, ctx, fusion, graph, profile, engine, replicates, seed)
+    from .checks import named, profile_flag
+
+    with named("--workload"):
+        from ..workload_file import load_workload
+
+        wl0 = load_workload(workload)
+    prof = profile_flag("--profile", profile)
+    p, wi, wl = predict_workload(wl0, batch, ctx, fusion, graph, prof, engine, replicates, seed)
     d = result_dict(p, wi, wl, batch, ctx, fusion)
     if as_json:
-        print(json.dumps(d))
+        print(dumps(d))
         return
     cols = ["workload", "batch", "ctx", "fusion", "graph", "step_ms", "cpu_ms", "gpu_ms", "gpu_idle_frac", "kernels",
             "launches", "bound", "traced_host_ms", "traced_gpu_ms"]

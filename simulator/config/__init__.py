@@ -64,9 +64,16 @@ def _rebase(obj, base: Path):
     return obj
 
 
-def load_scenario(path: str | Path):
+def load_scenario(path: str | Path, check: bool = True):
+    """Read, validate and (with `check`) resolve a scenario file: models, profiles and files it names must exist
+    and fit (config/refs.py). Every problem is one ConfigError line `FILE:LINE: field 'path': message`."""
     data, lines = load_yaml(path)
-    return parse_scenario(_rebase(data, Path(path).parent), str(path), lines)
+    sc = parse_scenario(_rebase(data, Path(path).parent), str(path), lines)
+    if check:
+        from .refs import check_references
+
+        check_references(sc, str(path), lines)
+    return sc
 
 
 def scenario_json_schema() -> str:

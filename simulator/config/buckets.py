@@ -4,19 +4,20 @@ columns, such as the batch_log.csv a `serve` run writes."""
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Annotated, Literal, Union
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from .base import Strict
+from .base import Batch, Strict, Tokens
+from .. import limits as L
 from .step import FusionName, GraphName
 
 PresetName = Literal["vllm", "sglang", "trtllm", "seed", "pow2"]
 
 
 class DistributionSpec(Strict):
-    histogram: dict[PositiveInt, float] | None = Field(None, description="batch size -> steps observed (counts)")
-    samples: list[PositiveInt] | None = Field(None, min_length=1, description="one batch size per observed step")
+    histogram: dict[Batch, Annotated[float, Field(ge=0)]] | None = Field(None, description="batch size -> steps observed (counts)")
+    samples: list[Batch] | None = Field(None, min_length=1, description="one batch size per observed step")
     csv: str | None = Field(None, description="CSV path (relative to the scenario file, else to the working directory) with a header and a "
                                               "`batch` column or `batch,count` columns")
 
@@ -36,15 +37,15 @@ class BucketsScenario(Strict):
     profile: str | None = Field(None, description="profile name or path (default: h200)")
     fusion: FusionName = Field("fused", description="fusion level of the step whose cost is optimized")
     graph: GraphName = Field("full", description="graph mode of captured sizes (not none)")
-    ctx: PositiveInt = Field(1024, description="context length of every sequence, tokens")
+    ctx: Tokens = Field(1024, description="context length of every sequence, tokens")
     objective: Literal["step-time", "padded-rows"] = Field(
         "step-time", description="step-time: expected step time (eager above the largest size); padded-rows: "
                                  "expected padded rows per step (largest size fixed at max_size)")
-    max_graphs: PositiveInt = Field(64, description="most capture sizes (K)")
-    memory_budget: Union[PositiveInt, str, None] = Field(
+    max_graphs: PositiveInt = Field(64, le=L.MAX_OPTIMIZE_SIZE, description="most capture sizes (K)")
+    memory_budget: Union[Annotated[int, Field(gt=0, le=L.MAX_BYTES)], str, None] = Field(
         None, description="pinned graph-memory budget: bytes, '512MiB', '1GiB', or a preset name meaning "
                           "'as much as that preset's layout needs'")
-    capture_budget: PositiveFloat | None = Field(None, description="start-up capture time budget, seconds")
-    max_size: PositiveInt | None = Field(None, description="largest candidate size (default: largest batch seen)")
+    capture_budget: PositiveFloat | None = Field(None, le=L.MAX_SECONDS, description="start-up capture time budget, seconds")
+    max_size: Annotated[int, Field(gt=0, le=L.MAX_OPTIMIZE_SIZE)] | None = Field(None, description="largest candidate size (default: largest batch seen)")
     shared_pool: bool = Field(True, description="graphs share one memory pool (vLLM, SGLang); false: private pools")
     presets: list[PresetName] = Field(["vllm", "sglang", "trtllm", "seed"], description="presets to compare")

@@ -3,11 +3,12 @@ arrival rate that meets latency SLOs, and the replicas a target rate needs."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from .base import Strict
+from .. import limits as L
 from .serve import LayoutSpec, RunModel
 from .step import FusionName, GraphName
 
@@ -20,8 +21,8 @@ class LayoutChoice(Strict):
 
 class SLO(Strict):
     percentile: Literal[50, 90, 99] = Field(99, description="which percentile the limits apply to")
-    ttft_s: PositiveFloat | None = Field(None, description="limit on the TTFT percentile, seconds")
-    tpot_ms: PositiveFloat | None = Field(None, description="limit on the TPOT percentile, milliseconds")
+    ttft_s: PositiveFloat | None = Field(None, le=L.MAX_SECONDS, description="limit on the TTFT percentile, seconds")
+    tpot_ms: PositiveFloat | None = Field(None, le=L.MAX_SECONDS * 1e3, description="limit on the TPOT percentile, milliseconds")
 
     @model_validator(mode="after")
     def _one(self):
@@ -31,11 +32,11 @@ class SLO(Strict):
 
 
 class SearchSpec(Strict):
-    rate_min: PositiveFloat = Field(0.05, description="lowest rate tried, requests/s; failing it: no rate meets")
-    rate_max: PositiveFloat = Field(5000.0, description="highest rate tried, requests/s")
-    start: PositiveFloat | None = Field(None, description="first rate tried (default: estimated from decode steps)")
+    rate_min: PositiveFloat = Field(0.05, le=L.MAX_RATE, description="lowest rate tried, requests/s; failing it: no rate meets")
+    rate_max: PositiveFloat = Field(5000.0, le=L.MAX_RATE, description="highest rate tried, requests/s")
+    start: PositiveFloat | None = Field(None, le=L.MAX_RATE, description="first rate tried (default: estimated from decode steps)")
     tolerance: float = Field(0.02, gt=0, lt=1, description="stop bisecting when (fail - pass) / pass <= tolerance")
-    max_runs: PositiveInt = Field(40, description="most simulations per configuration")
+    max_runs: PositiveInt = Field(40, le=1_000, description="most simulations per configuration")
 
     @model_validator(mode="after")
     def _order(self):
@@ -55,8 +56,8 @@ class CapacityScenario(RunModel):
     layouts: list[LayoutChoice] = Field(default_factory=lambda: [LayoutChoice(label="vllm", sizes="vllm")],
                                         min_length=1, description="capture layouts (ignored under graph none)")
     slo: SLO = Field(description="latency targets a rate must meet")
-    target_rate: PositiveFloat | None = Field(None, description="fleet arrival rate to size replicas for, requests/s")
+    target_rate: PositiveFloat | None = Field(None, le=L.MAX_RATE * 1e6, description="fleet arrival rate to size replicas for, requests/s")
     search: SearchSpec = Field(default_factory=SearchSpec, description="bisection settings")
-    curve_fractions: list[PositiveFloat] = Field([0.25, 0.5, 0.75, 1.1, 1.25], description=(
+    curve_fractions: list[Annotated[float, Field(gt=0, le=100)]] = Field([0.25, 0.5, 0.75, 1.1, 1.25], max_length=100, description=(
         "extra rates for the throughput-latency curves, as fractions of each configuration's best rate"))
     workers: int = Field(1, ge=0, le=64, description="processes running configurations in parallel (0: one per core)")

@@ -7,19 +7,20 @@ from typing import Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from .base import Strict
+from .base import Batch, Seed, Strict, Tokens
+from .. import limits as L
 from .step import FusionName, GraphName
 
-LayoutSpec = str | list[PositiveInt]
+LayoutSpec = str | list[Batch]
 
 
 class LengthModel(Strict):
     kind: Literal["fixed", "uniform", "lognormal"] = Field("lognormal", description="length distribution")
-    value: PositiveInt | None = Field(None, description="tokens, for kind fixed")
-    mean: PositiveFloat | None = Field(None, description="mean tokens, for kind lognormal")
-    cv: float = Field(1.0, ge=0, description="coefficient of variation, for kind lognormal")
-    low: PositiveInt = Field(1, description="smallest length (uniform bound, lognormal clip)")
-    high: PositiveInt = Field(4096, description="largest length (uniform bound, lognormal clip)")
+    value: Tokens | None = Field(None, description="tokens, for kind fixed")
+    mean: PositiveFloat | None = Field(None, le=L.MAX_CTX, description="mean tokens, for kind lognormal")
+    cv: float = Field(1.0, ge=0, le=1000, description="coefficient of variation, for kind lognormal")
+    low: Tokens = Field(1, description="smallest length (uniform bound, lognormal clip)")
+    high: Tokens = Field(4096, description="largest length (uniform bound, lognormal clip)")
 
     @model_validator(mode="after")
     def _complete(self):
@@ -47,7 +48,7 @@ def default_output() -> LengthModel:
 
 class ArrivalModel(Strict):
     process: Literal["poisson", "gamma", "trace"] = Field("poisson", description="arrival process")
-    cv: PositiveFloat = Field(1.0, description="coefficient of variation of gamma inter-arrival gaps (>1: bursty)")
+    cv: PositiveFloat = Field(1.0, ge=0.001, le=1000, description="coefficient of variation of gamma inter-arrival gaps (>1: bursty)")
     trace: str | None = Field(None, description="CSV trace (timestamp,prompt_tokens,output_tokens), for process trace; "
                                                 "a relative path is looked up beside the scenario file first")
 
@@ -64,14 +65,14 @@ class ArrivalModel(Strict):
 
 
 class EngineLimits(Strict):
-    max_num_seqs: PositiveInt = Field(256, description="most sequences in one step")
-    max_num_batched_tokens: PositiveInt = Field(8192, description="token budget of one step")
+    max_num_seqs: Batch = Field(256, description="most sequences in one step")
+    max_num_batched_tokens: Tokens = Field(8192, description="token budget of one step")
     chunked_prefill: bool = Field(True, description="split long prompts across steps (off: a prompt must fit whole)")
-    max_model_len: PositiveInt | None = Field(None, description="longest prompt + output (default: model's limit)")
+    max_model_len: Tokens | None = Field(None, description="longest prompt + output (default: model's limit)")
     gpu_util: float = Field(0.9, gt=0, le=1, description="share of GPU memory the engine may use")
-    workspace_gib: float = Field(1.0, ge=0, description="workspace and activation memory outside graphs, GiB")
-    kv_blocks: PositiveInt | None = Field(None, description="override the KV-cache size in 16-token blocks")
-    ctx_bucket: PositiveInt = Field(256, description="context bucket of the step-time memo, tokens (rounded up)")
+    workspace_gib: float = Field(1.0, ge=0, le=1 << 20, description="workspace and activation memory outside graphs, GiB")
+    kv_blocks: PositiveInt | None = Field(None, le=1 << 31, description="override the KV-cache size in 16-token blocks")
+    ctx_bucket: Tokens = Field(256, description="context bucket of the step-time memo, tokens (rounded up)")
     merge_steps: bool = Field(True, description="merge runs of identical decode steps into one event (same figures)")
 
     @model_validator(mode="after")
@@ -84,10 +85,10 @@ class EngineLimits(Strict):
 class RunModel(Strict):
     """Timing and seeds common to `serve` and `capacity`."""
 
-    duration_s: PositiveFloat = Field(60.0, description="seconds of arrivals to simulate")
+    duration_s: PositiveFloat = Field(60.0, le=L.MAX_SECONDS, description="seconds of arrivals to simulate")
     warmup_frac: float = Field(0.1, ge=0, lt=1, description="leading share of the run left out of the metrics")
-    drain_s: float | None = Field(None, ge=0, description="how long to keep serving after arrivals stop (default: duration)")
-    seed: int = Field(0, ge=0, description="root of the SeedSequence all streams and replications spawn from")
+    drain_s: float | None = Field(None, ge=0, le=L.MAX_SECONDS, description="how long to keep serving after arrivals stop (default: duration)")
+    seed: Seed = Field(0, description="root of the SeedSequence all streams and replications spawn from")
     replications: PositiveInt = Field(1, le=100, description="independent runs (seeds spawned from the root)")
     arrivals: ArrivalModel = Field(default_factory=ArrivalModel, description="arrival process")
     prompt: LengthModel = Field(default_factory=default_prompt, description="prompt length distribution")
@@ -104,7 +105,7 @@ class ServeScenario(RunModel):
     fusion: FusionName = Field("fused", description="fusion level of the served model")
     graph: GraphName = Field("full_and_piecewise", description="CUDA-graph mode")
     layout: LayoutSpec = Field("vllm", description="capture sizes: a preset (vllm, sglang, ...) or a list")
-    rate: PositiveFloat | None = Field(None, description="mean arrival rate, requests/s (trace: rescale to it)")
+    rate: PositiveFloat | None = Field(None, le=L.MAX_RATE, description="mean arrival rate, requests/s (trace: rescale to it)")
 
     @model_validator(mode="after")
     def _rate(self):

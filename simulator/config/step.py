@@ -7,17 +7,19 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from .base import Strict
+from .base import Batch, Micros, Seed, Strict, Tokens
+from .. import limits as L
 
+MAX_STEP_SIMULATIONS = 50_000  # about a minute of fast-engine steps
 FusionName = Literal["none", "packed", "compiled", "fused"]
 GraphName = Literal["none", "full", "piecewise", "full_and_piecewise"]
 
 
 class TimelineSpec(Strict):
-    batch: PositiveInt = Field(1, description="batch size whose step timeline the report draws")
+    batch: Batch = Field(1, description="batch size whose step timeline the report draws")
     fusion: FusionName = Field("none", description="fusion level of the drawn timeline")
     graph: GraphName = Field("none", description="graph mode of the drawn timeline")
-    launches: PositiveInt = Field(18, description="how many first launches the timeline shows")
+    launches: PositiveInt = Field(18, le=100_000, description="how many first launches the timeline shows")
 
 
 class StepScenario(Strict):
@@ -28,28 +30,39 @@ class StepScenario(Strict):
     profile: str | None = Field(None, description="profile name or path (default: h200)")
     fusion: list[FusionName] = Field(["none"], min_length=1, description="fusion levels to compare")
     graph: list[GraphName] = Field(["none"], min_length=1, description="graph modes to compare")
-    batch: list[PositiveInt] = Field([1], min_length=1, description="decode batch sizes")
-    ctx: PositiveInt = Field(1024, description="context length of every sequence, tokens")
+    batch: list[Batch] = Field([1], min_length=1, max_length=10_000, description="decode batch sizes")
+    ctx: Tokens = Field(1024, description="context length of every sequence, tokens")
     engine: Literal["des", "fast"] = Field("fast", description="engine for the grid (des = SimPy reference)")
     replicates: int = Field(0, ge=0, le=1000, description="host-noise replicates for p10/p90 bands (0: off)")
-    seed: int = Field(0, description="seed of the host-noise generator")
+    seed: Seed = Field(0, description="seed of the host-noise generator")
     timeline: TimelineSpec = Field(default_factory=TimelineSpec, description="which step the timeline shows")
+
+    @model_validator(mode="after")
+    def _grid(self):
+        sims = len(self.fusion) * len(self.graph) * len(self.batch) * max(1, self.replicates)
+        if sims > MAX_STEP_SIMULATIONS:
+            raise ValueError(f"fusion x graph x batch x replicates = {sims:,} simulations; the limit is "
+                             f"{MAX_STEP_SIMULATIONS:,}")
+        return self
 
 
 class ToyCase(Strict):
     label: str = Field(description="case name")
-    layers: PositiveInt = Field(description="decoder layers")
-    kernels_per_layer: PositiveInt = Field(description="kernel launches per layer")
-    launch_us: float = Field(ge=0, description="host cost of each launch, µs")
-    kernel_us: float | None = Field(None, ge=0, description="GPU time of each kernel, µs")
-    gpu_busy_ms: float | None = Field(None, ge=0, description="total GPU time of the step, ms (split evenly)")
-    gap_us: float = Field(0.0, ge=0, description="GPU gap before each kernel, µs")
-    queue_depth: PositiveInt = Field(1024, description="launch-queue capacity")
+    layers: PositiveInt = Field(le=L.MAX_TOY_KERNELS, description="decoder layers")
+    kernels_per_layer: PositiveInt = Field(le=L.MAX_TOY_KERNELS, description="kernel launches per layer")
+    launch_us: Micros = Field(description="host cost of each launch, µs")
+    kernel_us: Micros | None = Field(None, description="GPU time of each kernel, µs")
+    gpu_busy_ms: float | None = Field(None, ge=0, le=L.MAX_US, description="total GPU time of the step, ms (split evenly)")
+    gap_us: Micros = Field(0.0, description="GPU gap before each kernel, µs")
+    queue_depth: PositiveInt = Field(1024, le=1 << 20, description="launch-queue capacity")
 
     @model_validator(mode="after")
     def _one_time(self):
         if (self.kernel_us is None) == (self.gpu_busy_ms is None):
             raise ValueError("give exactly one of kernel_us or gpu_busy_ms")
+        if self.layers * self.kernels_per_layer > L.MAX_TOY_KERNELS:
+            raise ValueError(f"layers x kernels_per_layer = {self.layers * self.kernels_per_layer:,} kernels; the "
+                             f"limit is {L.MAX_TOY_KERNELS:,}")
         return self
 
     @property
@@ -68,5 +81,12 @@ class ToyScenario(Strict):
     name: str = Field(description="scenario name")
     description: str = Field("", description="free text shown in the report")
     engine: Literal["des", "fast"] = Field("des", description="engine")
-    cases: list[ToyCase] = Field(min_length=1, description="cases to simulate")
-    timeline_launches: PositiveInt = Field(18, description="how many first launches the timeline shows")
+    cases: list[ToyCase] = Field(min_length=1, max_length=1000, description="cases to simulate")
+    timeline_launches: PositiveInt = Field(18, le=100_000, description="how many first launches the timeline shows")
+
+    @model_validator(mode="after")
+    def _total(self):
+        n = sum(c.kernels for c in self.cases)
+        if n > 2 * L.MAX_TOY_KERNELS:
+            raise ValueError(f"the cases add up to {n:,} kernels; the limit is {2 * L.MAX_TOY_KERNELS:,}")
+        return self

@@ -4,11 +4,12 @@ distribution x graph-memory budget, run in parallel, resumable, reported as CSV,
 from __future__ import annotations
 
 import re
-from typing import Literal, Union
+from typing import Annotated, Literal, Union
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
-from .base import Strict
+from .base import Batch, Strict, Tokens
+from .. import limits as L
 from .step import FusionName, GraphName
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
@@ -19,9 +20,7 @@ def parse_bytes(v) -> int:
     if isinstance(v, bool):
         raise ValueError("a byte count must be a number or a string like '256MiB'")
     if isinstance(v, (int, float)):
-        if v <= 0:
-            raise ValueError(f"a byte count must be positive, got {v}")
-        return int(v)
+        return _checked_bytes(v, v)
     m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", str(v))
     if not m or m.group(2).lower() not in _UNITS:
         raise ValueError(f"cannot read {v!r} as bytes (use e.g. 268435456, '256MiB', '1GiB')")
@@ -29,25 +28,33 @@ def parse_bytes(v) -> int:
         n = float(m.group(1)) * _UNITS[m.group(2).lower()]
     except ValueError:
         raise ValueError(f"cannot read {v!r} as bytes") from None
+    return _checked_bytes(n, v)
+
+
+def _checked_bytes(n, v) -> int:
+    if n != n or n in (float("inf"), float("-inf")):
+        raise ValueError(f"a byte count must be a finite number, got {v!r}")
     if n <= 0:
         raise ValueError(f"a byte count must be positive, got {v!r}")
+    if n > L.MAX_BYTES:
+        raise ValueError(f"{v!r} is more than {L.MAX_BYTES:,} bytes (1 EiB)")
     return int(n)
 
 
 class LayoutSpec(Strict):
     name: str = Field(description="label of the layout in results and charts")
-    sizes: Union[str, list[PositiveInt]] = Field(
+    sizes: Union[str, list[Batch]] = Field(
         description="a preset (vllm, sglang, trtllm, seed, pow2, all), 'a,b,c' or a list of capture sizes")
-    max_size: PositiveInt | None = Field(None, description="cap on a preset's largest size (preset default if unset)")
-    max_num_seqs: PositiveInt | None = Field(None, description="vllm preset: max = min(2 x max_num_seqs, 512)")
+    max_size: Batch | None = Field(None, description="cap on a preset's largest size (preset default if unset)")
+    max_num_seqs: Batch | None = Field(None, description="vllm preset: max = min(2 x max_num_seqs, 512)")
 
 
 class DistributionSpec(Strict):
     name: str = Field(description="label of the batch-size distribution")
-    histogram: dict[PositiveInt, float] | None = Field(None, description="{batch: count} of observed steps")
-    samples: list[PositiveInt] | None = Field(None, description="observed batch sizes, one per step")
+    histogram: dict[Batch, Annotated[float, Field(ge=0)]] | None = Field(None, description="{batch: count} of observed steps")
+    samples: list[Batch] | None = Field(None, description="observed batch sizes, one per step")
     csv: str | None = Field(None, description="CSV with a 'batch' column (and optionally 'count'), path relative to the scenario file, else to the working directory")
-    uniform: tuple[PositiveInt, PositiveInt] | None = Field(None, description="[lo, hi]: every batch lo..hi equally likely")
+    uniform: tuple[Batch, Batch] | None = Field(None, description="[lo, hi]: every batch lo..hi equally likely")
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -61,8 +68,8 @@ class DistributionSpec(Strict):
 
 class MixedSpec(Strict):
     share: float = Field(ge=0, le=1, description="fraction of steps that also carry a prefill chunk")
-    prefill_seqs: PositiveInt = Field(1, description="sequences prefilling in a mixed step")
-    prefill_len: PositiveInt = Field(256, description="tokens each prefilling sequence adds")
+    prefill_seqs: Batch = Field(1, description="sequences prefilling in a mixed step")
+    prefill_len: Tokens = Field(256, description="tokens each prefilling sequence adds")
 
 
 class SweepScenario(Strict):
@@ -77,14 +84,14 @@ class SweepScenario(Strict):
     distributions: list[DistributionSpec] = Field(min_length=1, description="batch-size distributions")
     budgets: list[Union[int, str]] = Field(["1GiB"], min_length=1, validate_default=True,
                                            description="pinned graph-memory budgets (bytes or '256MiB'/'1GiB')")
-    ctx: PositiveInt = Field(1024, description="context length of every decoding sequence, tokens")
+    ctx: Tokens = Field(1024, description="context length of every decoding sequence, tokens")
     mixed: MixedSpec | None = Field(None, description="optional share of mixed (decode + prefill) steps")
     shared_pool: bool = Field(True, description="one graph pool shared by all sizes (captured largest-first)")
     gpu_util: float = Field(0.9, gt=0, le=1, description="fraction of GPU memory the engine may use")
     workspace_bytes: Union[int, str] = Field("1GiB", validate_default=True, description="memory for workspaces and eager activations")
     executor: Literal["local", "ray"] = Field("local", description="local processes or a Ray cluster")
-    workers: PositiveInt = Field(2, description="parallel worker processes (local) or Ray CPUs when starting Ray")
-    chunk: PositiveInt = Field(64, description="grid points per task sent to a worker")
+    workers: PositiveInt = Field(2, le=L.MAX_WORKERS, description="parallel worker processes (local) or Ray CPUs when starting Ray")
+    chunk: PositiveInt = Field(64, le=1_000_000, description="grid points per task sent to a worker")
 
     @field_validator("budgets")
     @classmethod
@@ -95,6 +102,16 @@ class SweepScenario(Strict):
     @classmethod
     def _ws(cls, v):
         return parse_bytes(v)
+
+    @model_validator(mode="after")
+    def _grid(self):
+        n = 1
+        for xs in (self.models, self.profiles, self.fusion, self.graph, self.layouts, self.distributions,
+                   self.budgets):
+            n *= len(xs)
+        if n > 1_000_000:
+            raise ValueError(f"the grid has {n:,} points; the limit is 1,000,000")
+        return self
 
     @model_validator(mode="after")
     def _unique_names(self):

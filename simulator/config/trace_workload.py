@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt
 
-from .base import Strict
+from .base import Batch, Strict, Tokens
 from .step import GraphName
 
 
@@ -21,8 +21,8 @@ class WorkloadScenario(Strict):
     graph: list[GraphName] = Field(["none"], min_length=1, description="graph modes to compare")
     fusion: list[Literal["none", "compiled"]] = Field(["none"], min_length=1,
                                                       description="none (as traced) or compiled (fusion rules)")
-    batch: list[PositiveInt] | None = Field(None, min_length=1,
+    batch: list[Batch] | None = Field(None, min_length=1, max_length=10_000,
                                             description="batch sizes to scale to (default: the traced batch)")
-    ctx: PositiveInt | None = Field(None, description="context length to scale attention to (default: traced)")
+    ctx: Tokens | None = Field(None, description="context length to scale attention to (default: traced)")
     engine: Literal["des", "fast"] = Field("fast", description="engine (des = SimPy reference)")
-    timeline_launches: PositiveInt = Field(18, description="how many first launches the timeline shows")
+    timeline_launches: PositiveInt = Field(18, le=100_000, description="how many first launches the timeline shows")

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError, read_text
+from ..limits import MAX_CTX
 
 PROCESSES = ("poisson", "gamma", "trace")
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
@@ -136,8 +137,8 @@ def load_trace(path: str | Path) -> Trace:
             t = float(row[idx[0]])
         except ValueError:
             raise ArrivalError(f"{p}:{ln}: column 'timestamp': not a number ({row[idx[0]].strip()!r})") from None
-        if not math.isfinite(t) or t < 0:
-            raise ArrivalError(f"{p}:{ln}: column 'timestamp': must be a finite number >= 0, got {row[idx[0]].strip()}")
+        if not math.isfinite(t) or t < 0 or t > 1e12:
+            raise ArrivalError(f"{p}:{ln}: column 'timestamp': must be a finite number >= 0 (seconds, at most 1e12), got {row[idx[0]].strip()}")
         if ts and t < ts[-1]:
             raise ArrivalError(f"{p}:{ln}: column 'timestamp': timestamps must be non-decreasing ({t} after {ts[-1]})")
         vals = []
@@ -149,6 +150,8 @@ def load_trace(path: str | Path) -> Trace:
                 raise ArrivalError(f"{p}:{ln}: column '{name}': not an integer ({raw!r})") from None
             if v <= 0:
                 raise ArrivalError(f"{p}:{ln}: column '{name}': must be a positive integer, got {v}")
+            if v > MAX_CTX:
+                raise ArrivalError(f"{p}:{ln}: column '{name}': {v:,} tokens is above the limit of {MAX_CTX:,}")
             vals.append(v)
         ts.append(t)
         pr.append(vals[0])

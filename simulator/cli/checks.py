@@ -1,0 +1,86 @@
+"""Checks of command-line numbers, shared by the commands: each bad value is one `UserError` line naming the flag."""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+
+from .. import limits as L
+from ..errors import UserError
+
+
+def count(flag: str, v: int | None, cap: int, low: int = 1) -> int | None:
+    """An integer flag in [low, cap] (None passes)."""
+    if v is None:
+        return None
+    if v < low:
+        raise UserError(f"{flag} must be {'a positive integer' if low == 1 else f'>= {low}'}, got {v}")
+    if v > cap:
+        raise UserError(f"{flag} {v:,} is above the limit of {cap:,}")
+    return v
+
+
+def seed(flag: str, v: int | None) -> int | None:
+    return count(flag, v, L.MAX_SEED, low=0)
+
+
+def number(flag: str, v: float | None, cap: float, what: str = "a positive number", zero_ok: bool = False):
+    """A finite float flag in (0, cap] ([0, cap] with zero_ok)."""
+    if v is None:
+        return None
+    if not math.isfinite(v) or v < 0 or (v == 0 and not zero_ok):
+        raise UserError(f"{flag} must be {what}, got {v:g}")
+    if v > cap:
+        raise UserError(f"{flag} {v:g} is above the limit of {cap:g}")
+    return v
+
+
+def choice(flag: str, v: str | None, options, what: str = "value") -> str | None:
+    if v is not None and v not in options:
+        raise UserError(f"{flag}: unknown {what} {v!r}: use one of {', '.join(options)}")
+    return v
+
+
+@contextmanager
+def named(flag: str):
+    """Prefix any UserError raised in the body with the flag whose value caused it."""
+    try:
+        yield
+    except UserError as e:
+        if str(e).startswith(flag):
+            raise
+        raise UserError(f"{flag}: {e}") from None
+
+
+def model_flag(flag: str, v: str | None):
+    """Load a --model value (preset or config.json) with errors naming the flag."""
+    if v is None:
+        return None
+    from ..models import load_model
+
+    with named(flag):
+        return load_model(v)
+
+
+def profile_flag(flag: str, v: str | None):
+    from ..profile import load_profile
+
+    with named(flag):
+        if v is not None and not v.strip():
+            raise UserError("empty profile name")
+        return load_profile(v)
+
+
+def modes(fusion: str | None = None, graph: str | None = None, engine: str | None = None,
+          fusions=("none", "packed", "compiled", "fused")) -> None:
+    if fusions == ("none", "compiled") and fusion is not None and fusion not in fusions:
+        raise UserError(f"--fusion: fusion '{fusion}' is not available for an imported workload: use none or compiled")
+    choice("--fusion", fusion, fusions, "fusion level")
+    choice("--graph", graph, ("none", "full", "piecewise", "full_and_piecewise"), "graph mode")
+    choice("--engine", engine, ("des", "fast"), "engine")
+
+
+def ctx_fits(model, ctx: int, extra: int = 1) -> None:
+    if ctx + extra > model.max_position_embeddings:
+        raise UserError(f"--ctx {ctx} (+{extra} new token(s)) exceeds {model.name}'s max_position_embeddings "
+                        f"{model.max_position_embeddings}")

@@ -1,0 +1,162 @@
+"""Second stage of loading a scenario: everything a validated scenario names must exist and fit, checked before
+any run starts, so that each problem is still one line `FILE:LINE: field 'path': message`.
+
+Checks models (preset or config.json), profiles, capture layouts, batch-size distributions (histograms, samples,
+CSV files), arrival traces, workload files, contexts against each model's limit, byte budgets and, for `serve`,
+that weights and graphs leave memory for the KV cache. The loaders do the real checking; this module only maps
+each loader's `UserError` to the scenario field that named the input.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from ..errors import UserError
+from .base import ConfigError, format_loc
+
+Check = tuple[tuple, Callable[[], object]]
+
+
+def _line(lines: dict, loc: tuple) -> int | None:
+    for n in range(len(loc), -1, -1):
+        if loc[:n] in lines:
+            return lines[loc[:n]]
+    return None
+
+
+def _ctx_fits(model_name: str, ctx: int, extra: int = 1) -> Callable[[], None]:
+    def check():
+        from ..models import load_model
+
+        m = load_model(model_name)
+        if ctx + extra > m.max_position_embeddings:
+            raise UserError(f"context {ctx} (+{extra} new) exceeds {m.name}'s max_position_embeddings "
+                            f"{m.max_position_embeddings}")
+    return check
+
+
+def _model(name: str):
+    from ..models import load_model
+
+    return lambda: load_model(name)
+
+
+def _profile(name):
+    from ..profile import load_profile
+
+    return lambda: load_profile(name)
+
+
+def _step(sc) -> Iterator[Check]:
+    yield ("model",), _model(sc.model)
+    yield ("profile",), _profile(sc.profile)
+    yield ("ctx",), _ctx_fits(sc.model, sc.ctx)
+
+
+def _sweep(sc) -> Iterator[Check]:
+    from ..buckets import parse_layout
+    from ..study_sweep import build_distribution
+
+    for i, m in enumerate(sc.models):
+        yield ("models", i), _model(m)
+        yield ("ctx",), _ctx_fits(m, sc.ctx, 1 + (sc.mixed.prefill_len if sc.mixed and sc.mixed.share else 0))
+    for i, p in enumerate(sc.profiles):
+        yield ("profiles", i), _profile(p)
+    for i, lay in enumerate(sc.layouts):
+        yield ("layouts", i, "sizes"), (lambda lay=lay: parse_layout(lay.sizes, lay.max_size, lay.max_num_seqs))
+    for i, d in enumerate(sc.distributions):
+        src = next(k for k in ("histogram", "samples", "csv", "uniform") if getattr(d, k) is not None)
+        yield ("distributions", i, src), (lambda d=d: build_distribution(d))
+
+
+def _workload(sc) -> Iterator[Check]:
+    from ..workload_file import load_workload
+
+    yield ("workload",), lambda: load_workload(sc.workload)
+    yield ("profile",), _profile(sc.profile)
+
+
+def _serving(sc, models, profiles, layouts) -> Iterator[Check]:
+    from ..buckets import parse_layout
+    from ..serving.arrivals import load_trace
+
+    for loc, m in models:
+        yield loc, _model(m)
+    for loc, p in profiles:
+        yield loc, _profile(p)
+    for loc, lay in layouts:
+        yield loc, (lambda lay=lay: parse_layout(lay, max_num_seqs=sc.engine.max_num_seqs))
+    if sc.arrivals.process == "trace":
+        yield ("arrivals", "trace"), lambda: load_trace(sc.arrivals.trace)
+    for loc, m in models:
+        if sc.engine.max_model_len is not None:
+            yield ("engine", "max_model_len"), _ctx_fits(m, sc.engine.max_model_len, 0)
+
+
+def _serve(sc) -> Iterator[Check]:
+    yield from _serving(sc, [(("model",), sc.model)], [(("profile",), sc.profile)],
+                        [(("layout",), sc.layout)] if sc.graph != "none" else [])
+
+    def kv_fits():
+        from ..serving.kv import kv_capacity
+        from ..serving.setup import build_config
+
+        cfg = build_config(sc, sc.model, sc.profile, sc.fusion, sc.graph, sc.layout)
+        kv_capacity(cfg.model, cfg.profile, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.gpu_util,
+                    cfg.workspace_bytes, cfg.block_size, cfg.kv_blocks)
+    yield ("engine",), kv_fits
+
+
+def _capacity(sc) -> Iterator[Check]:
+    yield from _serving(sc, [(("models", i), m) for i, m in enumerate(sc.models)],
+                        [(("profiles", i), p) for i, p in enumerate(sc.profiles)],
+                        [(("layouts", i, "sizes"), lay.sizes) for i, lay in enumerate(sc.layouts)])
+
+
+def _buckets(sc) -> Iterator[Check]:
+    from ..study_optimize import load_distribution, parse_memory_budget
+
+    yield ("model",), _model(sc.model)
+    yield ("profile",), _profile(sc.profile)
+    yield ("ctx",), _ctx_fits(sc.model, sc.ctx)
+    src = next(k for k in ("histogram", "samples", "csv") if getattr(sc.distribution, k) is not None)
+    def dist():
+        from ..limits import MAX_OPTIMIZE_SIZE
+
+        d = load_distribution(sc.distribution)
+        if sc.max_size is None and d.max_batch > MAX_OPTIMIZE_SIZE:
+            raise UserError(f"the largest batch, {d.max_batch:,}, is above the optimizer's limit of "
+                            f"{MAX_OPTIMIZE_SIZE:,} candidate sizes: set max_size <= {MAX_OPTIMIZE_SIZE:,}")
+    yield ("distribution", src), dist
+    yield ("memory_budget",), lambda: parse_memory_budget(sc.memory_budget)
+    if sc.graph == "none":
+        yield ("graph",), lambda: (_ for _ in ()).throw(UserError("graph none captures no graphs: pick full, "
+                                                                   "piecewise or full_and_piecewise"))
+
+
+def _checks(sc) -> Iterator[Check]:
+    kind = sc.kind
+    if kind == "step":
+        yield from _step(sc)
+    elif kind == "sweep":
+        yield from _sweep(sc)
+    elif kind == "workload":
+        yield from _workload(sc)
+    elif kind == "serve":
+        yield from _serve(sc)
+    elif kind == "capacity":
+        yield from _capacity(sc)
+    elif kind == "buckets":
+        yield from _buckets(sc)
+
+
+def check_references(sc, where: str, lines: dict | None = None) -> None:
+    """Run every check of the scenario; the first failure is one ConfigError line naming the field."""
+    lines = lines or {}
+    for loc, check in _checks(sc):
+        try:
+            check()
+        except UserError as e:
+            line = _line(lines, loc)
+            at = f"{where}:{line}" if line else where
+            raise ConfigError(f"{at}: field '{format_loc(loc)}': {e}") from None
