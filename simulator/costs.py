@@ -59,6 +59,7 @@ class CostModel:
         self.graph_launch_fixed_s = h.graph_launch_fixed_us * US
         self.graph_launch_per_node_s = h.graph_launch_per_node_us * US
         self.compiled_entry_s = h.compiled_entry_us * US
+        self.compiled_wrapper_s = h.compiled_wrapper_us * US
         self._gemm = {(t.n, t.k): t for t in d.tables.gemm}
         self._attn = {(t.heads, t.kv_heads, t.head_dim): t for t in d.tables.attention}
         self._curves = {
@@ -121,6 +122,8 @@ class CostModel:
             if spread is None:
                 raise CostError(f"profile '{self.profile.name}' has no host cost for launch path '{op.path.value}'")
             v = spread.q(quantile) * US
+            if op.path in (LaunchPath.COMPILED, LaunchPath.COMPILED_EXTERN) and op.launches_kernel:
+                v += self.compiled_wrapper_s
             self._host_cache[key] = v
         return v
 

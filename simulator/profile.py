@@ -56,6 +56,10 @@ class HostSection(_Strict):
     graph_launch_fixed_us: float = Field(ge=0, description="host cost of one CUDA-graph replay call")
     graph_launch_per_node_us: float = Field(0.0, ge=0, description="extra host cost per graph node")
     compiled_entry_us: float = Field(0.0, ge=0, description="per-call cost of entering a torch.compile region")
+    compiled_wrapper_us: float = Field(
+        0.0, ge=0, description="extra host cost per kernel of Inductor's generated wrapper beyond the compiled "
+                               "microbenchmarks (buffer allocations, reinterpret views); the profile notes say how "
+                               "it was obtained")
     capture_per_node_ms: float = Field(0.0, ge=0, description="capture + instantiate time per graph node, ms")
     step_factor: Spread | None = Field(
         None, description="per-step multiplier on all host costs (p50 = 1): host-speed drift between steps "
