@@ -35,8 +35,11 @@ full_and_piecewise the full graph first), the first graph g_1 of s_1:
     shared = W + sigma + P(s_1) + max(0, sum_{graphs g != g_1} R(g) - alpha*F)
 with P(s_1) the largest private pool of the size's graphs: smaller graphs' transients fit in blocks the
 largest freed; what they retain stacks on top, less the part that lands in those freed blocks.
-alpha = 0.38 and sigma = 2 MiB were fitted on qwen3-0.6b fusion none (both modes, keep and drop, all
-cumulative rows) and scored on llama3-8b and on fusion compiled (calibration/validation/graph_memory.md).
+alpha = 0.32 was fitted on qwen3-0.6b fusion none (both modes, keep and drop, all 40 cumulative rows)
+and scored on llama3-8b and on fusion compiled (calibration/validation/graph_memory.md). sigma (extra
+rounding) is held at 0: 2 MiB fits slightly better but would put a one-size shared pool above its private
+pool. With sigma = 0 the shared pool never exceeds the private pools (R(g) <= P(g)), keep >= drop, and
+adding a size no larger than the largest never lowers it (a larger size can: its pool may be smaller).
 Private pools: private = W + sum_s P(s) (W once: the first capture of the process pays it).
 
 Static buffers (allocated once, outside any pool, sized for the largest captured size S): per row
@@ -78,9 +81,9 @@ BLOCK_SIZE = 16  # KV-cache block size (tokens) used for the block-table row wid
 DEFAULT_WORKSPACE_BYTES = 1 * GiB  # cuBLAS/attention workspaces + eager activation peak outside graphs
 RETENTIONS = ("drop", "keep")
 DEFAULT_CONSTANTS = GraphMemoryConstants(
-    capture_workspace_bytes=32 * MiB, reuse_fraction=0.38, slack_bytes=2 * MiB,
+    capture_workspace_bytes=32 * MiB, reuse_fraction=0.32, slack_bytes=0.0,
     source="default: H200 round a (calibration/measured/h200-round-a/memory_*.json); W = private b1 full minus "
-           "b2 on qwen3-0.6b none; alpha, sigma fitted on qwen3-0.6b none only")
+           "b2 on qwen3-0.6b none; alpha fitted on qwen3-0.6b none only; sigma held at 0")
 
 
 class GraphMemoryError(UserError):
