@@ -12,8 +12,10 @@ distribution W(i, j) = alpha_j (P_j - P_i) + (Q_j - Q_i) and tail(j) = E_total -
 Resources (budgets optional):
 - memory: the largest size J adds static_J; each size i then adds `inc_i` to a running figure r after
   checking r + chk_i <= budget. Private pools: inc = chk = pool_i (memory = static + sum of pools).
-  Shared pool captured largest-first: r = static + outputs kept so far, chk_i = pool_i + (g-1) out_i,
-  inc_i = g out_i, which is exactly static + max_k (pool_k + outputs of larger sizes) <= budget.
+  Shared pool captured largest-first (graph_memory.py): static_J holds the static buffers plus the
+  largest size's base, inc = chk = out_i, and the optional `mem_floor_J` (the largest graph's pool, W,
+  slack) bounds the figure below: memory = max(floor_J, static_J + sum of out_i) <= budget. A floor is
+  fixed once the largest size is, so labels need only floor_J <= budget at the start.
 - capture: sum of capture_i <= budget.
 Either way the future of a partial layout (built from the largest size down) depends only on
 (smallest size so far, sizes used, r, capture so far), so Pareto labels over (objective, r, capture)
@@ -56,10 +58,13 @@ class Problem:
     capture: np.ndarray | None = None  # capture seconds per size (N,)
     memory_budget: float | None = None
     capture_budget: float | None = None
+    mem_floor: np.ndarray | None = None  # memory: a layout whose largest size is J needs at least this (N,)
 
     def __post_init__(self):
         n = len(self.sizes)
         self.sizes = np.asarray(self.sizes, dtype=np.int64)
+        if self.mem_floor is not None:
+            self.mem_floor = np.asarray(self.mem_floor, dtype=float)
         for name in ("static", "mem_chk", "mem_inc", "capture"):
             v = getattr(self, name)
             setattr(self, name, np.zeros(n) if v is None else np.asarray(v, dtype=float))
@@ -135,7 +140,7 @@ def resources(p: Problem, idx: list[int]) -> tuple[float, float]:
     if not idx:
         return 0.0, 0.0
     r = p.static[idx[-1] - 1]
-    peak = -INF
+    peak = -INF if p.mem_floor is None else p.mem_floor[idx[-1] - 1]
     for i in reversed(idx):
         peak = max(peak, r + p.mem_chk[i - 1])
         r += p.mem_inc[i - 1]
@@ -184,6 +189,8 @@ def check_feasible(p: Problem) -> None:
     if ok.size == 0:
         raise Infeasible("no candidate size may be the largest", {})
     single_mem = p.static[ok] + p.mem_chk[ok]
+    if p.mem_floor is not None:
+        single_mem = np.maximum(single_mem, p.mem_floor[ok])
     single_cap = p.capture[ok]
     fm = np.ones(ok.size, bool) if p.memory_budget is None else single_mem <= p.memory_budget
     fc = np.ones(ok.size, bool) if p.capture_budget is None else single_cap <= p.capture_budget

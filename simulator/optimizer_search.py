@@ -118,6 +118,8 @@ class _Search:
         lamr = dict(zip([d[0] for d in self.dims], self.lam)) if self.lam else {}
         J = np.arange(1, N + 1)
         ok = p.final_ok & (p.static + p.mem_chk <= Bm) & (self.cap <= Bc)
+        if p.mem_floor is not None:
+            ok &= p.mem_floor <= Bm
         st, ob = J[ok], self.tail[1:][ok]
         r, c = (p.static + p.mem_inc)[ok], self.cap[ok]
         layers = [(st, np.full(st.size, -1))]

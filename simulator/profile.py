@@ -119,8 +119,51 @@ class Tables(_Strict):
     embedding: Curve | None = None
 
 
+class GraphMemoryLayoutTable(_Strict):
+    """Measured graph pools of one (fusion, graph mode) for one model (calibration/child_memory.py):
+    `memory_reserved` growth per captured batch, private and shared (largest first, cumulative)."""
+
+    fusion: str
+    mode: Literal["full", "piecewise"]
+    ctx: int | None = None
+    batch: list[int] = Field(min_length=1, description="captured sizes, ascending")
+    private_reserved: list[float] = Field(description="each size in its own fresh pool, in ascending order")
+    private_allocated: list[float] | None = None
+    workspace_in_first: bool = Field(
+        False, description="private_reserved[0] includes the once-per-process capture-stream workspace")
+    shared_keep_reserved: list[float] | None = Field(
+        None, description="one pool, largest first, outputs kept: cumulative after capturing sizes >= batch[i]")
+    shared_drop_reserved: list[float] | None = Field(None, description="as shared_keep, outputs released")
+    shared_keep_allocated: list[float] | None = None
+    shared_drop_allocated: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _lengths(self):
+        n = len(self.batch)
+        for k in ("private_reserved", "private_allocated", "shared_keep_reserved", "shared_drop_reserved",
+                  "shared_keep_allocated", "shared_drop_allocated"):
+            v = getattr(self, k)
+            if v is not None and len(v) != n:
+                raise ValueError(f"{k} must have one value per batch ({n})")
+        return self
+
+
+class GraphMemoryConstants(_Strict):
+    """Constants of the shared-pool formula (simulator/graph_memory.py), with where they came from."""
+
+    capture_workspace_bytes: float = Field(ge=0, description="cuBLAS workspace of the capture stream, paid "
+                                                             "once per process inside the first pool")
+    reuse_fraction: float = Field(ge=0, le=1, description="share of the largest graph's freed transient "
+                                                          "blocks that smaller graphs' retained outputs reuse")
+    slack_bytes: float = Field(ge=0, description="segment rounding a shared pool adds over its largest graph")
+    source: str = ""
+
+
 class GraphMemoryTable(_Strict):
-    """Measured pool bytes of one captured decode step per batch size, for one model."""
+    """Measured pool bytes of one captured decode step per batch size, for one model.
+
+    `batch`/`private_pool_bytes` is the original (fusion-agnostic) table; `layouts` (optional) holds the
+    per fusion/graph-mode measurements and `constants` the shared-pool formula's constants."""
 
     batch: list[int] = Field(min_length=1)
     private_pool_bytes: list[float] = Field(description="pool bytes when the graph has its own pool")
@@ -129,6 +172,11 @@ class GraphMemoryTable(_Strict):
     )
     capture_s: list[float] | None = Field(None, description="capture + instantiate wall time per graph, s")
     nodes: int | None = Field(None, description="kernel nodes in the captured graph")
+    layouts: list[GraphMemoryLayoutTable] = Field(default_factory=list)
+    constants: GraphMemoryConstants | None = None
+    static_buffers: dict | None = Field(None, description="measured static buffers: largest, bytes, reserved")
+    formula: str | None = Field(None, description="the shared/private pool formula these figures feed")
+    source: str = ""
 
 
 class DeviceSection(_Strict):

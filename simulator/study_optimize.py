@@ -124,13 +124,15 @@ def memory_budget(st: Setup) -> float | None:
 def build_problem(st: Setup, budget: float | None, max_graphs: int | None = None) -> opt.Problem:
     inp, gm, sizes = st.inp, st.gm, st.sizes
     b, w = inp.dist.as_arrays()
-    pool = np.array([gm.pool_bytes(int(s)) for s in sizes])
-    out = np.array([gm.output_bytes(int(s)) for s in sizes])
-    g = gm.graphs_per_size
-    if inp.shared_pool:
-        chk, inc = pool / g + (g - 1) * out, g * out
-    else:
-        chk, inc = pool, pool
+    static = np.array([gm.static_buffer_bytes(int(s)) for s in sizes])
+    floor = None
+    if inp.shared_pool:  # memory = static + max(floor, base + outputs of the other sizes): graph_memory.py
+        terms = np.array([gm.shared_terms(int(s)) for s in sizes])
+        chk = inc = np.array([gm.output_bytes(int(s)) for s in sizes])
+        floor, static = static + terms[:, 0], static + terms[:, 1] - inc
+    else:  # memory = static + W + sum of pools
+        chk = inc = np.array([gm.pool_bytes(int(s)) for s in sizes])
+        static = static + gm.constants.capture_workspace_bytes
     if inp.objective == "step-time":
         alpha = np.array([st.graph_s(int(s)) for s in sizes])
         beta, eager = np.zeros(b.size), np.array([st.eager_s(int(x)) for x in b])
@@ -139,7 +141,7 @@ def build_problem(st: Setup, budget: float | None, max_graphs: int | None = None
         alpha, beta, eager = sizes.astype(float), -b.astype(float), np.zeros(b.size)
         final_ok = sizes == sizes[-1]
     return opt.Problem(sizes, b, w, alpha, beta, eager, max_graphs or inp.max_graphs, final_ok,
-                       static=np.array([gm.static_buffer_bytes(int(s)) for s in sizes]), mem_chk=chk, mem_inc=inc,
+                       static=static, mem_chk=chk, mem_inc=inc, mem_floor=floor,
                        capture=np.array([gm.capture_s(int(s)) for s in sizes]), memory_budget=budget,
                        capture_budget=inp.capture_budget)
 

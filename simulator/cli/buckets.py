@@ -82,12 +82,15 @@ def graph_memory(
     graph: str = typer.Option("full", "--graph", help="full | piecewise | full_and_piecewise | none"),
     budget: Optional[str] = typer.Option(None, "--budget", help="pinned graph-memory budget: bytes or 256MiB / 1GiB"),
     private: bool = typer.Option(False, "--private", help="a private pool per graph instead of one shared pool"),
+    retention: str = typer.Option("auto", "--retention",
+                                  help="graph outputs in the shared pool: keep (SGLang) | drop (vLLM) | auto "
+                                       "(keep for --layout sglang, else drop)"),
     workspace: str = typer.Option("1GiB", "--workspace", help="workspace + eager activation memory"),
     gpu_util: float = typer.Option(0.9, "--gpu-util", help="fraction of GPU memory the engine may use"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Pinned graph memory, capture time and KV capacity of a layout; exit 1 when over --budget."""
-    from ..graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
+    from ..graph_memory import GraphMemoryModel, default_retention, kv_cache_bytes, kv_cache_tokens
     from ..models import load_model
     from ..profile import load_profile
 
@@ -99,7 +102,8 @@ def graph_memory(
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
     with named("--layout"):
         sizes = parse_layout(layout, max_size, max_num_seqs)
-    mem = GraphMemoryModel(m, prof, fusion, graph).layout(sizes, shared_pool=not private)
+    ret = default_retention(layout) if retention == "auto" else retention
+    mem = GraphMemoryModel(m, prof, fusion, graph, ret).layout(sizes, shared_pool=not private)
     kv = kv_cache_bytes(m, prof, mem, ws, gpu_util)
     fits = b is None or mem.total_bytes <= b
     d = {"model": m.name, "profile": prof.name, "layout": layout, **mem.as_dict(),
@@ -108,10 +112,12 @@ def graph_memory(
     if as_json:
         print(dumps(d))
     else:
-        pool = "private pools" if private else "one shared pool (largest first)"
+        pool = "private pools" if private else f"one shared pool (largest first, outputs {ret})"
         print(f"{m.name} on {prof.name}, {fusion}/{graph}, layout {layout}: {len(sizes)} sizes, {mem.graphs} graphs, "
               f"{pool} [{mem.source}]")
         print(f"  graph pool      {mem.pool_bytes / MiB:10.1f} MiB")
+        for name, part in ((k, v) for k, v in mem.parts.items() if k != "static_buffers"):
+            print(f"    {name:<22}{part['bytes'] / MiB:10.1f} MiB  {part['source']}")
         print(f"  static buffers  {mem.static_buffer_bytes / MiB:10.1f} MiB  (inputs + logits for size {max(sizes)})")
         print(f"  pinned total    {mem.total_bytes / MiB:10.1f} MiB"
               + ("" if b is None else f"   budget {b / MiB:.1f} MiB: {'ok' if fits else 'OVER BUDGET'}"))
