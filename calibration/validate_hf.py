@@ -174,7 +174,10 @@ def markdown(v: dict) -> str:
                 f"(launches {h.get('launches', 0):.2f}, host-only ops {h.get('host_only_ops', 0):.2f}, traced "
                 f"interpreter gaps {h.get('interpreter', 0):.2f}). Eager with the traced host instead: "
                 f"{e['predicted_ms_traced_host']:.2f} ms ({e['error_traced_host'] * 100:+.1f}%). Clean pipelined "
-                f"p50 {e['measured_pipelined_ms']['p50']:.2f} ms (p10 {e['measured_pipelined_ms']['p10']:.2f}).",
+                f"p50 {e['measured_pipelined_ms']['p50']:.2f} ms (p10 {e['measured_pipelined_ms']['p10']:.2f}). "
+                f"Interpreter time the clean step leaves after the charged launches and host-only ops: "
+                f"{e['measured_ms']['p50'] - h.get('launches', 0) - h.get('host_only_ops', 0):.2f} ms "
+                f"(traced: {h.get('interpreter', 0):.2f} ms).",
                 f"- Kernels per step: trace {c['trace_kernels']} ({c['trace_per_layer']} per layer), launchsim "
                 f"builder (fusion none) {c['launchsim_kernels']} ({c['launchsim_per_layer']} per layer).", ""]
     out += ["## Notes", ""] + [f"- {n}" for n in v["notes"]]
