@@ -50,6 +50,13 @@ class Spread(_Strict):
         return self.p50 + (hi - self.p50) * (quantile - 0.5) / 0.4
 
 
+class ProfilerOverhead(_Strict):
+    """How much a torch.profiler session inflates host time, measured (same steps, profiled vs not)."""
+
+    factor: float = Field(ge=1, description="profiled host time / un-profiled host time of the same steps")
+    source: str = Field("", description="what was measured, where (file, rows)")
+
+
 class HostSection(_Strict):
     cpu: str = Field(description="host CPU model the host figures were measured on")
     launch_us: dict[str, Spread] = Field(description="host time per launched op, by launch path")
@@ -64,6 +71,9 @@ class HostSection(_Strict):
     step_factor: Spread | None = Field(
         None, description="per-step multiplier on all host costs (p50 = 1): host-speed drift between steps "
                           "(frequency, noisy neighbours) that per-op noise cannot produce")
+    profiler_overhead: ProfilerOverhead | None = Field(
+        None, description="measured host-time inflation under torch.profiler; `import-trace --host-time deflate` "
+                          "divides traced host durations by its factor")
     source: str = Field("", description="where the host figures came from")
 
 

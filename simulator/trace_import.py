@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from .kernels import OpClass
 from .trace_classify import classify
+from .trace_host import annotate
 from .trace_read import GPU_CATS, LAUNCH_CATS, Event, RawTrace, TraceError
 from .trace_steps import StepWindow, find_steps
 
@@ -46,6 +47,9 @@ class TracedKernel:
     op_class: OpClass = OpClass.ELEMENTWISE
     graph_pos: int = 0  # index within its graph launch (0: first or not a graph)
     host_us: float = 0.0
+    path: str | None = None  # launch path charged under the calibrated host policy (trace_host)
+    host_ops: int = 0  # host-only top-level aten ops since the previous launch
+    gap_us: float = 0.0  # interpreter time since the previous launch, outside every top-level op
 
     @property
     def submit(self) -> float:
@@ -158,6 +162,7 @@ class ImportedTrace:
     tails_us: list[float]
     outside: int  # kernels outside every step
     meta: dict
+    host_tails: list[tuple[int, float]] = field(default_factory=list)  # per step: host-only ops, gap µs
 
 
 def host_times(kernels: list[TracedKernel], steps: list[StepWindow], syncs: _Syncs) -> list[float]:
@@ -199,12 +204,15 @@ def import_trace(trace: RawTrace, steps: str | int = "auto") -> ImportedTrace:
     windows, method = find_steps(kernels, markers, steps, trace.path, sync_spans)
     tails = host_times(kernels, windows, syncs)
     rows = step_rows(kernels, windows, tails, syncs)
+    cpu_ops = [e for e in trace.events if e.cat == "cpu_op"]
+    parts = annotate(kernels, windows, cpu_ops, syncs)
     inside = sum(w.i1 - w.i0 for w in windows)
-    return ImportedTrace(trace.path, kernels, windows, method, rows, tails, len(kernels) - inside, trace.meta)
+    return ImportedTrace(trace.path, kernels, windows, method, rows, tails, len(kernels) - inside, trace.meta, parts)
 
 
-def representative(imp: ImportedTrace) -> tuple[list[dict], float, str]:
-    """One step's kernels as plain dicts (name, class, gpu_us, host_us, ...) and its host tail.
+def representative(imp: ImportedTrace) -> tuple[list[dict], float, str, tuple[int, float]]:
+    """One step's kernels as plain dicts (name, class, gpu_us, host_us, ...), its host tail, how the
+    step was built, and its tail's (host-only ops, interpreter µs).
 
     When every step has the same kernel-name sequence, each kernel's GPU and host time is the
     median over the steps at that position (robust to one slow warm-up step). Otherwise the step
@@ -217,17 +225,32 @@ def representative(imp: ImportedTrace) -> tuple[list[dict], float, str]:
         out = []
         for j in range(n):
             col = [ks[w.i0 + j] for w in ws]
-            out.append(_kernel_dict(col[0], statistics.median(k.dur for k in col),
-                                    statistics.median(k.host_us for k in col)))
+            d = _kernel_dict(col[0], statistics.median(k.dur for k in col),
+                             statistics.median(k.host_us for k in col))
+            _host_parts(d, round(statistics.median(k.host_ops for k in col)),
+                        statistics.median(k.gap_us for k in col))
+            out.append(d)
         how = f"per-kernel median over {len(ws)} identical step(s)"
-        return out, float(statistics.median(imp.tails_us)), how
+        tails = imp.host_tails or [(0, 0.0)]
+        tail = (round(statistics.median(t[0] for t in tails)), float(statistics.median(t[1] for t in tails)))
+        return out, float(statistics.median(imp.tails_us)), how, tail
     counts = [len(s) for s in seqs]
     mode = max(set(counts), key=counts.count)
     cand = sorted((r["step_ms"], i) for i, r in enumerate(imp.step_rows) if counts[i] == mode)
     i = cand[(len(cand) - 1) // 2][1]
     w = ws[i]
-    out = [_kernel_dict(k, k.dur, k.host_us) for k in ks[w.i0:w.i1]]
-    return out, imp.tails_us[i], f"step {i} (median wall time of {len(cand)} steps with {mode} kernels; steps differ)"
+    out = [_host_parts(_kernel_dict(k, k.dur, k.host_us), k.host_ops, k.gap_us) for k in ks[w.i0:w.i1]]
+    tail = imp.host_tails[i] if imp.host_tails else (0, 0.0)
+    return (out, imp.tails_us[i], f"step {i} (median wall time of {len(cand)} steps with {mode} kernels; steps differ)",
+            tail)
+
+
+def _host_parts(d: dict, host_ops: int, gap_us: float) -> dict:
+    if host_ops:
+        d["host_ops"] = int(host_ops)
+    if gap_us > 0:
+        d["gap_us"] = round(float(gap_us), 4)
+    return d
 
 
 def _kernel_dict(k: TracedKernel, gpu_us: float, host_us: float) -> dict:
@@ -237,6 +260,8 @@ def _kernel_dict(k: TracedKernel, gpu_us: float, host_us: float) -> dict:
         d["event"] = k.cat
     if k.graph_pos:
         d["graph_node"] = k.graph_pos
+    if k.path is not None:
+        d["path"] = k.path
     src = k.shape_source()
     if src is not None:
         d["shape_op"], d["dims"], d["dtypes"] = src[0], src[1], src[2]

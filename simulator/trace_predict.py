@@ -12,6 +12,7 @@ from pathlib import Path
 from .costs import CostModel
 from .predict import Prediction, host_band, simulate
 from .profile import Profile, load_profile
+from .trace_host import policy_of
 from .trace_whatif import WhatIf, workload_step
 from .workload_file import Workload, load_workload
 
@@ -31,6 +32,7 @@ def predict_workload(workload: Workload | str | Path, batch: int | None = None, 
 def result_dict(p: Prediction, wi: WhatIf, wl: Workload, batch: int | None, ctx: int | None, fusion: str) -> dict:
     """One flat row (times in ms) plus the what-if details."""
     d = {"workload": wl.name, "batch": batch or wl.batch, "ctx": ctx or wl.ctx, "fusion": fusion, **p.as_dict(),
+         "host_time_policy": policy_of(wl) if fusion == "none" else "compiled path (profile)",
          "traced_host_ms": round(wl.host_ms, 4), "traced_gpu_ms": round(wl.gpu_ms, 4),
          "scaled_kernels": wi.scaled, "unscaled_kernels": len(wi.unscaled)}
     if wi.unscaled:

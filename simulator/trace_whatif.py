@@ -1,7 +1,9 @@
 """An imported workload as a simulator `Step`, with batch/context and fusion what-ifs.
 
-Every kernel becomes an `Op` with `fixed_gpu_s` = its measured time and `fixed_host_s` = its
-measured host time; the host tail becomes a trailing host-only op. The plan and engines then run
+Every kernel becomes an `Op` with `fixed_gpu_s` = its measured time; its host cost follows the
+workload's host-time policy (simulator/trace_host.py: the profile's launch paths plus host-only ops
+and traced interpreter gaps, or the traced host time, or the traced time deflated by the profile's
+profiler-overhead factor); the host tail becomes trailing host-only ops. The plan and engines then run
 as for a preset model (graph none / full / piecewise use the profile's gap, graph node and replay
 costs).
 
@@ -10,7 +12,7 @@ dim is the traced batch (or batch x tokens) is resized, attention's key/value le
 new context, and the kernel's time becomes measured x cost(new shape) / cost(traced shape) under
 the profile's cost model (GEMM and attention tables where they cover the shape, else the roofline;
 byte curves for the rest, held flat below their first grid point). Kernels without recorded shapes keep their measured time and are
-reported as `unscaled`. Host times are kept (the host cost of a launch does not depend on size).
+reported as `unscaled`. Host costs do not change with size.
 Fusion `compiled`: `trace_fusion` merges runs; every launch then costs the profile's `compiled`
 host path (plus one compiled-region entry), as the preset `compiled` level does; the traced host
 tail (eager Python) is dropped.
@@ -27,6 +29,7 @@ from .errors import UserError
 from .kernels import LaunchPath, Op, OpClass, Step
 from .trace_classify import EAGER_PATH
 from .trace_fusion import fuse, summary
+from .trace_host import charge, charge_tail, deflate_factor, describe, policy_of
 from .workload_file import KernelEntry, Workload
 
 US = 1e-6
@@ -186,10 +189,11 @@ def workload_step(wl: Workload, costs: CostModel, batch: int | None = None, ctx:
     tokens = b * (wl.q_len or 1)
     notes = []
     if fusion == "none":
-        ops = [Op(k.name, OpClass(k.op_class), EAGER_PATH[OpClass(k.op_class)], fixed_gpu_s=g * US,
-                  fixed_host_s=k.host_us * US) for k, g in zip(ks, gpu)]
-        if wl.host_tail_us > 0:
-            ops.append(Op("host tail", OpClass.VIEW, LaunchPath.EAGER_VIEW, fixed_host_s=wl.host_tail_us * US))
+        policy = policy_of(wl)
+        factor = deflate_factor(costs.profile) if policy == "deflate" else 1.0
+        ops = [o for k, g in zip(ks, gpu) for o in charge(k, g * US, policy, factor)]
+        ops += charge_tail(wl, policy, factor)
+        notes.append(f"host time: {describe(policy, costs.profile)}")
         fz = None
     else:
         seq = [(label(k), OpClass(k.op_class), g, k.event) for k, g in zip(ks, gpu)]

@@ -1,4 +1,5 @@
-"""From a trace file to a workload: read, link, find steps, keep the representative step."""
+"""From a trace file to a workload: read, link, find steps, keep the representative step, record the
+host-time policy (simulator/trace_host.py) and what it charges under the given profile."""
 
 from __future__ import annotations
 
@@ -17,12 +18,22 @@ def _device(meta: dict) -> str | None:
     return None
 
 
-def workload_from_trace(path: str | Path, steps: str | int = "auto",
-                        batch: int | None = None) -> tuple[Workload, ImportedTrace]:
-    """Import `path`; `batch` overrides the batch size read from recorded shapes."""
+def workload_from_trace(path: str | Path, steps: str | int = "auto", batch: int | None = None,
+                        host_time: str = "calibrated", profile=None) -> tuple[Workload, ImportedTrace]:
+    """Import `path`; `batch` overrides the batch size read from recorded shapes. `host_time` is the
+    host-time policy; `profile` (a Profile, name or path) is checked for what the policy needs and
+    gives the charged host figure recorded in the file (predictions re-charge from their own profile)."""
+    from .costs import CostModel
+    from .profile import Profile, load_profile
+    from .trace_host import check_policy, deflate_factor, host_breakdown
+
+    check_policy(host_time)
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    if host_time == "deflate":
+        deflate_factor(prof)
     p = Path(path)
     imp = import_trace(read_trace(p), steps)
-    kernels, tail, how = representative(imp)
+    kernels, tail, how, (tail_ops, tail_gap) = representative(imp)
     b, q_len, ctx = infer_batch(imp.kernels)
     name = p.name
     for suf in (".gz", ".json"):
@@ -40,4 +51,7 @@ def workload_from_trace(path: str | Path, steps: str | int = "auto",
         host_tail_us=round(float(tail), 4),
         kernels=kernels,
     )
+    wl.host_time = {"policy": host_time, "profile": prof.name, "tail_ops": int(tail_ops),
+                    "tail_gap_us": round(float(tail_gap), 4), "traced_host_ms": round(wl.host_ms, 4)}
+    wl.host_time["charged_host_ms"] = host_breakdown(wl, CostModel(prof))
     return wl, imp

@@ -13,7 +13,13 @@ Format (JSON, `format_version` 1; unknown keys are rejected):
   duration), `host_us` (host time from the previous launch's return to this one's, syncs
   excluded), `op` (top-level aten op), `event` (kernel | gpu_memcpy | gpu_memset), `graph_node`
   (position inside a graph launch, 0 otherwise) and, when the trace recorded shapes, `shape_op`,
-  `dims`, `dtypes` (the aten op whose input shapes size this kernel, and those shapes).
+  `dims`, `dtypes` (the aten op whose input shapes size this kernel, and those shapes); for the
+  calibrated host policy also `path` (launch path charged: the call's path for its first kernel,
+  `raw` for further kernels of the same aten call), `host_ops` (host-only top-level aten ops since
+  the previous launch) and `gap_us` (traced interpreter time since then, outside every aten op);
+- `host_time`: the host-time policy (`calibrated`, `trace`, `deflate`; see simulator/trace_host.py),
+  the profile used at import, the traced and charged host ms, and the tail's host-only ops and
+  interpreter µs. Absent in files written before policies existed: those use traced host time.
 """
 
 from __future__ import annotations
@@ -53,6 +59,9 @@ class KernelEntry(_Strict):
     shape_op: str | None = Field(None, description="aten op whose input shapes size this kernel")
     dims: list | None = Field(None, description="that op's 'Input Dims'")
     dtypes: list | None = Field(None, description="that op's 'Input type'")
+    path: str | None = Field(None, description="launch path charged under the calibrated host policy")
+    host_ops: int = Field(0, ge=0, description="host-only top-level aten ops since the previous launch")
+    gap_us: float = Field(0.0, ge=0, description="traced interpreter µs since the previous launch, outside aten ops")
 
 
 class StepsInfo(_Strict):
@@ -73,6 +82,7 @@ class Workload(_Strict):
     steps: StepsInfo
     host_tail_us: float = Field(0.0, ge=0, le=MAX_US, description="host time after the last launch, µs")
     kernels: list[KernelEntry] = Field(min_length=1, description="the representative step, in launch order")
+    host_time: dict | None = Field(None, description="host-time policy and its figures (trace_host)")
 
     @property
     def gpu_ms(self) -> float:

@@ -181,7 +181,7 @@ def test_graph_launch_kernels_share_one_host_cost(tmp_path):
 def test_workload_file_round_trip_and_predict(tmp_path):
     t = Trace()
     t.three(100.0)
-    wl, _ = workload_from_trace(t.write(tmp_path / "t.json"), batch=1)
+    wl, _ = workload_from_trace(t.write(tmp_path / "t.json"), batch=1, host_time="trace")
     save_workload(tmp_path / "w.json", wl)
     back = load_workload(tmp_path / "w.json")
     assert back == wl
@@ -256,7 +256,7 @@ def test_export_then_import_gives_the_same_kernels(tmp_path):
     p = predict("qwen3-0.6b", 2, 256, "none", "none", prof)
     path = tmp_path / "sim.json"
     path.write_text(json.dumps(chrome_trace(p.timeline, p.step)))
-    wl, imp = workload_from_trace(path)
+    wl, imp = workload_from_trace(path, host_time="trace")
     assert imp.method == "markers 'ProfilerStep#N'"
     assert [k.name for k in wl.kernels] == [o.name for o in p.step.kernel_ops()]
     assert [k.op_class for k in wl.kernels] == [o.op_class.value for o in p.step.kernel_ops()]
@@ -302,7 +302,7 @@ def test_cli_import_predict_export(tmp_path):
 def test_workload_scenario_runs(tmp_path, monkeypatch):
     t = Trace()
     t.three(0.0)
-    wl, _ = workload_from_trace(t.write(tmp_path / "t.json"), batch=1)
+    wl, _ = workload_from_trace(t.write(tmp_path / "t.json"), batch=1, host_time="trace")
     save_workload(tmp_path / "w.json", wl)
     (tmp_path / "s.yaml").write_text("kind: workload\nname: w\nworkload: w.json\nprofile: datasheet-h200\n"
                                      "graph: [none, full]\nbatch: [1, 2]\n")
@@ -437,7 +437,7 @@ def test_export_import_round_trip_property(tmp_path_factory, items, graph):
     ref, tl = simulate(step, costs, graph)
     path = tmp_path_factory.mktemp("rt") / "x.json"
     path.write_text(json.dumps(chrome_trace(tl, step)))
-    wl, _ = workload_from_trace(path, 1)
+    wl, _ = workload_from_trace(path, 1, host_time="trace")
     assert [k.name for k in wl.kernels] == [o.name for o in ops]
     assert [k.gpu_us for k in wl.kernels] == pytest.approx([g for _, g, _ in items], abs=1e-3)
     if graph == "none":

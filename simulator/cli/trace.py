@@ -23,24 +23,36 @@ def import_trace_cmd(
     steps: str = typer.Option("auto", "--steps", help="auto (markers, annotations, repetition) or N equal steps"),
     batch: Optional[int] = typer.Option(None, "--batch", help="batch size the trace was recorded at "
                                         "(default: read from recorded shapes)"),
+    host_time: str = typer.Option("calibrated", "--host-time", help="host-time policy: calibrated (profile's "
+                                  "launch paths + host-only ops + traced interpreter gaps), trace (traced host "
+                                  "durations, inflated by the profiler) or deflate (traced / the profile's "
+                                  "host.profiler_overhead.factor)"),
+    profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
 ) -> None:
     """Import a torch.profiler trace as a workload; print per-step figures (kernels, host, GPU, step time)."""
+    from ..trace_host import check_policy, describe
     from ..trace_workload import workload_from_trace
     from ..workload_file import save_workload
 
     from .. import limits as L
     from ..outpaths import check_out_file
-    from .checks import count
+    from .checks import count, profile_flag
 
     count("--batch", batch, L.MAX_BATCH)
+    check_policy(host_time)
     check_out_file(out)
-    wl, imp = workload_from_trace(trace, steps, batch)
+    prof = profile_flag("--profile", profile)
+    wl, imp = workload_from_trace(trace, steps, batch, host_time, prof)
     cols = ["step", "label", "kernels", "host_ms", "gpu_ms", "step_ms", "sync_ms"]
     print_rows(imp.step_rows, f"{trace.name}: {len(imp.step_rows)} step(s), {imp.method}", cols)
     classes = Counter(k.op_class for k in wl.kernels)
     console.print(f"representative step: {wl.steps.representative}; {len(wl.kernels)} kernels "
-                  f"({', '.join(f'{c} {n}' for c, n in classes.most_common())}); host {wl.host_ms:.3f} ms, "
+                  f"({', '.join(f'{c} {n}' for c, n in classes.most_common())}); traced host {wl.host_ms:.3f} ms, "
                   f"GPU {wl.gpu_ms:.3f} ms", soft_wrap=True)
+    ch = wl.host_time["charged_host_ms"]
+    parts = ", ".join(f"{k} {v:.3f}" for k, v in ch.items() if k != "total")
+    console.print(f"host time policy: {describe(host_time, prof)}; charged host {ch['total']:.3f} ms ({parts}) "
+                  f"vs traced {wl.host_ms:.3f} ms", soft_wrap=True)
     shaped = sum(1 for k in wl.kernels if k.dims)
     size = (f"batch {wl.batch}, tokens/seq {wl.q_len or '?'}, ctx {wl.ctx or '?'}" if wl.batch
             else "batch unknown (no shapes recorded: give --batch to enable batch what-ifs)")
@@ -136,7 +148,7 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
         print(dumps(d))
         return
     cols = ["workload", "batch", "ctx", "fusion", "graph", "step_ms", "cpu_ms", "gpu_ms", "gpu_idle_frac", "kernels",
-            "launches", "bound", "traced_host_ms", "traced_gpu_ms"]
+            "launches", "bound", "host_time_policy", "traced_host_ms", "traced_gpu_ms"]
     t = Table(title="prediction (imported workload)", show_header=False)
     for c in cols:
         v = d.get(c)
