@@ -23,7 +23,7 @@ import os
 import shutil
 import time
 
-from .run_all import _dump
+from .jsonio import dump as _dump
 
 
 def kernel_kind(name: str) -> str:

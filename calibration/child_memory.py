@@ -25,7 +25,7 @@ import argparse
 import math
 import os
 
-from .run_all import _dump
+from .jsonio import dump as _dump
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 WARMUP = 2

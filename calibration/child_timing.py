@@ -27,7 +27,7 @@ import time
 
 from .hygiene import canary, check_canary, forbid_profiler
 from .microbench import _pct
-from .run_all import _dump
+from .jsonio import dump as _dump
 
 
 def event_gaps(n: int = 240) -> dict:

@@ -24,7 +24,7 @@ import time
 
 from .child_timing import _device_ms, _isolated, _pipelined
 from .hygiene import canary, check_canary, forbid_profiler
-from .run_all import _dump
+from .jsonio import dump as _dump
 
 DEPTHS = (1, 2, 4)
 CONFIGS = (("qwen3-0.6b", "none", 1, False), ("qwen3-0.6b", "packed", 1, False), ("llama3-8b", "none", 1, False),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from simulator.profile import parse_profile
 
+from .build_memory import memory_section
 from .build_profile import build, derive_h100, with_decoder_figures, write_json_atomic
 
 ROOT = Path(__file__).resolve().parent
@@ -41,13 +42,7 @@ def main() -> None:
     counts = json.loads(COUNTS.read_text())
     p = build(timing, counts, name="h200")
     p, _ = with_decoder_figures(p, json.loads(DEPTH.read_text()), compiled_fit_row(timing))
-    try:
-        from .build_memory import memory_section
-    except ImportError:  # graph-memory tables not built yet: keep the previous profile's
-        old = json.loads((PROFILES / "h200.json").read_text())
-        p["device"]["graph_memory"] = old["device"].get("graph_memory", {})
-    else:
-        p["device"]["graph_memory"] = memory_section(MEMORY_DIR)
+    p["device"]["graph_memory"] = memory_section(MEMORY_DIR)
     parse_profile(p, "h200")
     write_json_atomic(p, PROFILES / "h200.json")
     q = derive_h100(p)

@@ -8,6 +8,7 @@ Inductor's kernels per compiled step, Chrome traces of the reference decoder and
 transformers' eager decode) and the graph-memory jobs (calibration/child_memory.py). The compiled
 jobs also fill the on-disk Inductor cache. Stage 2 then runs the timing process alone on an idle
 machine (calibration/child_timing.py): it forbids the profiler and checks a canary at both ends.
+Stage 3 runs the depth sweep (calibration/depth_sweep.py), also a clean timing process.
 A summary is printed last. Exit status: 0, or 3 when the timing canary failed (figures kept but
 marked), or 1 when a stage crashed.
 """
@@ -38,6 +39,7 @@ def main(argv=None):
     ap.add_argument("--skip-stage1", action="store_true")
     ap.add_argument("--stage1-compiled-only", action="store_true",
                     help="stage 1 runs only the compiled jobs (warms the Inductor cache for the timing process)")
+    ap.add_argument("--no-depth", action="store_true", help="skip stage 3 (the depth sweep)")
     ap.add_argument("--bundle", default=None,
                     help="also pack the whole output folder into this .tar.gz after each stage (the device tool "
                          "brings back at most 8 files)")
@@ -71,6 +73,10 @@ def main(argv=None):
     rc = subprocess.call([sys.executable, "-m", "calibration.child_timing", "--out", a.out, *q], env=env)
     status["timing"] = rc
     print(f"[round] timing: exit {rc} at {time.time() - t0:.0f}s", flush=True)
+    if not a.no_depth:
+        bundle()
+        status["depth"] = subprocess.call([sys.executable, "-m", "calibration.depth_sweep", "--out", a.out], env=env)
+        print(f"[round] depth sweep: exit {status['depth']} at {time.time() - t0:.0f}s", flush=True)
     with open(os.path.join(a.out, "round_status.json"), "w") as f:
         json.dump({"status": status, "wall_s": time.time() - t0, "quick": a.quick}, f, indent=1)
     bundle()
@@ -82,7 +88,7 @@ def main(argv=None):
     except Exception as e:  # noqa: BLE001
         print(f"summary failed: {type(e).__name__}: {e}")
     print(json.dumps(status))
-    return 3 if rc == 3 else (0 if all(v == 0 for v in status.values()) else 1)
+    return 3 if 3 in (rc, status.get("depth")) else (0 if all(v == 0 for v in status.values()) else 1)
 
 
 if __name__ == "__main__":

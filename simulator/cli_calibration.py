@@ -32,29 +32,55 @@ def _out_json(out: Path) -> Path:
     return check_out_file(out, "--out", suffix=".json")
 
 
+def _round(args: list[str], tmp: str) -> int:
+    """Run a calibration round (calibration/round.py: counts and memory processes, then the clean timing
+    process, then the depth sweep) in child processes; their progress goes to stderr."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "calibration.round", "--out", tmp, *args]
+    return subprocess.call(cmd, stdout=sys.stderr)
+
+
+def _canary_failed(tmp: str) -> None:
+    import json
+
+    t = json.loads((Path(tmp) / "timing.json").read_text()) if (Path(tmp) / "timing.json").exists() else {}
+    c = t.get("canary", {})
+    print(f"CANARY FAILED: host tiny-op cost {c.get('host_start_us', float('nan')):.2f} -> "
+          f"{c.get('host_end_us', float('nan')):.2f} us (tolerance {c.get('tolerance', 0):.0%}); the host drifted "
+          "during the run, nothing was written: run again on a quiet machine", file=sys.stderr)
+    raise typer.Exit(3)
+
+
 def calibrate(
     out: Path = typer.Option(..., "--out", help="profile file to write, e.g. calibration/profiles/NAME.json"),
-    quick: bool = typer.Option(False, "--quick", help="smaller grids and fewer repetitions (smoke run)"),
+    quick: bool = typer.Option(False, "--quick", help="smaller grids, 2-layer decoders (a pipeline check)"),
 ) -> None:
-    """Run the GPU microbenchmarks and write a measured profile (host and device sections)."""
+    """Calibrate this GPU: a whole round (kernel counts and graph memory in their own processes, then
+    every timing in a process that never profiles, with a canary checked at both ends) -> a profile."""
     _out_json(out)
     _need_gpu("calibrate")
-    from calibration.build_profile import build, write_json_atomic
-    from calibration.measure import MEMORY_FIT_BATCHES, graph_memory
-    from calibration.reference_decoder import make_weights
-    from calibration.run_all import calibrate as run_calibrate
+    import json
 
-    from .models import PRESETS
+    from calibration.build_memory import memory_section
+    from calibration.build_profile import build, with_decoder_figures, write_json_atomic
+    from calibration.make_profiles import compiled_fit_row
+
     from .profile import ProfileError, parse_profile
 
     with tempfile.TemporaryDirectory() as tmp:
-        mb = run_calibrate(tmp, quick, log=lambda s: print(s, file=sys.stderr))
-    mem = {}
-    for name in ("qwen3-0.6b",) if quick else ("qwen3-0.6b", "llama3-8b"):
-        w = make_weights(PRESETS[name])
-        mem[name] = graph_memory(name, w, (1, 16) if quick else MEMORY_FIT_BATCHES)
-        del w
-    prof = build(mb, {"graph_memory": mem}, name=out.stem)
+        rc = _round(["--quick"] if quick else [], tmp)
+        if rc == 3:
+            _canary_failed(tmp)
+        if rc != 0:
+            raise UserError(f"calibrate: the calibration round failed (exit {rc}); its log is above")
+        d = Path(tmp)
+        timing = json.loads((d / "timing.json").read_text())
+        counts = json.loads((d / "counts_eager.json").read_text())
+        prof = build(timing, counts, name=out.stem)
+        if (d / "depth.json").exists():
+            prof, _ = with_decoder_figures(prof, json.loads((d / "depth.json").read_text()), compiled_fit_row(timing))
+        prof["device"]["graph_memory"] = memory_section(d)
     try:
         parse_profile(prof, str(out))
     except ProfileError as e:
@@ -67,32 +93,31 @@ def measure(
     out: Path = typer.Option(..., "--out", help="measured-rows file to write (.json)"),
     quick: bool = typer.Option(False, "--quick", help="2 batches x 1 context per model (smoke run)"),
 ) -> None:
-    """Run the reference decoder on the GPU (both presets, fusion none/packed/compiled, graph none/full)."""
+    """Time decode steps of the reference decoder (isolated and pipelined, eager and graph) in a clean process."""
     _out_json(out)
     _need_gpu("measure")
-    import os
-    import shutil
+    import json
+    import subprocess
 
     from calibration.build_profile import write_json_atomic
-    from calibration.measure import run
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        res = run(tmp, quick, log=lambda s: print(s, file=sys.stderr))
-        trace = Path(tmp) / "trace.json.gz"
-        if trace.exists():  # the Chrome trace of a few eager steps, beside the rows
-            dst = out.with_name(out.stem + ".trace.json.gz")
-            part = dst.with_name("." + dst.name + ".tmp")
-            shutil.copyfile(trace, part)
-            os.replace(part, dst)
+        rc = subprocess.call([sys.executable, "-m", "calibration.child_timing", "--out", tmp,
+                              *(["--quick"] if quick else [])], stdout=sys.stderr)
+        if rc == 3:
+            _canary_failed(tmp)
+        if rc != 0:
+            raise UserError(f"measure: the timing process failed (exit {rc}); its log is above")
+        res = json.loads((Path(tmp) / "timing.json").read_text())
     write_json_atomic(res, out)
     print(f"wrote {out} ({len(res['rows'])} rows)")
 
 
 def validate(
-    measured: Path = typer.Argument(..., help="measured file (launchsim measure)"),
+    measured: Path = typer.Argument(..., help="measured file (launchsim measure, e.g. calibration/measured/h200-round-b/timing.json)"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
-    out: Path = typer.Option(Path("calibration/validation"), "--out", help="folder for validation.json/.html"),
+    out: Path = typer.Option(Path("out/validation"), "--out", help="folder for validation.json/.html"),
     replicates: int = typer.Option(60, "--replicates", help="host-noise replicates for the eager p10-p90 band"),
 ) -> None:
     """Compare predictions with measured rows: table, JSON and an offline HTML plot."""
@@ -123,7 +148,7 @@ def validate(
         raise UserError(f"{measured}: {e}") from None
     if not res["rows"]:
         raise UserError(f"{measured}: no row has measurements to compare")
-    cols = ["mode", "rows", "MAPE %", "max |err| %", "target %", "within", "in band", "pass"]
+    cols = ["mode", "rows", "MAPE %", "median |err| %", "max |err| %", "target %", "within", "in band", "pass"]
     table = summary_table(res["summary"])
     widths = [max(len(c), *(len(str(r[c])) for r in table)) for c in cols]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))

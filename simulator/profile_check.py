@@ -58,8 +58,8 @@ def _check_table(d: dict, loc: tuple, fail) -> None:
         return
     n0 = len(d[axes[0]])
     for k, v in d.items():
-        if k in axes or not isinstance(v, list):
-            continue
+        if k in axes or not isinstance(v, list) or any(isinstance(r, dict) for r in v):
+            continue  # lists of records (e.g. graph_memory layouts) are not columns of this table
         if v and all(isinstance(r, list) for r in v):  # a grid: one row per first-axis point
             if len(v) != n0:
                 fail(loc + (k,), f"needs {n0} rows (one per {axes[0]} value), got {len(v)}")
