@@ -68,7 +68,7 @@ def _reps(nbytes, cap=32):
 
 def gemm_tables(shapes, m_grid=M_GRID):
     """Per-op graph times of every (n, k) x m. No profiler here (timing process): how many kernels
-    cuBLAS launches per call is counted in the counts process (`gemm_kernel_counts`)."""
+    cuBLAS launches per call is counted in the counts process (child_counts.gemm_kernel_counts)."""
     import torch
     import torch.nn.functional as F
 
@@ -91,48 +91,6 @@ def gemm_tables(shapes, m_grid=M_GRID):
         out.append(row)
         del ws
     return out
-
-
-def gemm_kernel_counts(shapes, m_grid=M_GRID):
-    """Kernels one F.linear launches per (n, k, m) (cuBLAS split-K adds a reduce kernel), from one
-    profiler session in which a fill kernel (a marker no GEMM launches) separates the calls.
-    Counts process only."""
-    import torch
-    import torch.nn.functional as F
-
-    from .profiling import kernel_events
-
-    calls = []
-    for n, k in shapes:
-        if k == 1:
-            continue
-        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-        for m in m_grid:
-            calls.append(((n, k, m), w, torch.randn(m, k, device="cuda", dtype=torch.bfloat16)))
-
-    marker = torch.empty(7, device="cuda")
-
-    def run():
-        for _, w, x in calls:
-            marker.fill_(1.0)
-            F.linear(x, w)
-        marker.fill_(1.0)
-
-    run()
-    torch.cuda.synchronize()
-    groups, cur = [], None
-    for e in kernel_events(run):
-        if "FillFunctor" in e["name"]:
-            if cur is not None:
-                groups.append(cur)
-            cur = []
-        elif cur is not None:
-            cur.append(e["name"])
-    out = {}
-    for (key, _, _), names in zip(calls, groups):
-        out.setdefault((key[0], key[1]), {})[key[2]] = len(names)
-    return [{"n": n, "k": k, "m": list(m_grid), "kernels": [ms.get(m, 1) for m in m_grid]}
-            for (n, k), ms in sorted(out.items())]
 
 
 def attention_tables(head_cfgs, batches=ATT_BATCH, ctxs=ATT_CTX, max_tokens=None):

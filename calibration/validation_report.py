@@ -34,7 +34,7 @@ def _md_table(rows: list[dict], cols: list[str]) -> str:
     return "\n".join(out)
 
 
-def build(profile_name: str = "h200") -> dict:
+def build(profile_name: str = "h200", replicates: int = 40) -> dict:
     from simulator.profile import load_profile
 
     from .validate import load_measured
@@ -44,7 +44,7 @@ def build(profile_name: str = "h200") -> dict:
     for tag, path in RUNS.items():
         d = load_measured(path)
         raw = json.loads(path.read_text())
-        v = validate(d, prof, replicates=40, source=tag)
+        v = validate(d, prof, replicates=replicates, source=tag)
         res["rows"] += v["rows"]
         res["runs"][tag] = {"file": str(path.relative_to(ROOT.parent)), "summary": v["summary"],
                             "canary": raw.get("canary") or {"start": raw.get("canary_start", {}).get("host_tiny_op_us"),

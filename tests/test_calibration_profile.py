@@ -82,11 +82,50 @@ def test_unknown_profile_and_bad_json(tmp_path):
         load_profile(str(bad))
 
 
-def test_build_from_raw_microbench_validates():
-    mb = json.loads((MEASURED / "h200-microbench.json").read_text())
-    ms = json.loads((MEASURED / "h200-decode.json").read_text())
-    p = parse_profile(build(mb, ms, name="rebuilt"))
-    assert p.source == "measured"
-    assert p.device.graph_node_us < p.device.eager_gap_us  # graphs shrink the in-stream gap
-    q = parse_profile(derive_h100(build(mb, ms, name="rebuilt")))
-    assert q.source == "derived" and q.derived_from == "rebuilt"
+def test_shipped_profile_is_rebuilt_from_committed_measurements():
+    """make_profiles from the committed round files gives exactly the shipped h200.json (no hand edits)."""
+    from calibration.build_memory import memory_section
+    from calibration.build_profile import with_decoder_figures
+    from calibration.make_profiles import COUNTS, DEPTH, MEMORY_DIR, TIMING, compiled_fit_row
+
+    timing = json.loads(TIMING.read_text())
+    p = build(timing, json.loads(COUNTS.read_text()), name="h200")
+    p, note = with_decoder_figures(p, json.loads(DEPTH.read_text()), compiled_fit_row(timing))
+    p["device"]["graph_memory"] = memory_section(MEMORY_DIR)
+    shipped = json.loads((PROFILE_DIR / "h200.json").read_text())
+    assert json.loads(json.dumps(p)) == shipped
+    assert "FITTED on 1 row" in note
+    q = parse_profile(derive_h100(p))
+    assert q.source == "derived" and q.derived_from == "h200"
+
+
+def test_profile_figures_come_from_a_clean_run():
+    p = load_profile("h200")
+    t = json.loads((MEASURED / "h200-round-b" / "timing.json").read_text())
+    assert t["canary"]["ok"] and "calibration/round.py" in p.notes
+    # eager paths = isolated microbenchmark x the measured mixed-block factor; nothing else scales them
+    f = t["host"]["context"]["factor"]
+    assert p.host.launch_us["eager_gemm"].p50 == pytest.approx(t["host"]["paths"]["eager_gemm"]["p50"] * f)
+    assert p.host.launch_us["raw"].p50 == pytest.approx(t["host"]["paths"]["raw"]["p50"])
+    assert p.host.launch_us["compiled_extern"].p50 == pytest.approx(t["compiled_extern"]["per_call_us"])
+    # tables are identical-node graph times, unchanged
+    assert p.device.tables.gemm[1].us == t["gemm"][1]["graph_us"]
+    assert p.device.graph_launch_latency_us > 0 and p.device.graph_node_us > 0
+
+
+def test_older_profiles_without_new_fields_still_cost_compiled_extern(h200_raw):
+    """A profile without compiled_extern / graph_launch_latency_us / compiled_wrapper_us still runs."""
+    from simulator.costs import CostModel
+    from simulator.kernels import LaunchPath
+    from simulator.workload import build_step, decode
+    from simulator.models import PRESETS
+
+    raw = copy.deepcopy(h200_raw)
+    raw["host"]["launch_us"].pop("compiled_extern")
+    raw["host"].pop("compiled_wrapper_us")
+    raw["device"].pop("graph_launch_latency_us")
+    cm = CostModel(parse_profile(raw))
+    op = next(o for o in build_step(PRESETS["qwen3-0.6b"], decode(1, 128), "compiled").ops
+              if o.path is LaunchPath.COMPILED_EXTERN)
+    assert cm.host_s(op) == pytest.approx(raw["host"]["launch_us"]["compiled"]["p50"] * 1e-6)
+    assert cm.graph_launch_latency_s == pytest.approx(raw["device"]["eager_gap_us"] * 1e-6)

@@ -18,18 +18,22 @@ def _spread(v):
 
 
 def _synthetic(tmp_path, err=0.02):
-    """Rows whose 'measured' figures are the model's own predictions times (1 + err)."""
+    """Rows whose 'measured' figures are the model's own predictions times (1 + err), in the timing
+    process's format (isolated and pipelined regimes)."""
+    from calibration.validate import pipelined_ms
+
     prof = load_profile("h200")
     rows = []
-    for model, fusion, b, ctx in [("qwen3-0.6b", "none", 4, 512), ("llama3-8b", "packed", 8, 1024),
-                                  ("qwen3-0.6b", "compiled", 2, 2048)]:
+    for model, fusion, b, ctx, dyn in [("qwen3-0.6b", "none", 4, 512, None), ("llama3-8b", "packed", 8, 1024, None),
+                                       ("qwen3-0.6b", "compiled", 2, 2048, True)]:
         e = predict(model, b, ctx - 1, fusion, "none", prof)
         g = predict(model, b, ctx - 1, fusion, "full", prof)
-        rows.append({"model": model, "fusion": fusion, "batch": b, "ctx": ctx, "kernels": e.result.kernels,
-                     "eager": {"step_ms": _spread(e.result.step_s * 1e3 * (1 + err)),
-                               "host_ms": _spread(e.result.cpu_busy_s * 1e3)},
-                     "graph": {"step_ms": _spread(g.result.step_s * 1e3 * (1 + err)),
-                               "host_ms": _spread(0.3), "pool_bytes": 24 * 2**20, "capture_s": 0.03}})
+        row = {"model": model, "fusion": fusion, "batch": b, "ctx": ctx, "dynamic": dyn}
+        for key, p in (("eager", e), ("full", g)):
+            row[key] = {"isolated": {"step_ms": _spread(p.result.step_s * 1e3 * (1 + err)),
+                                     "host_ms": _spread(p.result.cpu_busy_s * 1e3)},
+                        "pipelined": {"step_ms": _spread(pipelined_ms(p.result) * (1 + err)), "steps": 8}}
+        rows.append(row)
     path = tmp_path / "measured.json"
     path.write_text(json.dumps({"rows": rows}))
     return path
@@ -38,27 +42,62 @@ def _synthetic(tmp_path, err=0.02):
 def test_validate_synthetic_rows(tmp_path):
     d = load_measured(_synthetic(tmp_path, err=0.02))
     res = validate(d, load_profile("h200"), replicates=5)
-    assert len(res["rows"]) == 6
+    assert len(res["rows"]) == 12  # 3 rows x 2 graph modes x 2 regimes
     for r in res["rows"]:
         assert r["error_pct"] == pytest.approx(100 * (1 / 1.02 - 1), abs=0.01)
     s = res["summary"]
-    assert s["graph full"]["mape_pct"] == pytest.approx(1.96, abs=0.01) and s["graph full"]["pass"]
-    assert s["eager"]["rows"] == 2 and s["compiled eager"]["rows"] == 1
-    assert "kernels" in s and "memory" in s
+    assert s["graph replay [isolated]"]["mape_pct"] == pytest.approx(1.96, abs=0.01)
+    assert s["graph replay [isolated]"]["pass"] and s["graph replay [pipelined]"]["rows"] == 2
+    assert s["eager [isolated]"]["rows"] == 2 and s["compiled, no graph [isolated]"]["rows"] == 1
+    assert s["compiled + graph [pipelined]"]["rows"] == 1
+
+
+def test_old_format_rows_read_as_isolated(tmp_path):
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps({"rows": [{"model": "qwen3-0.6b", "fusion": "none", "batch": 1, "ctx": 512,
+                                       "eager": {"step_ms": _spread(20.0), "host_ms": _spread(19.0)},
+                                       "graph": {"step_ms": _spread(4.0), "host_ms": _spread(0.01)}}]}))
+    res = validate(load_measured(p), load_profile("h200"), replicates=3)
+    assert {(r["graph"], r["regime"]) for r in res["rows"]} == {("none", "isolated"), ("full", "isolated")}
 
 
 def test_summary_fails_beyond_target():
-    rows = [{"mode": "graph full", "split": "validation", "model": "m", "error_pct": 7.0},
-            {"mode": "graph full", "split": "fit", "model": "m", "error_pct": 50.0}]
-    s = summarize(rows)["graph full"]
+    rows = [{"mode": "graph replay", "split": "validation", "model": "m", "error_pct": 7.0, "regime": "isolated",
+             "fusion": "none", "batch": 1, "ctx": 1},
+            {"mode": "graph replay", "split": "fit", "model": "m", "error_pct": 50.0, "regime": "isolated",
+             "fusion": "none", "batch": 1, "ctx": 1}]
+    s = summarize(rows)["graph replay [isolated]"]
     assert s["rows"] == 1 and s["mape_pct"] == 7.0 and not s["pass"]  # the fit row is not scored
 
 
 def test_fit_rows_are_the_documented_ones():
-    assert fit_split({"model": "qwen3-0.6b", "fusion": "none", "batch": 8, "ctx": 128}, "none") == "fit"
-    assert fit_split({"model": "qwen3-0.6b", "fusion": "none", "batch": 8, "ctx": 128}, "full") == "validation"
-    assert fit_split({"model": "qwen3-0.6b", "fusion": "compiled", "batch": 1, "ctx": 512}, "none") == "fit"
-    assert fit_split({"model": "llama3-8b", "fusion": "none", "batch": 8, "ctx": 128}, "none") == "validation"
+    """Only the compiled wrapper cost is fitted on a decode row (qwen3-0.6b compiled, dynamic=False, b1, ctx 512)."""
+    fit = {"model": "qwen3-0.6b", "fusion": "compiled", "batch": 1, "ctx": 512, "dynamic": False}
+    assert fit_split(fit, "none") == "fit"
+    assert fit_split(fit, "full") == "validation"
+    assert fit_split({**fit, "dynamic": True}, "none") == "validation"
+    assert fit_split({"model": "qwen3-0.6b", "fusion": "none", "batch": 8, "ctx": 128}, "none") == "validation"
+    assert "FITTED on 1 row" in load_profile("h200").notes
+
+
+def test_compiled_static_rows_are_their_own_mode():
+    from calibration.validate import mode_of
+
+    assert mode_of("compiled", "full", True) == "compiled + graph"
+    assert mode_of("compiled", "none", False) == "compiled static, no graph"
+    assert mode_of("packed", "full") == "graph replay" and mode_of("none", "none") == "eager"
+
+
+def test_committed_report_is_reproducible():
+    """The committed validation.json is what the committed measurements and profile give today."""
+    from calibration.validation_report import ROOT, build
+
+    res = build("h200", replicates=2)  # the MAPEs do not depend on the host-noise band
+    committed = json.loads((ROOT / "validation" / "validation.json").read_text())
+    assert set(committed["summary"]) == set(res["summary"])
+    for k, v in res["summary"].items():
+        assert committed["summary"][k]["mape_pct"] == pytest.approx(v["mape_pct"], rel=1e-6), k
+    assert res["runs"]["round b"]["canary"]["ok"] is True
 
 
 def test_measured_file_errors(tmp_path):
@@ -87,9 +126,9 @@ def test_cli_validate_writes_report(tmp_path, capsys):
     m = _synthetic(tmp_path)
     code, out, err = _cli(["validate", str(m), "--out", str(tmp_path / "rep"), "--replicates", "3"], capsys)
     assert code == 0, err
-    assert "graph full" in out and "MAPE" in out
+    assert "graph replay [isolated]" in out and "MAPE" in out
     data = json.loads((tmp_path / "rep" / "validation.json").read_text())
-    assert data["summary"]["graph full"]["rows"] == 3
+    assert data["summary"]["graph replay [isolated]"]["rows"] == 2
     html = (tmp_path / "rep" / "validation.html").read_text()
     assert "<html" in html and "<script src=\"http" not in html and len(html) > 1_000_000  # plotly.js inlined
 
