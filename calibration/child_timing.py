@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from .hygiene import canary, check_canary, forbid_profiler
+from .hygiene import canary, check_canary, forbid_profiler, queued_device_us
 from .microbench import _pct
 from .jsonio import dump as _dump
 
@@ -50,28 +50,12 @@ def event_gaps(n: int = 240) -> dict:
     ident = [graph_op_us([fn] * 32, reps=7) for fn in cyc]
     seq = [cyc[i % len(cyc)] for i in range(n)]
     s_id = sum(ident[i % len(cyc)] for i in range(n))
-    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    eager = []
-    for _ in range(7):
-        torch.cuda._sleep(20_000_000)  # hold the stream: the cycle's launches queue up behind it
-        st.record()
-        for fn in seq:
-            fn()
-        en.record()
-        en.synchronize()
-        eager.append(st.elapsed_time(en) * 1e3)
+    # the whole cycle (one call of the lambda) queued behind a sleep kernel: µs per cycle
+    eager = queued_device_us(lambda: [fn() for fn in seq], 1, reps=7, hold_cycles=20_000_000)
     het_graph = graph_op_us(seq, reps=9) * n
     tiny = torch.zeros(1, device="cuda")
     tiny_graph = graph_op_us([lambda: tiny.add_(1.0)] * 300, reps=9)
-    tiny_eager = []
-    for _ in range(7):
-        torch.cuda._sleep(20_000_000)
-        st.record()
-        for _ in range(300):
-            tiny.add_(1.0)
-        en.record()
-        en.synchronize()
-        tiny_eager.append(st.elapsed_time(en) * 1e3 / 300)
+    tiny_eager = queued_device_us(lambda: tiny.add_(1.0), 300, reps=7, hold_cycles=20_000_000)
     e50 = _pct(eager)["p50"]
     return {"cycle_kernels": n, "cycle_identical_sum_us": s_id, "cycle_graph_us": het_graph,
             "cycle_eager_us": _pct(eager), "graph_node_us": (het_graph - s_id) / n,

@@ -69,18 +69,9 @@ class HFRunner:
                               use_cache=True, cache_position=self.cpos).logits
 
     def capture(self, warmup: int = 2):
-        import torch
+        from .reference_decoder import warm_then_capture
 
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(warmup):
-                self.step()
-        torch.cuda.current_stream().wait_stream(s)
-        torch.cuda.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = self.step()
+        self.graph, self.out = warm_then_capture(self.step, warmup)
         return self.graph
 
     def replay(self):

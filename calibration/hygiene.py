@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import time
 
+from .microbench import _pct
+
 CANARY_TOLERANCE = 0.20  # |end/start - 1| of the host canary above which a run is rejected
 
 
@@ -44,17 +46,22 @@ def forbid_profiler() -> None:
     torch._C._autograd._enable_profiler = refuse  # the C entry every python profiler ends in
 
 
-def _pct(xs):
-    s = sorted(xs)
-    n = len(s)
+def queued_device_us(fn, count: int, reps: int = 5, hold_cycles: int = 5_000_000) -> list[float]:
+    """Device µs per call of `fn` issued `count` times behind a sleep kernel that holds the stream, so the
+    launches queue up and the GPU runs them back to back (CUDA events around the run), `reps` times."""
+    import torch
 
-    def q(p):
-        i = (n - 1) * p
-        lo = int(i)
-        hi = min(lo + 1, n - 1)
-        return s[lo] + (s[hi] - s[lo]) * (i - lo)
-
-    return {"p10": q(0.1), "p50": q(0.5), "p90": q(0.9), "n": n}
+    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    out = []
+    for _ in range(reps):
+        torch.cuda._sleep(hold_cycles)
+        st.record()
+        for _ in range(count):
+            fn()
+        en.record()
+        en.synchronize()
+        out.append(st.elapsed_time(en) * 1e3 / count)
+    return out
 
 
 def canary(n: int = 3000) -> dict:
@@ -75,16 +82,7 @@ def canary(n: int = 3000) -> dict:
         if i % 100 == 99:
             torch.cuda.synchronize()
     torch.cuda.synchronize()
-    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    dev = []
-    for _ in range(5):
-        torch.cuda._sleep(5_000_000)  # hold the stream so the 200 kernels queue up
-        st.record()
-        for _ in range(200):
-            a.mul_(1.0)
-        en.record()
-        en.synchronize()
-        dev.append(st.elapsed_time(en) * 1e3 / 200)
+    dev = queued_device_us(lambda: a.mul_(1.0), 200)
     return {"host_tiny_op_us": _pct(xs), "device_queued_kernel_us": _pct(dev), "time": time.time()}
 
 

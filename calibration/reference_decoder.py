@@ -294,9 +294,9 @@ class Runner:
         list of piece graphs (piecewise)."""
         import torch
 
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
         if mode == "piecewise":
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
             fns, st = self._piece_list()
             with torch.cuda.stream(s):
                 for _ in range(warmup):
@@ -317,14 +317,7 @@ class Runner:
             self.out = st.get("out")
             self._piece_state = st
             return [g for g, _ in self.pieces if g is not None]
-        with torch.cuda.stream(s):
-            for _ in range(warmup):
-                self.step()
-        torch.cuda.current_stream().wait_stream(s)
-        torch.cuda.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=pool):
-            self.out = self.step()
+        self.graph, self.out = warm_then_capture(self.step, warmup, pool)
         return self.graph
 
     def replay(self):
@@ -337,6 +330,24 @@ class Runner:
     def release(self):
         self.graph = self.pieces = self.out = None
         self._piece_state = None
+
+
+def warm_then_capture(step, warmup: int = 2, pool=None):
+    """Run `step` `warmup` times on a side stream (as engines warm up before capturing), then capture one
+    call as a CUDA graph; returns (graph, the captured call's output)."""
+    import torch
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warmup):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, pool=pool):
+        out = step()
+    return g, out
 
 
 def model_spec(name: str, quick: bool = False) -> ModelSpec:
