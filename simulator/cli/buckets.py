@@ -80,7 +80,9 @@ def graph_memory(
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     fusion: str = typer.Option("fused", "--fusion", help="none | packed | compiled | fused"),
     graph: str = typer.Option("full", "--graph", help="full | piecewise | full_and_piecewise | none"),
-    budget: Optional[str] = typer.Option(None, "--budget", help="pinned graph-memory budget: bytes or 256MiB / 1GiB"),
+    budget: Optional[str] = typer.Option(None, "--memory-budget", "--budget",
+                                          help="pinned graph-memory budget: bytes or 256MiB / 1GiB (--budget is an "
+                                               "alias)"),
     private: bool = typer.Option(False, "--private", help="a private pool per graph instead of one shared pool"),
     retention: str = typer.Option("auto", "--retention",
                                   help="graph outputs in the shared pool: keep (SGLang) | drop (vLLM) | auto "
@@ -98,7 +100,7 @@ def graph_memory(
 
     number("--gpu-util", gpu_util, 1.0, "a fraction in (0, 1]")
     modes(fusion, graph)
-    b, ws = _bytes(budget, "--budget"), _bytes(workspace, "--workspace")
+    b, ws = _bytes(budget, "--memory-budget"), _bytes(workspace, "--workspace")
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
     with named("--layout"):
         sizes = parse_layout(layout, max_size, max_num_seqs)

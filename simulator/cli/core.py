@@ -38,12 +38,14 @@ def print_rows(rows: list[dict], title: str, columns: list[str] | None = None, l
 def run(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
     out: Path = typer.Option(Path("out"), "--out", help="output folder for result.json and report.html"),
+    overrides: Optional[list[str]] = typer.Option(None, "--set", help="override a scenario field, FIELD=VALUE "
+                                                  "(dotted path, YAML value), e.g. --set replicates=2; repeatable"),
 ) -> None:
     """Validate and run a scenario; print a summary, write DIR/result.json and DIR/report.html."""
     from ..outpaths import check_out_dir, out_lock
     from ..runner import run_scenario
 
-    sc = load_scenario(scenario)
+    sc = load_scenario(scenario, overrides=overrides)
     check_out_dir(out)
     t0 = time.perf_counter()
     try:

@@ -17,7 +17,9 @@ from ..report import dumps
 
 @app.command()
 def optimize(
-    dist: Optional[Path] = typer.Option(None, "--dist", help="CSV with a header: `batch` or `batch,count` columns"),
+    dist: Optional[Path] = typer.Option(None, "--distribution", "--dist",
+                                        help="batch-size CSV with a header: `batch` or `batch,count` columns "
+                                             "(e.g. the batch_log.csv of `serve --out`); --dist is an alias"),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="a `buckets` scenario file (flags override it)"),
     model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json path (default qwen3-8b)"),
     fusion: Optional[str] = typer.Option(None, "--fusion", help="none | packed | compiled | fused (default fused)"),
@@ -25,8 +27,9 @@ def optimize(
     graph: Optional[str] = typer.Option(None, "--graph", help="full | piecewise | full_and_piecewise (default full)"),
     ctx: Optional[int] = typer.Option(None, "--ctx", help="context length, tokens (default 1024)"),
     max_graphs: Optional[int] = typer.Option(None, "--max-graphs", help="most capture sizes K (default 64)"),
-    memory_budget: Optional[str] = typer.Option(None, "--memory-budget",
-                                                help="pinned graph memory: bytes, 512MiB, 1GiB, or a preset name"),
+    memory_budget: Optional[str] = typer.Option(None, "--memory-budget", "--budget",
+                                                help="pinned graph memory: bytes, 512MiB, 1GiB, or a preset name "
+                                                     "(--budget is an alias)"),
     capture_budget: Optional[float] = typer.Option(None, "--capture-budget", help="capture time budget, seconds"),
     max_size: Optional[int] = typer.Option(None, "--max-size", help="largest size (default: largest batch seen)"),
     objective: Optional[str] = typer.Option(None, "--objective", help="step-time | padded-rows (default step-time)"),
@@ -45,7 +48,7 @@ def optimize(
     from .checks import count, model_flag, modes, named, number, profile_flag
 
     if (dist is None) == (scenario is None):
-        raise UserError("give exactly one of --dist CSV or --scenario FILE")
+        raise UserError("give exactly one of --distribution CSV or --scenario FILE")
     count("--ctx", ctx, L.MAX_CTX)
     if max_graphs is not None and max_graphs > L.MAX_OPTIMIZE_SIZE:
         raise UserError(f"--max-graphs {max_graphs:,} is above the limit of {L.MAX_OPTIMIZE_SIZE:,}")
@@ -73,7 +76,7 @@ def optimize(
             raise UserError(f"{scenario}: kind '{sc.kind}' is not a buckets scenario")
         inp, title = inputs_from_scenario(sc, **over), f"launchsim optimize: {sc.name}"
     else:
-        with named("--dist"):
+        with named("--distribution"):
             d = from_csv(dist)
         inp = Inputs(d, **{k: v for k, v in over.items() if v is not None})
     t0 = time.perf_counter()

@@ -1,7 +1,7 @@
 """Runs `serve` scenarios: replications of one replica under a request stream, and their report.
 
 Writes DIR/result.json (settings, metrics, per-replication rows, batch log), DIR/metrics.csv (one row per
-replication), DIR/batch_log.csv (`batch,count` of decode-only steps, input to `launchsim optimize --dist`)
+replication), DIR/batch_log.csv (`batch,count` of decode-only steps, input to `launchsim optimize --distribution`)
 and DIR/report.html (batch-size histogram, TTFT and TPOT distributions, metrics table).
 """
 
