@@ -20,6 +20,7 @@ from . import optimizer as opt
 from .buckets import preset_sizes
 from .costs import CostModel
 from .distribution import BatchDistribution
+from .engine_syntax import engine_syntax  # noqa: F401  (re-exported: one line per engine)
 from .errors import UserError
 from .limits import MAX_OPTIMIZE_SIZE
 from .graph_memory import GraphMemoryModel
@@ -188,14 +189,6 @@ def _violations(st: Setup, p: opt.Problem, sizes: list[int], mem: float, cap: fl
     if st.inp.objective == "padded-rows" and sizes[-1] != int(st.sizes[-1]):
         why.append(f"largest size {sizes[-1]} != max size {int(st.sizes[-1])} (padded-rows gives every batch a graph)")
     return "; ".join(why) or None
-
-
-def engine_syntax(sizes: list[int]) -> dict[str, str]:
-    return {
-        "vllm": "--compilation-config '" + json.dumps({"cudagraph_capture_sizes": sizes}) + "'",
-        "sglang": f"--cuda-graph-max-bs {sizes[-1]} --cuda-graph-bs " + " ".join(map(str, sizes)),
-        "trtllm": "cuda_graph_config:\n  enable_padding: true\n  batch_sizes: [" + ", ".join(map(str, sizes)) + "]",
-    }
 
 
 def _count_grid(K: int) -> list[int]:
@@ -370,7 +363,8 @@ def write_outputs(result: dict, dist: BatchDistribution, out: Path, title: str, 
     snippets = ("<h2>Ready to paste</h2>"
                 f"<p>Chosen sizes ({len(result['sizes'])}): <code>{html.escape(str(result['sizes']))}</code></p>"
                 f"<p>vLLM (<code>compilation_config.cudagraph_capture_sizes</code>):</p><pre>{html.escape(syn['vllm'])}</pre>"
-                f"<p>SGLang:</p><pre>{html.escape(syn['sglang'])}</pre>"
+                f"<p>SGLang 0.5.20+ (per-phase decode flags):</p><pre>{html.escape(syn['sglang_decode'])}</pre>"
+                f"<p>SGLang before 0.5.20:</p><pre>{html.escape(syn['sglang'])}</pre>"
                 f"<p>TensorRT-LLM (extra LLM API options YAML):</p><pre>{html.escape(syn['trtllm'])}</pre>")
     budget = inp["memory_budget_bytes"]
     cons = (f"Objective {inp['objective']} ({unit}); model {inp['model']}, fusion {inp['fusion']}, graph "

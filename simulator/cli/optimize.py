@@ -95,7 +95,8 @@ def optimize(
 
 
 def _print(result: dict, out: Optional[Path]) -> None:
-    from .core import console, print_rows
+    from ..engine_syntax import engine_lines
+    from .tables import print_rows, raw_lines, say
 
     unit = result["objective_unit"]
     rows = [{"layout": "optimum", "graphs": result["best_graphs"], "objective": result["objective"],
@@ -108,8 +109,7 @@ def _print(result: dict, out: Optional[Path]) -> None:
                      "memory_MiB": v.get("memory_mib", float("nan")), "capture_s": v.get("capture_s", float("nan")),
                      "gain_%": v.get("gain_pct", float("nan")), "feasible": "yes" if v["feasible"] else v["reason"]})
     print_rows(rows, f"objective: {unit} (gain = how much lower the optimum is)")
-    console.print(f"sizes ({len(result['sizes'])}): {result['sizes']}")
-    for eng, text in result["engine_syntax"].items():
-        console.print(f"[bold]{eng}[/bold]:\n{text}", highlight=False, markup=True)
+    say(f"sizes ({len(result['sizes'])}): {', '.join(map(str, result['sizes']))}")
+    raw_lines(engine_lines(result["sizes"]))
     if out is not None:
-        console.print(f"wrote {out / 'report.html'}, {out / 'result.json'} and {out / 'frontier.csv'}")
+        say(f"wrote {out / 'report.html'}, {out / 'result.json'} and {out / 'frontier.csv'}")
