@@ -86,6 +86,10 @@ def main(argv: list[str] | None = None) -> None:
 def _run(argv) -> None:
     import os
 
+    from ..progress import set_quiet
+
+    set_quiet("--json" in (sys.argv[1:] if argv is None else argv))  # --json: stdout and stderr stay machine-clean
+
     try:
         rv = app(args=argv, prog_name="launchsim", standalone_mode=False)
     except UserError as e:

@@ -113,7 +113,7 @@ def graph_memory(
 
     number("--gpu-util", gpu_util, 1.0, "a fraction in (0, 1]")
     modes(fusion, graph)
-    b, ws = _bytes(budget, "--memory-budget"), _bytes(workspace, "--workspace")
+    b, ws = _bytes(budget, "--memory-budget (alias --budget)"), _bytes(workspace, "--workspace")
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
     with named("--layout"):
         sizes = parse_layout(layout, max_size, max_num_seqs)

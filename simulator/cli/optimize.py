@@ -63,7 +63,7 @@ def optimize(
         profile_flag("--profile", profile)
     if out is not None:
         check_out_dir(out)
-    with named("--memory-budget"):
+    with named("--memory-budget (alias --budget)"):
         mb = parse_memory_budget(memory_budget)
     over = dict(model=model, profile=profile, fusion=fusion, graph=graph, ctx=ctx, objective=objective,
                 max_graphs=max_graphs, memory_budget=mb,

@@ -26,7 +26,11 @@ def serve(sc) -> dict:
     t0 = time.perf_counter()
     cfg = build_config(sc, sc.model, sc.profile, sc.fusion, sc.graph, sc.layout)
     trace = load_run_trace(sc)
-    results = run_replications(sc, cfg, sc.rate, trace=trace)
+    from ..progress import task
+
+    what = f"{sc.rate:g} req/s" if sc.rate is not None else "trace"
+    with task(f"serve {sc.model} at {what}, {sc.duration_s:g} s simulated x {sc.replications}"):
+        results = run_replications(sc, cfg, sc.rate, trace=trace)
     metrics = mean_metrics(results)
     rows = [{"replication": i, **r.metrics, "simulated_s": r.simulated_s, "wall_s": r.wall_s}
             for i, r in enumerate(results)]
