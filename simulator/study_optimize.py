@@ -333,12 +333,15 @@ def write_outputs(result: dict, dist: BatchDistribution, out: Path, title: str, 
         f = charts.lines_figure({"exact optimum": ([r[xk] for r in rows], [r["objective"] * scale for r in rows])},
                                 f"Pareto frontier: objective vs {xt}", xt, ylab)
         px = [v["graphs"] if key == "graphs" else v["memory_mib"] for v in feas.values()]
-        f.add_trace(go.Scatter(x=px, y=[v["objective"] * scale for v in feas.values()], mode="markers+text",
-                               text=list(feas), textposition="top center", name="presets",
-                               marker=dict(size=11, symbol="diamond")))
+        symbols = ["diamond", "square", "triangle-up", "cross", "x", "pentagon", "hexagon", "triangle-down"]
+        for i, (n, v) in enumerate(feas.items()):  # one legend entry per preset: labels never overprint
+            f.add_trace(go.Scatter(x=[px[i]], y=[v["objective"] * scale], mode="markers", name=f"preset {n}",
+                                   marker=dict(size=11, symbol=symbols[i % len(symbols)]),
+                                   hovertext=f"{n}: {v['objective'] * scale:.4g}"))
         bx = result["best_graphs"] if key == "graphs" else result["best_memory_mib"]
         f.add_trace(go.Scatter(x=[bx], y=[result["objective"] * scale], mode="markers", name="chosen",
                                marker=dict(size=14, symbol="star")))
+        f.update_yaxes(rangemode="tozero")  # from zero: a 1% gain looks like 1%
         figs.append(f)
     b, w = dist.as_arrays()
     d = go.Figure(go.Bar(x=b, y=w, name="share of steps"))

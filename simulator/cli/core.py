@@ -40,6 +40,8 @@ def print_prediction(d: dict, title: str = "prediction") -> None:
 def run(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
     out: Path = typer.Option(Path("out"), "--out", help="output folder for result.json and report.html"),
+    inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html (one "
+                                       "self-contained file) instead of writing plotly.min.js beside it"),
     rows_shown: int = typer.Option(100, "--rows", help="summary rows to print (0: all); result.json has every row"),
     overrides: Optional[list[str]] = typer.Option(None, "--set", help="override a scenario field, FIELD=VALUE "
                                                   "(dotted path, YAML value), e.g. --set replicates=2; repeatable"),
@@ -49,6 +51,9 @@ def run(
     from ..runner import run_scenario
 
     sc = load_scenario(scenario, overrides=overrides)
+    from ..report import set_inline_plotly
+
+    set_inline_plotly(inline_plotly)
     check_out_dir(out)
     t0 = time.perf_counter()
     try:

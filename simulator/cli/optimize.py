@@ -35,6 +35,8 @@ def optimize(
     objective: Optional[str] = typer.Option(None, "--objective", help="step-time | padded-rows (default step-time)"),
     private: bool = typer.Option(False, "--private", help="a private memory pool per graph (default: shared)"),
     out: Optional[Path] = typer.Option(None, "--out", help="folder for report.html, result.json, frontier.csv"),
+    inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html instead "
+                                       "of writing plotly.min.js beside it"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Exact best CUDA-graph capture sizes for a batch-size distribution (dynamic programming)."""
@@ -44,6 +46,9 @@ def optimize(
     from ..study_optimize import Inputs, inputs_from_scenario, parse_memory_budget, run, write_outputs
 
     from .. import limits as L
+    from ..report import set_inline_plotly
+
+    set_inline_plotly(inline_plotly)
     from ..outpaths import check_out_dir, out_lock
     from .checks import count, model_flag, modes, named, number, profile_flag
 
