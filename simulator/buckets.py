@@ -65,9 +65,20 @@ def preset_sizes(name: str, max_size: int | None = None, max_num_seqs: int | Non
 
 
 def parse_layout(spec: str | list[int], max_size: int | None = None, max_num_seqs: int | None = None) -> list[int]:
-    """A preset name, a comma-separated list ("1,2,4,8") or a list of ints -> sorted unique sizes."""
+    """A preset name, a comma-separated list ("1,2,4,8"), an engine's own text (`[1, 2, 8]`, a vLLM
+    compilation_config JSON, SGLang's `--cuda-graph-bs 1 2 4`: engine_syntax.py) or a list of ints -> sorted
+    unique sizes."""
     if isinstance(spec, str) and spec in LAYOUT_PRESETS:
         return preset_sizes(spec, max_size, max_num_seqs)
+    if isinstance(spec, str):
+        from .engine_syntax import EngineLayoutError, parse_engine_layout
+
+        try:
+            engine = parse_engine_layout(spec)
+        except EngineLayoutError as e:
+            raise BucketError(f"layout {spec[:60]!r}: {e}") from None
+        if engine is not None:
+            spec = engine
     if isinstance(spec, str):
         try:
             items = [int(x) for x in spec.replace(" ", "").split(",") if x]

@@ -38,12 +38,43 @@ def timeline_figure(tl: Timeline, launches: int = 18, title: str = "") -> go.Fig
     return fig
 
 
+_BASE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#EECA3B", "#9D755D", "#FF9DA6",
+         "#222222"]
+_DASHES = ["solid", "dash", "dot", "dashdot"]
+
+
+def palette(n: int) -> list[str]:
+    """n distinguishable colours: a 10-colour qualitative palette, then evenly spaced hues at alternating
+    lightness (every colour distinct for any n)."""
+    if n <= len(_BASE):
+        return _BASE[:n]
+    import colorsys
+
+    out = []
+    for i in range(n):
+        h = (i * 0.618033988749895) % 1.0  # golden-ratio hue steps keep neighbours apart
+        light = (0.38, 0.55, 0.7)[i % 3]
+        r, g, b = colorsys.hls_to_rgb(h, light, 0.75)
+        out.append(f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}")
+    return out
+
+
+def series_style(names: list[str]) -> dict[str, dict]:
+    """A distinct colour per series and, beyond ten series, a dash pattern too (distinguishable in greyscale)."""
+    cols = palette(len(names))
+    many = len(names) > len(_BASE)
+    return {nm: {"color": cols[i], "dash": _DASHES[(i // 3) % len(_DASHES)] if many else "solid"}
+            for i, nm in enumerate(names)}
+
+
 def lines_figure(series: dict[str, tuple[list, list]], title: str, xtitle: str, ytitle: str,
                  log_x: bool = False, dash: dict[str, str] | None = None) -> go.Figure:
     fig = go.Figure()
+    style = series_style(list(series))
     for name, (xs, ys) in series.items():
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=name,
-                                 line=dict(dash=(dash or {}).get(name, "solid"))))
+                                 line=dict(color=style[name]["color"],
+                                           dash=(dash or {}).get(name, style[name]["dash"]))))
     fig.update_layout(title=title, xaxis_title=xtitle, yaxis_title=ytitle, height=450)
     if log_x:
         fig.update_xaxes(type="log")
@@ -65,7 +96,8 @@ def panels_figure(panels: dict[str, dict[str, tuple]], title: str, xtitle: str, 
     names = list(panels)
     rows = (len(names) + cols - 1) // cols
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, shared_xaxes=True)
-    palette = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D"]
+    all_names = list(dict.fromkeys(s for p in panels.values() for s in p))
+    style = series_style(all_names)
     colours: dict[str, str] = {}
     for i, name in enumerate(names):
         r, c = i // cols + 1, i % cols + 1
@@ -76,10 +108,10 @@ def panels_figure(panels: dict[str, dict[str, tuple]], title: str, xtitle: str, 
                 err = dict(type="data", symmetric=False, array=[h - y for y, h in zip(ys, ser[3])],
                            arrayminus=[y - lo for y, lo in zip(ys, ser[2])], thickness=1)
             first = sname not in colours
-            colours.setdefault(sname, palette[len(colours) % len(palette)])
+            colours.setdefault(sname, style[sname]["color"])
             fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=sname, legendgroup=sname, error_y=err,
                                      showlegend=first, line=dict(color=colours[sname],
-                                                                 dash=(dash or {}).get(sname, "solid"))),
+                                                                 dash=(dash or {}).get(sname, style[sname]["dash"]))),
                           row=r, col=c)
         fig.update_xaxes(title_text=xtitle, type="log" if log_x else "linear", row=r, col=c)
         fig.update_yaxes(title_text=ytitle, row=r, col=c)

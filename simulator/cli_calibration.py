@@ -142,8 +142,11 @@ def validate(
         prof = load_profile(profile)
     except (ValidationError, ProfileError) as e:
         raise UserError(str(e)) from None
+    from .progress import task
+
     try:
-        res = run_validate(data, prof, replicates=replicates)
+        with task(f"validate: {len(data.get('rows', []))} measured rows x {replicates} replicates"):
+            res = run_validate(data, prof, replicates=replicates)
     except ValueError as e:  # a row the model cannot run (unknown model, context beyond its limit)
         raise UserError(f"{measured}: {e}") from None
     if not res["rows"]:

@@ -48,7 +48,9 @@ def _die_with_parent() -> None:
 def _progress(enabled: bool, total: int, cached: int):
     import sys
 
-    if not enabled or total == 0 or not sys.stderr.isatty():
+    from .progress import enabled as progress_enabled
+
+    if not enabled or total == 0 or not progress_enabled():
         yield lambda n, sims: None
         return
     from rich.console import Console

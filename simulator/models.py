@@ -78,6 +78,46 @@ _LIMITS = {"hidden_size": L.MAX_DIM, "num_hidden_layers": L.MAX_LAYERS, "num_att
            "head_dim": 1 << 14, "max_position_embeddings": 1 << 31}
 
 
+_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts",
+                "moe_intermediate_size", "num_shared_experts", "moe_num_experts", "expert_interval")
+_DTYPES_OK = ("bfloat16", "float16", "bf16", "fp16", "half", "auto")
+
+
+def unmodelled_field(cfg: dict) -> tuple[str, str] | None:
+    """(field, what) for the first config.json field describing something launchsim does not model (experts,
+    quantization, MLA, sliding-window or non-attention layers, multimodal towers, encoder-decoder, other dtypes)."""
+    def on(k):
+        v = cfg.get(k)
+        return v not in (None, False, 0, "", [], {})
+
+    for k in _EXPERT_KEYS:
+        if on(k):
+            return k, "Mixture-of-Experts (experts)"
+    for k in ("quantization_config", "quantization", "compression_config"):
+        if on(k):
+            return k, "quantization"
+    for k in ("kv_lora_rank", "q_lora_rank"):
+        if on(k):
+            return k, "multi-head latent attention (MLA)"
+    if cfg.get("use_sliding_window") is True:
+        return "use_sliding_window", "sliding-window attention"
+    if on("sliding_window") and "use_sliding_window" not in cfg:
+        return "sliding_window", "sliding-window attention"
+    lt = cfg.get("layer_types")
+    if isinstance(lt, list) and any(x != "full_attention" for x in lt):
+        return "layer_types", "layers other than full attention"
+    for k in ("vision_config", "audio_config", "text_config"):
+        if on(k):
+            return k, "a multimodal or nested model config"
+    if cfg.get("is_encoder_decoder") is True:
+        return "is_encoder_decoder", "an encoder-decoder model"
+    for k in ("torch_dtype", "dtype"):
+        v = cfg.get(k)
+        if isinstance(v, str) and v not in _DTYPES_OK:
+            return k, f"dtype {v!r} (only bfloat16/float16 weights are modelled)"
+    return None
+
+
 def load_model(name_or_path: str) -> ModelSpec:
     """A preset name, or a path to a Hugging Face `config.json`. Every problem is one line
     `FILE:LINE: field 'name': message` (or names the file)."""
@@ -104,6 +144,11 @@ def load_model(name_or_path: str) -> ModelSpec:
     if missing:
         raise ModelError(f"{where}:1: field '{missing[0]}': missing field (required)"
                          + (f" (also {', '.join(missing[1:])})" if missing[1:] else ""))
+    unmodelled = unmodelled_field(cfg)
+    if unmodelled:
+        key, what = unmodelled
+        raise bad(key, f"{what} is not modelled by launchsim yet: refusing to simulate this model as a dense "
+                       f"bf16/fp16 decoder")
     for k, cap in _LIMITS.items():
         if k not in cfg or (cfg[k] is None and k in ("num_key_value_heads", "head_dim")):
             continue

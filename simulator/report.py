@@ -1,6 +1,7 @@
-"""Report output: atomic JSON/CSV/HTML writes and self-contained offline HTML pages.
+"""Report output: atomic JSON/CSV/HTML writes and offline HTML pages.
 
-An HTML report embeds plotly.js once (no network needed to open it) followed by each figure and
+An HTML report loads plotly.js from plotly.min.js written once beside it (no network needed to open it; the
+folder's reports share the one copy), or inlines it on request (`--inline-plotly`), followed by each figure and
 any tables. Writes go to a temporary file in the same folder, then `os.replace`, so a crash never
 leaves a half-written output.
 """
@@ -104,14 +105,46 @@ caption{text-align:left;font-weight:bold;margin-bottom:4px}
 """
 
 
-def html_page(title: str, figures: Iterable, sections: Iterable[str] = (), intro: str = "") -> str:
-    """A self-contained page: plotly.js inlined once, then each figure, then extra HTML sections."""
+PLOTLY_JS = "plotly.min.js"
+_inline = {"on": False}
+
+
+def set_inline_plotly(on: bool = True) -> None:
+    """Inline plotly.js into each report (one self-contained file) instead of one plotly.min.js per folder."""
+    _inline["on"] = on
+
+
+def inline_plotly() -> bool:
+    import os
+
+    return _inline["on"] or os.environ.get("LAUNCHSIM_INLINE_PLOTLY") == "1"
+
+
+def ensure_plotly_js(folder: str | Path) -> Path:
+    """Write plotly.min.js into `folder` once (kept when it already holds this plotly version's copy)."""
+    from plotly.offline import get_plotlyjs
+
+    path = Path(folder) / PLOTLY_JS
+    js = get_plotlyjs()
+    if not path.is_file() or path.stat().st_size != len(js.encode()):
+        atomic_write_text(path, js)
+    return path
+
+
+def html_page(title: str, figures: Iterable, sections: Iterable[str] = (), intro: str = "",
+              plotly_src: str | None = None) -> str:
+    """A page: plotly.js inlined once (plotly_src None) or loaded from `plotly_src` beside the page, then each
+    figure, then extra HTML sections."""
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"]
+             f"<style>{_STYLE}</style>"]
+    if plotly_src is not None:
+        parts.append(f"<script src=\"{html.escape(plotly_src)}\" charset=\"utf-8\"></script>")
+    parts.append(f"</head><body><h1>{html.escape(title)}</h1>")
     if intro:
         parts.append(f"<p class='note'>{html.escape(intro)}</p>")
-    first = True
+    first = plotly_src is None
     for fig in figures:
+        _colours(fig)
         parts.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False))
         first = False
     parts.extend(sections)
@@ -119,5 +152,20 @@ def html_page(title: str, figures: Iterable, sections: Iterable[str] = (), intro
     return "\n".join(parts)
 
 
+def _colours(fig) -> None:
+    """Enough distinct colours for every trace (plotly's default cycle repeats after 10)."""
+    from .charts import palette
+
+    if getattr(fig.layout, "colorway", None) is None and len(fig.data) > 10:
+        fig.update_layout(colorway=palette(len(fig.data)))
+
+
 def write_html(path: str | Path, title: str, figures: Iterable, sections: Iterable[str] = (), intro: str = "") -> Path:
-    return atomic_write_text(path, html_page(title, list(figures), sections, intro))
+    """Write a report; plotly.js goes once into the report's folder as plotly.min.js (opens offline as long as
+    the folder stays together), or inline when asked (`set_inline_plotly`, LAUNCHSIM_INLINE_PLOTLY=1)."""
+    figures = list(figures)
+    src = None
+    if figures and not inline_plotly():
+        ensure_plotly_js(Path(path).parent)
+        src = PLOTLY_JS
+    return atomic_write_text(path, html_page(title, figures, sections, intro, src))

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from .progress import note
 from .report import table_html, write_csv, write_html, write_json
 from .serving.capacity import Slo, find_capacity
 from .serving.kv import KVError
@@ -65,6 +66,7 @@ def _search_one(args) -> dict:
     s = sc.search
 
     def evaluate(rate: float) -> dict:
+        note(f"{config_name({**c, 'profile_name': ''}, False)}: trying {rate:.4g} req/s")
         return mean_metrics(run_replications(sc, cfg, rate, prep, trace))
 
     start = s.start or start_rate(cfg, prep, sc)
@@ -91,11 +93,20 @@ def run_capacity_scenario(sc, out: Path | None) -> dict:
     cfgs = configurations(sc)
     workers = sc.workers or os.cpu_count() or 1
     jobs = [(sc, c) for c in cfgs]
-    if workers > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as ex:
-            found = list(ex.map(_search_one, jobs))
-    else:
-        found = [_search_one(j) for j in jobs]
+    from .progress import task
+
+    with task(f"{sc.name}: capacity search", total=len(jobs)) as advance:
+        if workers > 1 and len(jobs) > 1:
+            with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as ex:
+                found = []
+                for f in ex.map(_search_one, jobs):
+                    found.append(f)
+                    advance()
+        else:
+            found = []
+            for j in jobs:
+                found.append(_search_one(j))
+                advance()
     many = len({f["profile_name"] for f in found}) > 1
     rows = []
     for f in found:

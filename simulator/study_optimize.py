@@ -20,6 +20,7 @@ from . import optimizer as opt
 from .buckets import preset_sizes
 from .costs import CostModel
 from .distribution import BatchDistribution
+from .engine_syntax import engine_syntax  # noqa: F401  (re-exported: one line per engine)
 from .errors import UserError
 from .limits import MAX_OPTIMIZE_SIZE
 from .graph_memory import GraphMemoryModel
@@ -190,14 +191,6 @@ def _violations(st: Setup, p: opt.Problem, sizes: list[int], mem: float, cap: fl
     return "; ".join(why) or None
 
 
-def engine_syntax(sizes: list[int]) -> dict[str, str]:
-    return {
-        "vllm": "--compilation-config '" + json.dumps({"cudagraph_capture_sizes": sizes}) + "'",
-        "sglang": f"--cuda-graph-max-bs {sizes[-1]} --cuda-graph-bs " + " ".join(map(str, sizes)),
-        "trtllm": "cuda_graph_config:\n  enable_padding: true\n  batch_sizes: [" + ", ".join(map(str, sizes)) + "]",
-    }
-
-
 def _count_grid(K: int) -> list[int]:
     if K <= 16:
         return list(range(1, K + 1))
@@ -340,12 +333,15 @@ def write_outputs(result: dict, dist: BatchDistribution, out: Path, title: str, 
         f = charts.lines_figure({"exact optimum": ([r[xk] for r in rows], [r["objective"] * scale for r in rows])},
                                 f"Pareto frontier: objective vs {xt}", xt, ylab)
         px = [v["graphs"] if key == "graphs" else v["memory_mib"] for v in feas.values()]
-        f.add_trace(go.Scatter(x=px, y=[v["objective"] * scale for v in feas.values()], mode="markers+text",
-                               text=list(feas), textposition="top center", name="presets",
-                               marker=dict(size=11, symbol="diamond")))
+        symbols = ["diamond", "square", "triangle-up", "cross", "x", "pentagon", "hexagon", "triangle-down"]
+        for i, (n, v) in enumerate(feas.items()):  # one legend entry per preset: labels never overprint
+            f.add_trace(go.Scatter(x=[px[i]], y=[v["objective"] * scale], mode="markers", name=f"preset {n}",
+                                   marker=dict(size=11, symbol=symbols[i % len(symbols)]),
+                                   hovertext=f"{n}: {v['objective'] * scale:.4g}"))
         bx = result["best_graphs"] if key == "graphs" else result["best_memory_mib"]
         f.add_trace(go.Scatter(x=[bx], y=[result["objective"] * scale], mode="markers", name="chosen",
                                marker=dict(size=14, symbol="star")))
+        f.update_yaxes(rangemode="tozero")  # from zero: a 1% gain looks like 1%
         figs.append(f)
     b, w = dist.as_arrays()
     d = go.Figure(go.Bar(x=b, y=w, name="share of steps"))
@@ -370,7 +366,8 @@ def write_outputs(result: dict, dist: BatchDistribution, out: Path, title: str, 
     snippets = ("<h2>Ready to paste</h2>"
                 f"<p>Chosen sizes ({len(result['sizes'])}): <code>{html.escape(str(result['sizes']))}</code></p>"
                 f"<p>vLLM (<code>compilation_config.cudagraph_capture_sizes</code>):</p><pre>{html.escape(syn['vllm'])}</pre>"
-                f"<p>SGLang:</p><pre>{html.escape(syn['sglang'])}</pre>"
+                f"<p>SGLang 0.5.20+ (per-phase decode flags):</p><pre>{html.escape(syn['sglang_decode'])}</pre>"
+                f"<p>SGLang before 0.5.20:</p><pre>{html.escape(syn['sglang'])}</pre>"
                 f"<p>TensorRT-LLM (extra LLM API options YAML):</p><pre>{html.escape(syn['trtllm'])}</pre>")
     budget = inp["memory_budget_bytes"]
     cons = (f"Objective {inp['objective']} ({unit}); model {inp['model']}, fusion {inp['fusion']}, graph "

@@ -18,10 +18,8 @@ from .timeline import summarize
 from .workload import build_step, decode, kernels_per_layer, toy_step
 
 
-def run_step_scenario(sc: StepScenario, out: Path | None) -> dict:
-    model = load_model(sc.model)
-    prof = load_profile(sc.profile)
-    costs = CostModel(prof)
+def _grid(sc: StepScenario, model, costs, advance) -> list[dict]:
+    """One row per (fusion, graph, batch) of the scenario."""
     rows = []
     for fusion in sc.fusion:
         for graph in sc.graph:
@@ -34,6 +32,18 @@ def run_step_scenario(sc: StepScenario, out: Path | None) -> dict:
                     band = host_band(step, costs, graph, sc.replicates, sc.seed)
                     row.update({"step_ms_p10": band["p10"], "step_ms_p90": band["p90"]})
                 rows.append(row)
+                advance()
+    return rows
+
+
+def run_step_scenario(sc: StepScenario, out: Path | None) -> dict:
+    model = load_model(sc.model)
+    prof = load_profile(sc.profile)
+    costs = CostModel(prof)
+    from .progress import task
+
+    with task(f"{sc.name}: step grid", total=len(sc.fusion) * len(sc.graph) * len(sc.batch)) as advance:
+        rows = _grid(sc, model, costs, advance)
     tl_spec = sc.timeline
     tl_step = build_step(model, decode(tl_spec.batch, sc.ctx), tl_spec.fusion)
     _, tl = simulate(tl_step, costs, tl_spec.graph, "des")
@@ -112,7 +122,7 @@ def run_toy_scenario(sc: ToyScenario, out: Path | None) -> dict:
         d = res.as_dict()
         rows.append({"case": case.label, "layers": case.layers, "kernels_per_layer": case.kernels_per_layer,
                      "launch_us": case.launch_us, "kernel_us": case.kernel_s * 1e6, **d,
-                     "gpu_utilization": d["gpu_ms"] / d["step_ms"]})
+                     "gpu_utilization": d["gpu_ms"] / d["step_ms"] if d["step_ms"] > 0 else 0.0})
     result = {"scenario": sc.model_dump(mode="json"), "rows": rows,
               "summary_columns": ["case", "launches", "cpu_ms", "gpu_ms", "step_ms", "gpu_utilization", "bound"]}
     if out is not None:

@@ -219,7 +219,7 @@ COMMANDS = {
     "pad": (["pad", "3"], {"--layout": ["x", "0", "1,99999999", ""], "--max-size": BAD_INTS + ["1000000000"],
                            "--max-num-seqs": BAD_INTS}),
     "graph-memory": (["graph-memory", "--model", "qwen3-0.6b"],
-                     {"--budget": ["1e999", "-1", "x", "0", "1e999GiB", "nan", "inf", BIG + "GiB"],
+                     {"--memory-budget": ["1e999", "-1", "x", "0", "1e999GiB", "nan", "inf", BIG + "GiB"],
                       "--workspace": ["1e999", "-1", "x", "nan"], "--gpu-util": ["nan", "inf", "0", "2", "-1"],
                       "--layout": ["x", "0"], "--max-size": BAD_INTS + ["1000000000"], "--fusion": ["x"],
                       "--graph": ["x"], "--model": ["{d}/folder", ""], "--profile": ["{d}/binary.bin"]}),

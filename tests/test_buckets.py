@@ -66,7 +66,9 @@ def test_pad_is_smallest_fitting_size(sizes, batch):
 def test_cli_buckets_json():
     r = runner.invoke(app, ["buckets", "vllm", "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout) == {"sizes": preset_sizes("vllm")}
+    d = json.loads(r.stdout)
+    assert d["sizes"] == preset_sizes("vllm")
+    assert set(d["engine_syntax"]) == {"vllm", "sglang", "sglang_decode", "trtllm"}
     r = runner.invoke(app, ["buckets", "vllm", "--max-num-seqs", "32", "--json"])
     assert json.loads(r.stdout)["sizes"][-1] == 64
     r = runner.invoke(app, ["buckets", "trtllm", "--max-size", "32", "--json"])

@@ -62,7 +62,13 @@ def test_run_scenarios_write_outputs(tmp_path):
     d = json.loads((tmp_path / "result.json").read_text())
     assert d["rows"][0]["launches"] == 288
     html = (tmp_path / "report.html").read_text()
-    assert "Plotly.newPlot" in html and "<script src=\"http" not in html  # plotly.js embedded: opens offline
+    assert "Plotly.newPlot" in html and "<script src=\"http" not in html  # opens offline
+    assert '<script src="plotly.min.js"' in html and len(html) < 500_000  # plotly.js once per folder, beside it
+    assert (tmp_path / "plotly.min.js").stat().st_size > 1_000_000
+    r = runner.invoke(app, ["run", "scenarios/s13_launch_bound.yaml", "--out", str(tmp_path / "inl"), "--inline-plotly"])
+    assert r.exit_code == 0, r.output
+    assert len((tmp_path / "inl" / "report.html").read_text()) > 1_000_000
+    assert not (tmp_path / "inl" / "plotly.min.js").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 

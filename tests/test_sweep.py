@@ -112,8 +112,22 @@ def test_local_processes_equal_inline():
     assert a.rows == b.rows and a.keys == b.keys
 
 
+def _ray():
+    """Ray is an optional extra: without it the Ray tests skip with a reason, unless LAUNCHSIM_REQUIRE_RAY=1
+    (CI's .ci/run installs the extra and sets it, so a broken Ray install fails there instead of skipping)."""
+    import os
+
+    try:
+        import ray
+    except ImportError:
+        if os.environ.get("LAUNCHSIM_REQUIRE_RAY") == "1":
+            pytest.fail("LAUNCHSIM_REQUIRE_RAY=1 but Ray is not importable")
+        pytest.skip("Ray not installed (optional extra: pip install -e '.[ray]'; CI runs this test)")
+    return ray
+
+
 def test_ray_equals_local():
-    ray = pytest.importorskip("ray")
+    ray = _ray()
     pts = grid()
     local = run_points(pts, None, workers=2, chunk=5, progress=False)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

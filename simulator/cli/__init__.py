@@ -17,6 +17,26 @@ app = typer.Typer(
     help="launchsim: simulate CPU kernel-launch overhead, fusion and CUDA graphs for LLM steps.",
 )
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("launchsim")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            v = "unknown (not installed)"
+        print(f"launchsim {v}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="print the version and exit"),
+) -> None:
+    """launchsim: simulate CPU kernel-launch overhead, fusion and CUDA graphs for LLM steps."""
+
+
 from . import core  # noqa: E402,F401  (registers run, predict, schema)
 from . import serve  # noqa: E402,F401  (registers serve)
 from . import buckets  # noqa: E402,F401  (registers buckets, pad, graph-memory)
@@ -65,6 +85,10 @@ def main(argv: list[str] | None = None) -> None:
 
 def _run(argv) -> None:
     import os
+
+    from ..progress import set_quiet
+
+    set_quiet("--json" in (sys.argv[1:] if argv is None else argv))  # --json: stdout and stderr stay machine-clean
 
     try:
         rv = app(args=argv, prog_name="launchsim", standalone_mode=False)

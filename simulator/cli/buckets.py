@@ -16,30 +16,43 @@ from ..errors import UserError
 from ..report import dumps
 
 MiB = 1 << 20
+LAYOUT_HELP = ("capture sizes: a preset name, 1,2,4,8, '[1, 2, 8]', a vLLM compilation_config JSON "
+               "(cudagraph_capture_sizes) or an SGLang flag list '--cuda-graph-bs 1 2 4'")
 
 
 @app.command()
 def buckets(
-    preset: str = typer.Argument(..., help="vllm | sglang | trtllm | seed | pow2 | all"),
+    preset: Optional[str] = typer.Argument(None, help="vllm | sglang | trtllm | seed | pow2 | all"),
+    layout: Optional[str] = typer.Option(None, "--layout", help="any layout instead of a preset: 1,2,4 | '[1, 2, 8]' "
+                                         "| a vLLM compilation_config JSON | '--cuda-graph-bs 1 2 4'"),
     max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size (preset default if unset)"),
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
     as_json: bool = typer.Option(False, "--json", help='print {"sizes": [...]}'),
 ) -> None:
-    """Print the capture sizes of a layout preset."""
+    """Print the capture sizes of a layout preset (or any layout) and the same sizes in each engine's syntax."""
+    from ..buckets import LAYOUT_PRESETS
+    from ..engine_syntax import engine_lines, engine_syntax
     from .checks import named
 
-    with named("preset"):
-        sizes = preset_sizes(preset.strip(), max_size, max_num_seqs)
+    if (preset is None) == (layout is None):
+        raise UserError("give a preset name or --layout LAYOUT")
+    with named("preset" if layout is None else "--layout"):
+        name = (preset if layout is None else layout).strip()
+        sizes = (preset_sizes(name, max_size, max_num_seqs) if layout is None
+                 else parse_layout(name, max_size, max_num_seqs))
     if as_json:
-        print(dumps({"sizes": sizes}))
+        print(dumps({"sizes": sizes, "engine_syntax": engine_syntax(sizes)}))
     else:
-        print(f"{preset}: {len(sizes)} sizes: {', '.join(map(str, sizes))}")
+        print(f"{preset if name in LAYOUT_PRESETS else 'layout'}: {len(sizes)} sizes: {', '.join(map(str, sizes))}")
+        from .tables import raw_lines
+
+        raw_lines(engine_lines(sizes))
 
 
 @app.command()
 def pad(
     batch: int = typer.Argument(..., help="real batch size"),
-    layout: str = typer.Option("vllm", "--layout", help="preset name or comma-separated sizes"),
+    layout: str = typer.Option("vllm", "--layout", help=LAYOUT_HELP),
     max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size of a preset"),
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
     as_json: bool = typer.Option(False, "--json", help='print {"batch", "padded", "waste"}'),
@@ -74,13 +87,15 @@ def _bytes(v: Optional[str], flag: str) -> Optional[int]:
 @app.command("graph-memory")
 def graph_memory(
     model: str = typer.Option(..., "--model", help="model preset or config.json path"),
-    layout: str = typer.Option("vllm", "--layout", help="preset name or comma-separated sizes"),
+    layout: str = typer.Option("vllm", "--layout", help=LAYOUT_HELP),
     max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size of a preset"),
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     fusion: str = typer.Option("fused", "--fusion", help="none | packed | compiled | fused"),
     graph: str = typer.Option("full", "--graph", help="full | piecewise | full_and_piecewise | none"),
-    budget: Optional[str] = typer.Option(None, "--budget", help="pinned graph-memory budget: bytes or 256MiB / 1GiB"),
+    budget: Optional[str] = typer.Option(None, "--memory-budget", "--budget",
+                                          help="pinned graph-memory budget: bytes or 256MiB / 1GiB (--budget is an "
+                                               "alias)"),
     private: bool = typer.Option(False, "--private", help="a private pool per graph instead of one shared pool"),
     retention: str = typer.Option("auto", "--retention",
                                   help="graph outputs in the shared pool: keep (SGLang) | drop (vLLM) | auto "
@@ -98,7 +113,7 @@ def graph_memory(
 
     number("--gpu-util", gpu_util, 1.0, "a fraction in (0, 1]")
     modes(fusion, graph)
-    b, ws = _bytes(budget, "--budget"), _bytes(workspace, "--workspace")
+    b, ws = _bytes(budget, "--memory-budget (alias --budget)"), _bytes(workspace, "--workspace")
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
     with named("--layout"):
         sizes = parse_layout(layout, max_size, max_num_seqs)

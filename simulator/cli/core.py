@@ -9,41 +9,51 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from . import app
 from ..config import load_scenario, scenario_json_schema
 from ..errors import UserError
 from ..report import dumps
 
-console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
+from .tables import console, print_record, print_rows, say  # noqa: F401  (print_rows: used by other commands)
+
+PREDICT_FIELDS = ["model", "workload", "batch", "ctx", "prefill_seqs", "prefill_len", "tokens", "fusion", "graph",
+                  "engine", "step_ms", "step_ms_p10", "step_ms_p50", "step_ms_p90", "cpu_ms", "gpu_ms", "bound",
+                  "kernels", "launches", "host_calls", "gpu_idle_frac", "gpu_bubble_ms", "gpu_gap_ms", "cpu_stall_ms"]
 
 
-def print_rows(rows: list[dict], title: str, columns: list[str] | None = None, limit: int = 60) -> None:
-    if not rows:
-        return
-    cols = columns or [k for k in rows[0] if not isinstance(rows[0][k], (list, dict))][:12]
-    t = Table(title=title)
-    for c in cols:
-        t.add_column(c, justify="right")
-    for r in rows[:limit]:
-        t.add_row(*[f"{r[c]:.4g}" if isinstance(r.get(c), float) else str(r.get(c, "")) for c in cols])
-    if len(rows) > limit:
-        t.caption = f"{len(rows) - limit} more rows in result.json"
-    console.print(t)
+def print_prediction(d: dict, title: str = "prediction") -> None:
+    """Every headline field of a prediction, one per line, then the rest (same keys as --json)."""
+    keys = [k for k in PREDICT_FIELDS if k in d] + [k for k, v in d.items() if k not in PREDICT_FIELDS
+                                                     and not isinstance(v, (list, dict))]
+    print_record(d, title, keys)
+    if "step_ms_p10" in d:
+        say(f"step time {d['step_ms']:.4g} ms, host-noise band p10-p90 {d['step_ms_p10']:.4g}-{d['step_ms_p90']:.4g} "
+            f"ms; {d.get('bound', '?')}-bound; {d.get('kernels')} kernels from {d.get('launches')} launches "
+            f"(graph {d.get('graph')})")
+    else:
+        say(f"step time {d['step_ms']:.4g} ms; {d.get('bound', '?')}-bound; {d.get('kernels')} kernels from "
+            f"{d.get('launches')} launches (graph {d.get('graph')}); --replicates N adds a p10-p90 band")
 
 
 @app.command()
 def run(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
     out: Path = typer.Option(Path("out"), "--out", help="output folder for result.json and report.html"),
+    inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html (one "
+                                       "self-contained file) instead of writing plotly.min.js beside it"),
+    rows_shown: int = typer.Option(100, "--rows", help="summary rows to print (0: all); result.json has every row"),
+    overrides: Optional[list[str]] = typer.Option(None, "--set", help="override a scenario field, FIELD=VALUE "
+                                                  "(dotted path, YAML value), e.g. --set replicates=2; repeatable"),
 ) -> None:
     """Validate and run a scenario; print a summary, write DIR/result.json and DIR/report.html."""
     from ..outpaths import check_out_dir, out_lock
     from ..runner import run_scenario
 
-    sc = load_scenario(scenario)
+    sc = load_scenario(scenario, overrides=overrides)
+    from ..report import set_inline_plotly
+
+    set_inline_plotly(inline_plotly)
     check_out_dir(out)
     t0 = time.perf_counter()
     try:
@@ -55,8 +65,17 @@ def run(
         raise UserError(f"{scenario}: {e}") from None
     rows = result.get("summary") or result.get("rows") or []
     cols = result.get("summary_columns")
-    print_rows(rows, f"{sc.name} ({sc.kind})", cols)
-    console.print(f"wrote {out / 'result.json'} and {out / 'report.html'} in {time.perf_counter() - t0:.2f} s")
+    if rows_shown < 0:
+        raise UserError(f"--rows must be >= 0, got {rows_shown}")
+    print_rows(rows, f"{sc.name} ({sc.kind})", cols, limit=rows_shown,
+               where=f"{out / 'result.json'} (\"summary\")", more="--rows 0")
+    if sc.kind == "buckets" and result.get("sizes"):
+        from ..engine_syntax import engine_lines
+        from .tables import raw_lines
+
+        say(f"chosen sizes ({len(result['sizes'])}): {', '.join(map(str, result['sizes']))}")
+        raw_lines(engine_lines(result["sizes"]))
+    say(f"wrote {out / 'result.json'} and {out / 'report.html'} in {time.perf_counter() - t0:.2f} s")
 
 
 @app.command()
@@ -116,7 +135,7 @@ def predict(
     if as_json:
         print(dumps(d))
     else:
-        print_rows([d], "prediction")
+        print_prediction(d)
 
 
 @app.command()

@@ -17,7 +17,9 @@ from ..report import dumps
 
 @app.command()
 def optimize(
-    dist: Optional[Path] = typer.Option(None, "--dist", help="CSV with a header: `batch` or `batch,count` columns"),
+    dist: Optional[Path] = typer.Option(None, "--distribution", "--dist",
+                                        help="batch-size CSV with a header: `batch` or `batch,count` columns "
+                                             "(e.g. the batch_log.csv of `serve --out`); --dist is an alias"),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="a `buckets` scenario file (flags override it)"),
     model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json path (default qwen3-8b)"),
     fusion: Optional[str] = typer.Option(None, "--fusion", help="none | packed | compiled | fused (default fused)"),
@@ -25,13 +27,16 @@ def optimize(
     graph: Optional[str] = typer.Option(None, "--graph", help="full | piecewise | full_and_piecewise (default full)"),
     ctx: Optional[int] = typer.Option(None, "--ctx", help="context length, tokens (default 1024)"),
     max_graphs: Optional[int] = typer.Option(None, "--max-graphs", help="most capture sizes K (default 64)"),
-    memory_budget: Optional[str] = typer.Option(None, "--memory-budget",
-                                                help="pinned graph memory: bytes, 512MiB, 1GiB, or a preset name"),
+    memory_budget: Optional[str] = typer.Option(None, "--memory-budget", "--budget",
+                                                help="pinned graph memory: bytes, 512MiB, 1GiB, or a preset name "
+                                                     "(--budget is an alias)"),
     capture_budget: Optional[float] = typer.Option(None, "--capture-budget", help="capture time budget, seconds"),
     max_size: Optional[int] = typer.Option(None, "--max-size", help="largest size (default: largest batch seen)"),
     objective: Optional[str] = typer.Option(None, "--objective", help="step-time | padded-rows (default step-time)"),
     private: bool = typer.Option(False, "--private", help="a private memory pool per graph (default: shared)"),
     out: Optional[Path] = typer.Option(None, "--out", help="folder for report.html, result.json, frontier.csv"),
+    inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html instead "
+                                       "of writing plotly.min.js beside it"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Exact best CUDA-graph capture sizes for a batch-size distribution (dynamic programming)."""
@@ -41,11 +46,14 @@ def optimize(
     from ..study_optimize import Inputs, inputs_from_scenario, parse_memory_budget, run, write_outputs
 
     from .. import limits as L
+    from ..report import set_inline_plotly
+
+    set_inline_plotly(inline_plotly)
     from ..outpaths import check_out_dir, out_lock
     from .checks import count, model_flag, modes, named, number, profile_flag
 
     if (dist is None) == (scenario is None):
-        raise UserError("give exactly one of --dist CSV or --scenario FILE")
+        raise UserError("give exactly one of --distribution CSV or --scenario FILE")
     count("--ctx", ctx, L.MAX_CTX)
     if max_graphs is not None and max_graphs > L.MAX_OPTIMIZE_SIZE:
         raise UserError(f"--max-graphs {max_graphs:,} is above the limit of {L.MAX_OPTIMIZE_SIZE:,}")
@@ -60,7 +68,7 @@ def optimize(
         profile_flag("--profile", profile)
     if out is not None:
         check_out_dir(out)
-    with named("--memory-budget"):
+    with named("--memory-budget (alias --budget)"):
         mb = parse_memory_budget(memory_budget)
     over = dict(model=model, profile=profile, fusion=fusion, graph=graph, ctx=ctx, objective=objective,
                 max_graphs=max_graphs, memory_budget=mb,
@@ -73,7 +81,7 @@ def optimize(
             raise UserError(f"{scenario}: kind '{sc.kind}' is not a buckets scenario")
         inp, title = inputs_from_scenario(sc, **over), f"launchsim optimize: {sc.name}"
     else:
-        with named("--dist"):
+        with named("--distribution"):
             d = from_csv(dist)
         inp = Inputs(d, **{k: v for k, v in over.items() if v is not None})
     t0 = time.perf_counter()
@@ -92,7 +100,8 @@ def optimize(
 
 
 def _print(result: dict, out: Optional[Path]) -> None:
-    from .core import console, print_rows
+    from ..engine_syntax import engine_lines
+    from .tables import print_rows, raw_lines, say
 
     unit = result["objective_unit"]
     rows = [{"layout": "optimum", "graphs": result["best_graphs"], "objective": result["objective"],
@@ -105,8 +114,7 @@ def _print(result: dict, out: Optional[Path]) -> None:
                      "memory_MiB": v.get("memory_mib", float("nan")), "capture_s": v.get("capture_s", float("nan")),
                      "gain_%": v.get("gain_pct", float("nan")), "feasible": "yes" if v["feasible"] else v["reason"]})
     print_rows(rows, f"objective: {unit} (gain = how much lower the optimum is)")
-    console.print(f"sizes ({len(result['sizes'])}): {result['sizes']}")
-    for eng, text in result["engine_syntax"].items():
-        console.print(f"[bold]{eng}[/bold]:\n{text}", highlight=False, markup=True)
+    say(f"sizes ({len(result['sizes'])}): {', '.join(map(str, result['sizes']))}")
+    raw_lines(engine_lines(result["sizes"]))
     if out is not None:
-        console.print(f"wrote {out / 'report.html'}, {out / 'result.json'} and {out / 'frontier.csv'}")
+        say(f"wrote {out / 'report.html'}, {out / 'result.json'} and {out / 'frontier.csv'}")

@@ -11,6 +11,7 @@ import typer
 from . import app
 from ..errors import UserError
 from ..report import dumps
+from .buckets import LAYOUT_HELP
 
 
 FLAGS = {"model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "layout": "--layout",
@@ -37,10 +38,12 @@ def serve(
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="a serve scenario file; flags override it"),
     fusion: Optional[str] = typer.Option(None, "--fusion", help="none | packed | compiled | fused (default fused)"),
     graph: Optional[str] = typer.Option(None, "--graph", help="none | full | piecewise | full_and_piecewise"),
-    layout: Optional[str] = typer.Option(None, "--layout", help="capture sizes: preset name or list 1,2,4,8"),
+    layout: Optional[str] = typer.Option(None, "--layout", help=LAYOUT_HELP),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path"),
     trace: Optional[Path] = typer.Option(None, "--trace", help="CSV trace (timestamp,prompt_tokens,output_tokens)"),
     out: Optional[Path] = typer.Option(None, "--out", help="write result.json, metrics.csv, batch_log.csv, report.html"),
+    inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html instead "
+                                       "of writing plotly.min.js beside it"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Simulate one GPU replica serving requests (continuous batching); print throughput, TTFT/TPOT, busy shares."""
@@ -49,6 +52,9 @@ def serve(
     from ..serving.study import serve as run_serve, write_outputs
 
     from .. import limits as L
+    from ..report import set_inline_plotly
+
+    set_inline_plotly(inline_plotly)
     from ..outpaths import check_out_dir, out_lock
     from .checks import named, number, seed as check_seed
 

@@ -64,11 +64,42 @@ def _rebase(obj, base: Path):
     return obj
 
 
-def load_scenario(path: str | Path, check: bool = True):
+def apply_overrides(data: dict, overrides: list[str] | None) -> dict:
+    """Set fields from `FIELD=VALUE` strings (dotted paths into mappings, VALUE read as YAML), e.g.
+    `replicates=2`, `search.max_runs=4`, `batch=[1, 8]`; used by `launchsim run --set`."""
+    import yaml
+
+    for item in overrides or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected FIELD=VALUE, e.g. replicates=2")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {item!r}: VALUE is not valid YAML") from None
+        node, parts = data, key.strip().split(".")
+        for p in parts[:-1]:
+            nxt = node.get(p) if isinstance(node, dict) else None
+            if nxt is None:
+                nxt = node[p] = {}
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"--set {item!r}: field '{p}' is not a mapping")
+            node = nxt
+        node[parts[-1]] = value
+    return data
+
+
+def load_scenario(path: str | Path, check: bool = True, overrides: list[str] | None = None):
     """Read, validate and (with `check`) resolve a scenario file: models, profiles and files it names must exist
-    and fit (config/refs.py). Every problem is one ConfigError line `FILE:LINE: field 'path': message`."""
+    and fit (config/refs.py). Every problem is one ConfigError line `FILE:LINE: field 'path': message`.
+    `overrides` (`FIELD=VALUE` strings) are applied before validation."""
     data, lines = load_yaml(path)
-    sc = parse_scenario(_rebase(data, Path(path).parent), str(path), lines)
+    data = _rebase(data, Path(path).parent)
+    if overrides:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: a scenario must be a YAML mapping with a 'kind' key")
+        data = apply_overrides(data, overrides)
+    sc = parse_scenario(data, str(path), lines)
     if check:
         from .refs import check_references
 

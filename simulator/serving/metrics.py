@@ -10,7 +10,7 @@ Request figures count the requests that ARRIVE inside the window:
   integrated over the window, `little_lambda_W` the window's arrival rate times the mean time in system.
 Padding waste: padded rows / all rows of the steps that replayed a graph (decode sequences, or tokens of
 piecewise mixed steps). The batch-size log counts decode-only steps by batch (sequences): the histogram
-graphs are captured for, written as `batch,count` for `launchsim optimize --dist`.
+graphs are captured for, written as `batch,count` for `launchsim optimize --distribution`.
 """
 
 from __future__ import annotations

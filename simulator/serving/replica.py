@@ -111,6 +111,17 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
     nxt = 0  # next arrival not yet handed to the scheduler
     rejected = 0
     events = 0
+    # time series for the report (running batch, KV-cache use, queue): about 500 evenly spaced samples
+    series = {"t": [], "running": [], "kv_used_frac": [], "queue": []}
+    every = stop / 500.0
+    next_sample = [0.0]
+
+    def sample(t: float, running: int) -> None:
+        series["t"].append(t)
+        series["running"].append(running)
+        series["kv_used_frac"].append(sched.used / max(1, kv.blocks))
+        series["queue"].append(len(sched.waiting))
+        next_sample[0] = t + every
 
     def admit_arrivals(now: float) -> None:
         """Hand every request that has arrived by `now` to the scheduler, in arrival order."""
@@ -169,6 +180,8 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
                 on_steps(k, cost, plan, tokens)
             if done:
                 track(end, sched.in_system)
+            if end >= next_sample[0]:
+                sample(end, plan.decode + len(plan.chunks))
             if end >= stop:
                 break
 
@@ -178,5 +191,6 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
     col.track(max(end, w1), sched.in_system)
     samples, metrics = summarize(col, sched, np.asarray(times[:n_req], dtype=float), end, rejected)
     metrics["offered_rate"] = wl.rate
+    samples["series"] = series
     return ServeResult(finite(metrics), col.batch_log(), kv.as_dict(), float(end), time.perf_counter() - t_wall,
                        timer.misses - evals0, events, cfg.label(), samples)

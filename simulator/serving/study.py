@@ -1,7 +1,7 @@
 """Runs `serve` scenarios: replications of one replica under a request stream, and their report.
 
 Writes DIR/result.json (settings, metrics, per-replication rows, batch log), DIR/metrics.csv (one row per
-replication), DIR/batch_log.csv (`batch,count` of decode-only steps, input to `launchsim optimize --dist`)
+replication), DIR/batch_log.csv (`batch,count` of decode-only steps, input to `launchsim optimize --distribution`)
 and DIR/report.html (batch-size histogram, TTFT and TPOT distributions, metrics table).
 """
 
@@ -26,7 +26,11 @@ def serve(sc) -> dict:
     t0 = time.perf_counter()
     cfg = build_config(sc, sc.model, sc.profile, sc.fusion, sc.graph, sc.layout)
     trace = load_run_trace(sc)
-    results = run_replications(sc, cfg, sc.rate, trace=trace)
+    from ..progress import task
+
+    what = f"{sc.rate:g} req/s" if sc.rate is not None else "trace"
+    with task(f"serve {sc.model} at {what}, {sc.duration_s:g} s simulated x {sc.replications}"):
+        results = run_replications(sc, cfg, sc.rate, trace=trace)
     metrics = mean_metrics(results)
     rows = [{"replication": i, **r.metrics, "simulated_s": r.simulated_s, "wall_s": r.wall_s}
             for i, r in enumerate(results)]
@@ -71,6 +75,7 @@ def write_outputs(result: dict, samples: list[dict], out: Path, name: str, descr
         _cdf_figure(samples, "tpot_ms", "TPOT distribution (ms per output token)", "ms"),
     ]
     figs[0].update_xaxes(type="category", title="decode batch (sequences)")
+    figs[1:1] = _series_figures(samples)
     intro = (f"{description} {c['model']} on {c['profile']} ({c['profile_source']}), fusion {c['fusion']}, graph "
              f"{c['graph']}, layout {c['layout']}; offered {m.get('offered_rate', 0):.4g} req/s. KV cache "
              f"{kv['kv_gib']:.1f} GiB ({kv['kv_blocks']} blocks of 16 tokens), graph memory {kv['graph_gib']:.2f} GiB, "
@@ -80,6 +85,29 @@ def write_outputs(result: dict, samples: list[dict], out: Path, name: str, descr
     write_html(out / "report.html", f"launchsim serve: {name}", figs,
                [table_html(metrics_rows, "Metrics (mean over replications)"),
                 table_html(result["replications"], "Replications")], intro=intro)
+
+
+def _series_figures(samples: list[dict]) -> list[go.Figure]:
+    """What a capacity planner looks at first: running batch, KV-cache use and queue length over time
+    (replication 0, sampled about 500 times over the run)."""
+    ser = (samples[0] if samples else {}).get("series") or {}
+    if not ser.get("t"):
+        return []
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=["running batch (sequences in the step)", "KV-cache blocks in use (%)",
+                                        "queue (requests waiting)"])
+    t = ser["t"]
+    fig.add_trace(go.Scatter(x=t, y=ser["running"], mode="lines", name="running batch"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=t, y=[100 * v for v in ser["kv_used_frac"]], mode="lines", name="KV use %"),
+                  row=2, col=1)
+    fig.add_trace(go.Scatter(x=t, y=ser["queue"], mode="lines", name="queue"), row=3, col=1)
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(range=[0, 100], row=2, col=1)
+    fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
+    fig.update_layout(title="Over time (replication 0)", height=620, showlegend=False)
+    return [fig]
 
 
 def _cdf_figure(samples: list[dict], key: str, title: str, unit: str) -> go.Figure:

@@ -1,0 +1,92 @@
+"""Capture-size layouts in the engines' own terms, both ways.
+
+Out: `engine_syntax(sizes)` gives one paste-ready line per engine (vLLM's `--compilation-config` JSON, SGLang's
+per-phase decode flags of 0.5.20, which the seed describes, SGLang's older single-phase flags, TensorRT-LLM's
+`cuda_graph_config` as one line of YAML); `engine_lines(sizes)` adds a `#` label line before each.
+
+In: `parse_engine_layout(text)` reads what a user has in an engine config: a JSON list `[1, 2, 8]`, a vLLM
+`compilation_config` JSON (`{"cudagraph_capture_sizes": [...]}`, with or without `--compilation-config '...'`),
+an SGLang flag list (`--cuda-graph-bs 1 2 4`, `--cuda-graph-bs-decode 1 2 4`) or TensorRT-LLM's
+`batch_sizes: [...]`. It returns None when the text looks like none of these (a preset name, "1,2,4").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+LABELS = {
+    "vllm": "vLLM (vllm serve flag; compilation_config.cudagraph_capture_sizes)",
+    "sglang": "SGLang before 0.5.20 (single-phase flags)",
+    "sglang_decode": "SGLang 0.5.20+ (per-phase decode flags)",
+    "trtllm": "TensorRT-LLM (extra_llm_api_options YAML: cuda_graph_config)",
+}
+
+
+def engine_syntax(sizes: list[int]) -> dict[str, str]:
+    """One line per engine, keyed as LABELS."""
+    sizes = [int(s) for s in sizes]
+    bs = " ".join(map(str, sizes))
+    return {
+        "vllm": "--compilation-config '" + json.dumps({"cudagraph_capture_sizes": sizes}) + "'",
+        "sglang": f"--cuda-graph-max-bs {sizes[-1]} --cuda-graph-bs {bs}",
+        "sglang_decode": f"--cuda-graph-max-bs-decode {sizes[-1]} --cuda-graph-bs-decode {bs}",
+        "trtllm": "cuda_graph_config: {enable_padding: true, batch_sizes: [" + ", ".join(map(str, sizes)) + "]}",
+    }
+
+
+def engine_lines(sizes: list[int]) -> list[str]:
+    """`# label` then the line, for each engine: safe to paste into a shell or a YAML file."""
+    out = []
+    for key, line in engine_syntax(sizes).items():
+        out += [f"# {LABELS[key]}", line]
+    return out
+
+
+class EngineLayoutError(ValueError):
+    pass
+
+
+def _ints(items, what: str) -> list[int]:
+    vals = []
+    for x in items:
+        if isinstance(x, bool) or not isinstance(x, (int, str)):
+            raise EngineLayoutError(f"{what}: capture sizes must be integers, got {x!r}")
+        try:
+            vals.append(int(x))
+        except ValueError:
+            raise EngineLayoutError(f"{what}: capture sizes must be integers, got {x!r}") from None
+    if not vals:
+        raise EngineLayoutError(f"{what}: no capture sizes")
+    return vals
+
+
+def parse_engine_layout(text: str) -> list[int] | None:
+    """Sizes from an engine's configuration text (see the module docstring), or None if it is none of them."""
+    t = text.strip()
+    m = re.match(r"^(?:--compilation-config|-O)(?:=|\s+)(.*)$", t, flags=re.S)
+    if m:
+        t = m.group(1).strip().strip("'\"")
+    if t.startswith("[") or t.startswith("{"):
+        try:
+            v = json.loads(t)
+        except json.JSONDecodeError as e:
+            raise EngineLayoutError(f"not valid JSON ({e.msg} at character {e.pos})") from None
+        if isinstance(v, dict):
+            if "compilation_config" in v and isinstance(v["compilation_config"], dict):
+                v = v["compilation_config"]
+            if "cudagraph_capture_sizes" not in v:
+                raise EngineLayoutError("a JSON object needs the vLLM key 'cudagraph_capture_sizes'")
+            v = v["cudagraph_capture_sizes"]
+        if not isinstance(v, list):
+            raise EngineLayoutError("cudagraph_capture_sizes must be a list of integers")
+        return _ints(v, "JSON list")
+    if "--cuda-graph-bs" in t:
+        m = re.search(r"--cuda-graph-bs(?:-decode)?(?:=|\s+)((?:\d+[\s,]*)+)", t)
+        if not m:
+            raise EngineLayoutError("--cuda-graph-bs needs a list of sizes, e.g. --cuda-graph-bs 1 2 4 8")
+        return _ints(re.split(r"[\s,]+", m.group(1).strip()), "--cuda-graph-bs")
+    m = re.search(r"batch_sizes\s*:\s*\[([^\]]*)\]", t)
+    if m:
+        return _ints([x for x in re.split(r"[\s,]+", m.group(1).strip()) if x], "batch_sizes")
+    return None
