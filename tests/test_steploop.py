@@ -1,0 +1,135 @@
+"""The multi-step engine loop (simulator/steploop.py): hand-computed 2- and 3-step timelines under sync and
+async scheduling, DES == fast path on random multi-step workloads, async never slower than sync, and a step
+never shorter than its GPU work."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.des import simulate_des
+from simulator.fastpath import simulate_fast
+from simulator.steploop import EngineCosts, build_loop, run_loop, summarize_loop
+from tests.conftest import make_plan
+
+US = 1e-6
+
+
+def costs(**kw):
+    d = dict(schedule_s=1 * US, prep_s=1 * US, copy_launch_s=1 * US, copy_gpu_s=1 * US, h2d_copies=1,
+             sample_host_s=1 * US, sample_gpu_s=2 * US, sample_kernels=1, tolist_s=1 * US, detok_s=1 * US)
+    d.update(kw)
+    return EngineCosts(**d)
+
+
+def fwd():
+    return make_plan([3], [10])  # one launch: 3 us host, 10 us kernel, no gaps
+
+
+def run(steps, sched, engine):
+    r, tl, lp = run_loop(fwd(), costs(), steps, sched, 0.0, engine)
+    return r, tl
+
+
+# step 0: copy (pre 2 + 1 host) submits at 3, forward 6, sample 7, d2h 8; GPU copy 3-4, fwd 6-16,
+# sample 16-18, d2h 18-19.
+@pytest.mark.parametrize("engine", ["des", "fast"])
+def test_sync_two_and_three_steps(engine):
+    # sync: step 1 waits for d2h(0) (19), post 2 -> delivery 21; + pre 2 + copy 1 -> submit 24, fwd 27,
+    # sample 28, d2h 29; GPU copy 24-25, fwd 27-37, sample 37-39, d2h 39-40; tail: 40 + 2 = 42.
+    r, tl = run(2, "sync", engine)
+    np.testing.assert_allclose(np.array(r.deliver_s) / US, [21, 42])
+    np.testing.assert_allclose(tl.submit / US, [3, 6, 7, 8, 24, 27, 28, 29])
+    np.testing.assert_allclose(tl.gpu_end / US, [4, 16, 18, 19, 25, 37, 39, 40])
+    np.testing.assert_allclose(tl.wait / US, [0, 0, 0, 0, 11, 0, 0, 0])
+    assert r.step_s == pytest.approx(21 * US)
+    r3, _ = run(3, "sync", engine)
+    np.testing.assert_allclose(np.array(r3.deliver_s) / US, [21, 42, 63])
+    assert r3.step_s == pytest.approx(21 * US)
+    assert r3.host_per_step_s == pytest.approx(10 * US)  # forward 3 + engine 7
+    assert r3.gpu_per_step_s == pytest.approx(14 * US)
+    assert r3.bound == "gpu"
+
+
+@pytest.mark.parametrize("engine", ["des", "fast"])
+def test_async_two_and_three_steps(engine):
+    # async: step 1 launches at once: copy 11, fwd 14, sample 15, d2h 16; GPU copy 19-20, fwd 20-30,
+    # sample 30-32, d2h 32-33. Two steps: tail waits d2h(0) 19 -> 21, d2h(1) 33 -> 35.
+    r, tl = run(2, "async", engine)
+    np.testing.assert_allclose(tl.submit / US, [3, 6, 7, 8, 11, 14, 15, 16])
+    np.testing.assert_allclose(tl.gpu_end / US, [4, 16, 18, 19, 20, 30, 32, 33])
+    np.testing.assert_allclose(np.array(r.deliver_s) / US, [21, 35])
+    assert r.step_s == pytest.approx(35 / 2 * US)  # too short for a steady state: last delivery / N
+    # three steps: step 2's first launch waits for d2h(0) at 19 (host at 16), delivery 21, then copy 24,
+    # fwd 27, sample 28, d2h 29; GPU copy 33-34, fwd 34-44, sample 44-46, d2h 46-47; tail: d2h(1) 33 -> 35,
+    # d2h(2) 47 -> 49. Steady state: d2h ends 33 -> 47 = 14 = the GPU's work per step.
+    r3, tl3 = run(3, "async", engine)
+    np.testing.assert_allclose(tl3.submit[8:] / US, [24, 27, 28, 29])
+    np.testing.assert_allclose(tl3.gpu_end[8:] / US, [34, 44, 46, 47])
+    np.testing.assert_allclose(np.array(r3.deliver_s) / US, [21, 35, 49])
+    assert r3.step_s == pytest.approx(14 * US)
+    assert r3.host_wait_per_step_s == pytest.approx((3 + 4 + 12) / 3 * US)  # 16->19, 29->33, 35->47
+
+
+def test_cpu_and_engine_bound_labels():
+    slow_fwd = make_plan([50], [10])
+    r, _, _ = run_loop(slow_fwd, costs(), 3, "async", 0.0)
+    # host lane: forward 50 + engine 7 per step once steps wait (step 2 on)
+    assert r.bound == "cpu" and r.step_s == pytest.approx(57 * US)
+    r, _, _ = run_loop(fwd(), costs(detok_s=40 * US), 3, "async", 0.0)
+    assert r.bound == "engine"
+
+
+loops = st.tuples(
+    st.integers(1, 12),  # forward launches
+    st.lists(st.integers(1, 3), min_size=12, max_size=12),
+    st.integers(1, 5),  # steps
+    st.integers(1, 8),  # queue depth
+    st.integers(0, 3),  # h2d copies
+    st.integers(1, 3),  # sampling kernels
+    st.lists(st.floats(0, 30), min_size=8, max_size=8),  # engine costs, us
+    st.randoms(use_true_random=False),
+)
+
+
+def random_loop(args):
+    nf, counts, steps, q, h2d, sk, e, rnd = args
+    counts = counts[:nf]
+    nk = sum(counts)
+    f = make_plan([rnd.uniform(0, 20) for _ in range(nf)], [rnd.uniform(0, 20) for _ in range(nk)],
+                  gap_us=[rnd.uniform(0, 2) for _ in range(nk)], counts=counts, queue_depth=q)
+    f.host_tail_s = rnd.uniform(0, 5) * US
+    ec = EngineCosts(schedule_s=e[0] * US, prep_s=e[1] * US, copy_launch_s=e[2] * US, copy_gpu_s=e[3] * US,
+                     h2d_copies=h2d, sample_host_s=e[4] * US, sample_gpu_s=e[5] * US, sample_kernels=sk,
+                     tolist_s=e[6] * US, detok_s=e[7] * US)
+    return f, ec, steps, rnd.uniform(0, 2) * US
+
+
+@settings(max_examples=150, deadline=None)
+@given(loops, st.sampled_from(["sync", "async"]))
+def test_fast_path_equals_des_multistep(args, sched):
+    f, ec, steps, gap = random_loop(args)
+    lp = build_loop(f, ec, steps, sched, gap)
+    a, b = simulate_des(lp.plan), simulate_fast(lp.plan)
+    scale = max(float(a.gpu_end[-1]), 1e-12)
+    for k in ("submit", "stall", "gpu_start", "gpu_end", "wait"):
+        np.testing.assert_allclose(getattr(a, k), getattr(b, k), rtol=0, atol=1e-9 * scale)
+    ra, rb = summarize_loop(lp, a), summarize_loop(lp, b)
+    assert ra.step_s == pytest.approx(rb.step_s, rel=1e-9, abs=1e-15)
+    np.testing.assert_allclose(ra.deliver_s, rb.deliver_s, rtol=0, atol=1e-9 * scale)
+
+
+@settings(max_examples=150, deadline=None)
+@given(loops)
+def test_async_never_slower_and_step_never_shorter_than_gpu(args):
+    f, ec, steps, gap = random_loop(args)
+    rs = summarize_loop(lp := build_loop(f, ec, steps, "sync", gap), simulate_fast(lp.plan))
+    ra = summarize_loop(lq := build_loop(f, ec, steps, "async", gap), simulate_fast(lq.plan))
+    tol = 1e-9 * max(rs.total_s, 1e-12)
+    assert ra.total_s <= rs.total_s + tol
+    if steps >= 3:
+        assert ra.step_s <= rs.step_s + tol
+    for r, p in ((rs, lp), (ra, lq)):
+        gpu_step = float(p.plan.gpu_s.sum()) / steps  # kernel time of one step
+        assert r.step_s >= gpu_step - tol
+        assert r.total_s >= steps * gpu_step - tol
