@@ -133,3 +133,94 @@ def test_async_never_slower_and_step_never_shorter_than_gpu(args):
         gpu_step = float(p.plan.gpu_s.sum()) / steps  # kernel time of one step
         assert r.step_s >= gpu_step - tol
         assert r.total_s >= steps * gpu_step - tol
+
+
+# --- interfaces: profile field, predict --steps, serving's per-step time ------------------------------------------
+
+def test_old_profile_loads_and_engine_field_validates():
+    from simulator.profile import load_profile, parse_profile
+    from simulator.steploop import ESTIMATE, engine_costs
+
+    p = load_profile("h200")
+    ec = engine_costs(p, 8)
+    assert ec.measured is (p.host.engine_step_us is not None) and ec.host_s > 0
+    raw = p.model_dump(mode="json")
+    raw["host"]["engine_step_us"] = ESTIMATE.model_dump(mode="json")
+    q = parse_profile(raw)
+    assert engine_costs(q, 8).measured
+    raw["host"]["engine_step_us"]["copy_launch_us"] = -1.0
+    with pytest.raises(Exception, match="must not be negative"):
+        parse_profile(raw)
+
+
+def test_by_batch_interpolates_and_extrapolates():
+    from simulator.profile import ByBatch
+
+    b = ByBatch(batch=[1, 8, 64], us=[10, 24, 80])
+    assert b.at(1) == 10 and b.at(8) == 24 and b.at(4.5) == pytest.approx(17)
+    assert b.at(128) == pytest.approx(80 + 64)  # the last segment's slope
+    assert b.at(0) >= 0 and ByBatch(batch=[4], us=[7]).at(100) == 7
+
+
+def test_closed_form_matches_engine_loop_for_graph_replays():
+    """Serving's closed-form steady state agrees with the simulated engine loop (graph full, both schedulings)."""
+    from simulator.costs import CostModel
+    from simulator.models import load_model
+    from simulator.plan import build_plan
+    from simulator.profile import load_profile
+    from simulator.steploop import engine_costs, steady_step_s
+    from simulator.timeline import summarize
+    from simulator.workload import build_step, decode
+
+    prof = load_profile("h200")
+    costs = CostModel(prof)
+    for b in (1, 64):
+        plan = build_plan(build_step(load_model("qwen3-0.6b"), decode(b, 511), "none"), costs, "full")
+        f = summarize(simulate_fast(plan))
+        ec = engine_costs(prof, b)
+        for sched in ("sync", "async"):
+            r, _, _ = run_loop(plan, ec, 6, sched, costs.eager_gap_s)
+            cf = steady_step_s(f.step_s, f.cpu_busy_s, f.gpu_busy_s + f.gpu_gap_s, ec, sched)
+            assert cf == pytest.approx(r.step_s, rel=0.03), (b, sched)
+
+
+def test_predict_steps_json(capsys):
+    import json
+
+    from simulator.cli import main
+
+    out = {}
+    for sched in ("sync", "async"):
+        with pytest.raises(SystemExit) as e:
+            main(["predict", "--model", "qwen3-0.6b", "--batch", "8", "--ctx", "511", "--graph", "full",
+                  "--steps", "6", "--scheduling", sched, "--json"])
+        assert e.value.code in (0, None)
+        out[sched] = json.loads(capsys.readouterr().out)
+    for d in out.values():
+        assert {"step_ms", "host_ms_per_step", "bound", "forward_step_ms"} <= set(d)
+        assert d["bound"] in ("cpu", "gpu", "engine") and d["step_ms"] >= d["gpu_ms_per_step"] - 1e-9
+    assert out["async"]["step_ms"] <= out["sync"]["step_ms"]
+
+
+def test_predict_steps_bad_flags(capsys):
+    from tests.conftest import cli_error
+
+    assert "--scheduling" in cli_error(capsys, ["predict", "--model", "qwen3-0.6b", "--steps", "3",
+                                                "--scheduling", "later"])
+    assert "--steps" in cli_error(capsys, ["predict", "--model", "qwen3-0.6b", "--steps", "-1"])
+
+
+def test_serving_step_includes_engine_work():
+    from simulator.costs import CostModel
+    from simulator.models import load_model
+    from simulator.profile import load_profile
+    from simulator.serving.steptime import StepTimer
+
+    m, costs = load_model("qwen3-0.6b"), CostModel(load_profile("h200"))
+    t = {s: StepTimer(m, costs, "fused", "full_and_piecewise", [1, 2, 4, 8, 16, 32], scheduling=s)
+         for s in ("none", "sync", "async")}
+    for n in (1, 8, 32):
+        none, sync, asyn = (t[s].decode(n, 700).step_s for s in ("none", "sync", "async"))
+        assert sync > none and asyn <= sync
+    mixed = {s: t[s].mixed(4, 1, 300, 900).step_s for s in ("none", "sync", "async")}
+    assert mixed["sync"] > mixed["none"] and mixed["async"] <= mixed["sync"]
