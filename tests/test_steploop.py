@@ -224,3 +224,46 @@ def test_serving_step_includes_engine_work():
         assert sync > none and asyn <= sync
     mixed = {s: t[s].mixed(4, 1, 300, 900).step_s for s in ("none", "sync", "async")}
     assert mixed["sync"] > mixed["none"] and mixed["async"] <= mixed["sync"]
+
+
+def _fake_engine_loop() -> dict:
+    """The shape calibration/engine_loop.py writes (figures made up)."""
+    def pct(v):
+        return {"p10": v * 0.9, "p50": v, "p90": v * 1.2, "n": 30}
+
+    rows = []
+    for b in (1, 8, 64):
+        runs = []
+        for graph, samplings in (("none", ("greedy",)), ("full", ("greedy", "top_p"))):
+            for s in samplings:
+                for sched in ("sync", "async"):
+                    parts = {"schedule": pct(20 + b), "prep": pct(15 + b / 4), "h2d": pct(24), "forward": pct(30),
+                             "sample": pct(12 if s == "greedy" else 140), "wait": pct(4000), "tolist": pct(30),
+                             "detok": pct(3 + b)}
+                    runs.append({"graph": graph, "sampling": s, "scheduling": sched,
+                                 "wall": {"step_ms": pct(4.5)}, "parts_us": parts})
+        rows.append({"batch": b, "runs": runs, "device_us": {"sample_greedy": pct(6 + b / 16),
+                                                              "sample_top_p": pct(70 + b), "h2d_copy": pct(2)}})
+    return {"loop": rows, "loop_ops": {"greedy": 1, "top_p": 13, "h2d_copies": 3},
+            "capture": [{"model": "qwen3-0.6b", "layers": 28, "batch": 64, "order": 0, "repeat": False,
+                         "warmup_s": [0.05, 0.03], "capture_s": 0.03}],
+            "compile": [{"model": "qwen3-0.6b", "layers": 2, "batch": 8, "dynamic": False, "cache": "cold",
+                         "compile_s": 12.0, "second_call_s": 0.01}]}
+
+
+def test_build_engine_section_into_profile():
+    from calibration.build_engine import engine_section, startup_figures
+    from simulator.profile import load_profile, parse_profile
+    from simulator.steploop import engine_costs
+
+    sec = engine_section(_fake_engine_loop())
+    assert sec["copy_launch_us"] == pytest.approx(8) and sec["tolist"]["us"] == [pytest.approx(20)] * 3
+    assert sec["schedule"]["batch"] == [1, 8, 64] and sec["sample_kernels"] == {"greedy": 1, "top_p": 13}
+    raw = load_profile("h200").model_dump(mode="json")
+    raw["host"]["engine_step_us"] = sec
+    ec = engine_costs(parse_profile(raw), 8, "top_p")
+    assert ec.measured and ec.sample_host_s == pytest.approx(140e-6) and ec.schedule_s == pytest.approx(28e-6)
+    st = startup_figures(_fake_engine_loop())
+    assert st["capture"][0]["capture_s"] == 0.03 and st["compile"][0]["compile_s"] == 12.0
+    with pytest.raises(ValueError):
+        engine_section({"loop": []})
