@@ -5,7 +5,8 @@
 reads the clean timing process's output (calibration/measured/h200-round-b/timing.json) and the counts
 process's output (h200-round-a/counts_eager.json: cuBLAS kernels per GEMM call, CUPTI kernel durations
 for the trace node gap), plus the graph-memory measurements where calibration/build_memory.py exists,
-and writes calibration/profiles/h200.json (measured) and h100-sxm.json (derived by datasheet ratios).
+and, where calibration/measured/h200-engine/engine_loop.json exists, the engine loop's host work
+(calibration/build_engine.py), and writes calibration/profiles/h200.json (measured) and h100-sxm.json (derived by datasheet ratios).
 Nothing is fitted on decode rows.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from simulator.profile import parse_profile
 
+from .build_engine import engine_section
 from .build_memory import memory_section
 from .build_profile import build, derive_h100, with_decoder_figures, write_json_atomic
 
@@ -26,6 +28,7 @@ TIMING = MEASURED / "h200-round-b" / "timing.json"
 COUNTS = MEASURED / "h200-round-a" / "counts_eager.json"
 MEMORY_DIR = MEASURED / "h200-round-a"
 DEPTH = MEASURED / "h200-depth" / "depth.json"
+ENGINE = MEASURED / "h200-engine" / "engine_loop.json"  # calibration/engine_loop.py (host.engine_step_us)
 COMPILED_FIT = {"model": "qwen3-0.6b", "fusion": "compiled", "dynamic": False, "batch": 1, "ctx": 512}
 
 
@@ -37,12 +40,21 @@ def compiled_fit_row(timing: dict) -> dict | None:
     return None
 
 
-def main() -> None:
+def build_h200() -> tuple[dict, str]:
+    """The h200 profile from the committed measurements, and the note on its one fitted figure."""
     timing = json.loads(TIMING.read_text())
     counts = json.loads(COUNTS.read_text())
     p = build(timing, counts, name="h200")
-    p, _ = with_decoder_figures(p, json.loads(DEPTH.read_text()), compiled_fit_row(timing))
+    p, note = with_decoder_figures(p, json.loads(DEPTH.read_text()), compiled_fit_row(timing))
     p["device"]["graph_memory"] = memory_section(MEMORY_DIR)
+    if ENGINE.exists():
+        p["host"]["engine_step_us"] = engine_section(json.loads(ENGINE.read_text()),
+                                                     str(ENGINE.relative_to(ROOT.parent)))
+    return p, note
+
+
+def main() -> None:
+    p, _ = build_h200()
     parse_profile(p, "h200")
     write_json_atomic(p, PROFILES / "h200.json")
     q = derive_h100(p)

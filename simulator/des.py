@@ -9,6 +9,10 @@ queued runs back to back, so the GPU takes it all in one event (a graph replay's
 queue in a GPU-bound step); a CPU-bound eager step costs three events per kernel: host timeout, GPU
 wake-up, GPU completion. Where the slot a launch needs frees at a known time, the host's work and
 its stall are one timeout.
+
+A plan with host syncs (`wait_kernel`, multi-step plans) makes the host wait, before launch j's host work,
+for the end of an earlier kernel: if the GPU has already taken that kernel's launch its end is known and the
+wait is one timeout, otherwise the host waits for the GPU to take it first.
 """
 
 from __future__ import annotations
@@ -40,9 +44,23 @@ def simulate_des(plan: LaunchPlan) -> Timeline:
     waiters: dict[int, simpy.Event] = {}
     wake: list[simpy.Event | None] = [None]  # the GPU's pending wake-up, when it is idle
     done = [False]
+    wk = plan.wait_kernel.tolist() if plan.wait_kernel is not None else None
+    launch_of = np.repeat(np.arange(n_l), plan.kernels_per_launch).tolist() if wk is not None else None
+    wait = [0.0] * n_l
+    sync_waiters: dict[int, simpy.Event] = {}
 
     def cpu():
         for j in range(n_l):
+            if wk is not None and wk[j] >= 0:
+                k = wk[j]
+                t0 = env.now
+                lj = launch_of[k]
+                if leave[lj] is None:  # not taken by the GPU yet: its end is unknown until it is
+                    ev = sync_waiters[lj] = event()
+                    yield ev
+                if end[k] > env.now:
+                    yield timeout(end[k] - env.now)
+                wait[j] = env.now - t0
             lv = leave[j - Q] if j >= Q else -1.0
             if lv is not None:
                 # the slot this launch needs frees at a known time: one event covers work + stall
@@ -97,9 +115,14 @@ def simulate_des(plan: LaunchPlan) -> Timeline:
                     w = waiters.pop(j, None)
                     if w is not None:
                         w.succeed()
+                if sync_waiters:
+                    w = sync_waiters.pop(j, None)
+                    if w is not None:
+                        w.succeed()
             yield timeout(t - env.now)
 
     env.process(cpu())
     env.process(gpu())
     env.run()
-    return Timeline(plan, np.asarray(submit), np.asarray(stall), np.asarray(start), np.asarray(end))
+    return Timeline(plan, np.asarray(submit), np.asarray(stall), np.asarray(start), np.asarray(end),
+                    np.asarray(wait) if wk is not None else None)

@@ -8,6 +8,11 @@ start of a launch's last kernel). Without stalls both scans run over the whole s
 the queue fills, launches are processed in blocks of Q: inside a block every leave_{j-Q} it needs is
 already final, so each block is again two vectorised scans; once a block ends with no stall in force
 the rest is tried unconstrained again.
+
+Host syncs (`wait_kernel`, multi-step plans): launch j with a sync starts its host work no earlier than
+the end of the kernel it waits for, submit_j = max(max(submit_{j-1}, end_w) + host_j, leave_{j-Q}). No
+block crosses a synced launch: each block starts at one, where that kernel's end is already final, and
+the block's starting host time is lifted to it.
 """
 
 from __future__ import annotations
@@ -52,11 +57,28 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
         lk = last_k[j0:j1]
         return end[lk] - gpu[lk]
 
+    wk = plan.wait_kernel
+    bounds = np.flatnonzero(wk >= 0) if wk is not None else np.empty(0, dtype=np.int64)
+
+    def cap(j0: int, j1: int) -> int:
+        """j1 cut at the first synced launch after j0: no block crosses a sync."""
+        if not bounds.size:
+            return j1
+        i = int(np.searchsorted(bounds, j0, side="right"))
+        return min(j1, int(bounds[i])) if i < bounds.size else j1
+
+    def lifted(j0: int, sub_prev: float) -> float:
+        """The host time launch j0's work starts from: after the previous submit and any kernel it waits for."""
+        if wk is not None and wk[j0] >= 0:
+            return max(sub_prev, float(end[wk[j0]]))
+        return sub_prev
+
     j0, sub_prev, end_prev = 0, 0.0, 0.0
     window = 8 * Q  # optimistic windows grow while no stall shows up
     while j0 < n_l:
         # optimistic pass: no queue stalls in [j0, j1); keep it up to the first launch that would stall
-        j1 = min(n_l, j0 + window)
+        j1 = cap(j0, min(n_l, j0 + window))
+        sub_prev = lifted(j0, sub_prev)
         run_block(j0, j1, None, sub_prev, end_prev)
         js0 = max(j0, Q)
         bad = np.empty(0, dtype=np.int64)
@@ -75,11 +97,12 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
         sub_prev = float(submit[j0 - 1])
         end_prev = float(end[first_k[j0] - 1])
         # blocked mode: blocks of Q launches, each needing only leave times already final
-        if single:
+        if single and wk is None:
             j0, sub_prev, end_prev = _blocked_single(j0, Q, H, C, D, host, gpu, submit, end)
             continue
         while j0 < n_l:
-            j1 = min(n_l, j0 + Q)
+            j1 = cap(j0, min(n_l, j0 + Q))
+            sub_prev = lifted(j0, sub_prev)
             floor = leave(j0 - Q, j1 - Q)
             run_block(j0, j1, floor, sub_prev, end_prev)
             # the bound binds where the floor lifted submit above the host-only chain
@@ -89,9 +112,15 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
             j0 = j1
             if not binding:
                 break
-    ready_cpu = np.concatenate(([0.0], submit[:-1])) + host
-    stall = np.maximum(submit - ready_cpu, 0.0)
-    return Timeline(plan, submit, stall, end - gpu, end)
+    start_cpu = np.concatenate(([0.0], submit[:-1]))
+    wait = None
+    if wk is not None:
+        wait = np.zeros(n_l)
+        m = wk >= 0
+        wait[m] = np.maximum(end[wk[m]] - start_cpu[m], 0.0)
+        start_cpu = start_cpu + wait
+    stall = np.maximum(submit - start_cpu - host, 0.0)
+    return Timeline(plan, submit, stall, end - gpu, end, wait)
 
 
 def _blocked_single(j0, Q, H, C, D, host, gpu, submit, end):

@@ -4,6 +4,8 @@ A plan is plain arrays, the common input of both engines:
 - `host_s[j]`: CPU time spent building host launch j before it is pushed into the launch queue
   (host-only ops such as views are folded into the next launch that submits work);
 - `kernels_per_launch[j]`: GPU kernels launch j submits (1 for an eager op, n for a graph replay);
+- `wait_kernel[j]` (optional): a kernel of an earlier launch whose end the host waits for before it starts
+  launch j's host work (a sync such as `.tolist()`), -1 for none;
 - `gpu_s[i]`, `gap_s[i]`: GPU time of kernel i and the gap the stream pays before it (the in-stream
   gap for eager kernels and a graph's first node, the per-node cost inside a replayed graph).
   Inside a graph, an op whose GPU time was read from a trace (CUPTI duration) pays the profile's
@@ -46,6 +48,9 @@ class LaunchPlan:
     host_calls: int = 0
     graph_mode: str = "none"
     extra_kernels: int = 0  # helper kernels inside one op (cuBLAS split-K reduce), timed with their op
+    # host syncs (multi-step plans, simulator/steploop.py): wait_kernel[j] >= 0 makes the host wait for the end of
+    # that (earlier) kernel before it starts launch j's host work, as `.tolist()` / `event.synchronize()` do
+    wait_kernel: np.ndarray | None = None
 
     @property
     def gpu_kernels(self) -> int:

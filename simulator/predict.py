@@ -89,3 +89,20 @@ def predict(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "none", 
     res, tl = simulate(step, costs, graph, engine, pure_decode=shape.is_pure_decode)
     band = host_band(step, costs, graph, replicates, seed, shape.is_pure_decode) if replicates > 0 else None
     return Prediction(res, tl, step, band)
+
+
+def predict_loop(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "none", graph: str = "none",
+                 profile: Profile | str | None = None, engine: str = "fast", steps: int = 8,
+                 scheduling: str = "sync", sampling: str = "greedy", shape: StepShape | None = None):
+    """N steps of the engine loop (simulator/steploop.py) around one forward: (LoopResult, forward StepResult)."""
+    from .steploop import engine_costs, run_loop
+
+    m = load_model(model) if isinstance(model, str) else model
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    costs = CostModel(prof)
+    shape = shape or decode(batch, ctx)
+    step = build_step(m, shape, fusion)
+    plan = build_plan(step, costs, graph, pure_decode=shape.is_pure_decode)
+    ec = engine_costs(prof, max(1, shape.seqs), sampling)
+    res, _, _ = run_loop(plan, ec, steps, scheduling, costs.eager_gap_s, engine)
+    return res, summarize(run_engine(plan, engine))

@@ -57,6 +57,47 @@ class ProfilerOverhead(_Strict):
     source: str = Field("", description="what was measured, where (file, rows)")
 
 
+class ByBatch(_Strict):
+    """A figure in µs measured at a few batch sizes: linear between points, linear extrapolation from the
+    nearest two outside them (never below 0); one point is a constant."""
+
+    batch: list[int] = Field(min_length=1, description="batch sizes, strictly increasing")
+    us: list[float] = Field(min_length=1, description="µs at each batch size")
+
+    @model_validator(mode="after")
+    def _same_len(self):
+        if len(self.batch) != len(self.us) or any(b2 <= b1 for b1, b2 in zip(self.batch, self.batch[1:])):
+            raise ValueError("batch and us must have equal length, batch strictly increasing")
+        return self
+
+    def at(self, b: float) -> float:
+        xs, ys = self.batch, self.us
+        if len(xs) == 1:
+            return float(ys[0])
+        i = 0 if b <= xs[0] else len(xs) - 2 if b >= xs[-1] else max(i for i in range(len(xs) - 1) if xs[i] <= b)
+        x0, x1, y0, y1 = xs[i], xs[i + 1], ys[i], ys[i + 1]
+        return max(0.0, y0 + (y1 - y0) * (b - x0) / (x1 - x0))
+
+
+class EngineStepUs(_Strict):
+    """The engine's own host work around each forward pass (simulator/steploop.py), measured by
+    calibration/engine_loop.py on a vLLM-style decode loop; µs per step unless named otherwise."""
+
+    schedule: ByBatch = Field(description="scheduling the step (which sequences, block bookkeeping)")
+    prep: ByBatch = Field(description="building the step's inputs in persistent pinned host buffers")
+    copy_launch_us: float = Field(ge=0, description="host cost of one copy_(non_blocking=True) launch (H2D into a "
+                                                    "graph's static input, or the D2H of the sampled tokens)")
+    copy_gpu_us: float = Field(ge=0, description="device time of one such small copy")
+    h2d_copies: int = Field(3, ge=0, description="H2D copies per step (token ids, positions, cache slots)")
+    sample_host: dict[str, ByBatch] = Field(description="host time to launch the sampling ops, by method "
+                                                        "(greedy, top_p)")
+    sample_gpu: dict[str, ByBatch] = Field(description="device time of the sampling kernels, by method")
+    sample_kernels: dict[str, int] = Field(description="kernels the sampling launches, by method")
+    tolist: ByBatch = Field(description="host time of `.tolist()` beyond waiting for the tokens")
+    detokenize: ByBatch = Field(description="detokenising and streaming the new tokens")
+    source: str = Field("", description="where the figures came from")
+
+
 class HostSection(_Strict):
     cpu: str = Field(description="host CPU model the host figures were measured on")
     launch_us: dict[str, Spread] = Field(description="host time per launched op, by launch path")
@@ -74,6 +115,9 @@ class HostSection(_Strict):
     profiler_overhead: ProfilerOverhead | None = Field(
         None, description="measured host-time inflation under torch.profiler; `import-trace --host-time deflate` "
                           "divides traced host durations by its factor")
+    engine_step_us: EngineStepUs | None = Field(
+        None, description="the engine's host work around each forward pass (multi-step simulation); without it "
+                          "launchsim uses estimates and says so")
     source: str = Field("", description="where the host figures came from")
 
 

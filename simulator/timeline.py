@@ -14,7 +14,8 @@ class Timeline:
     """Raw engine output. Times in seconds from the start of the step.
 
     cpu_start[j]..submit[j] minus stall[j] is host work on launch j; stall[j] is time the host sat
-    blocked on a full launch queue; gpu_start[i]..gpu_end[i] is kernel i on the stream.
+    blocked on a full launch queue; wait[j] (plans with syncs) is time it sat before cpu_start[j] waiting
+    for a kernel to end; gpu_start[i]..gpu_end[i] is kernel i on the stream.
     """
 
     plan: LaunchPlan
@@ -22,6 +23,7 @@ class Timeline:
     stall: np.ndarray
     gpu_start: np.ndarray
     gpu_end: np.ndarray
+    wait: np.ndarray | None = None  # host time blocked on a sync before launch j (plans with wait_kernel)
 
     @property
     def cpu_start(self) -> np.ndarray:

@@ -45,6 +45,8 @@ def run(
     rows_shown: int = typer.Option(100, "--rows", help="summary rows to print (0: all); result.json has every row"),
     overrides: Optional[list[str]] = typer.Option(None, "--set", help="override a scenario field, FIELD=VALUE "
                                                   "(dotted path, YAML value), e.g. --set replicates=2; repeatable"),
+    scheduling: Optional[str] = typer.Option(None, "--scheduling", help="serve/capacity scenarios: the engine's host "
+                                             "work per step, none | sync | async (overrides the file's)"),
 ) -> None:
     """Validate and run a scenario; print a summary, write DIR/result.json and DIR/report.html."""
     from ..outpaths import check_out_dir, out_lock
@@ -54,6 +56,12 @@ def run(
     from ..report import set_inline_plotly
 
     set_inline_plotly(inline_plotly)
+    if scheduling is not None:
+        if "scheduling" not in type(sc).model_fields:
+            raise UserError(f"--scheduling applies to serve and capacity scenarios, not kind '{sc.kind}'")
+        if scheduling not in ("none", "sync", "async"):
+            raise UserError(f"--scheduling must be none, sync or async, got '{scheduling}'")
+        sc = sc.model_copy(update={"scheduling": scheduling})
     check_out_dir(out)
     t0 = time.perf_counter()
     try:
@@ -93,9 +101,16 @@ def predict(
     seed: int = typer.Option(0, "--seed", help="seed for host-noise replicates"),
     prefill_seqs: int = typer.Option(0, "--prefill-seqs", help="mixed step: sequences also prefilling"),
     prefill_len: int = typer.Option(0, "--prefill-len", help="mixed step: tokens each prefilling sequence adds"),
+    steps: int = typer.Option(0, "--steps", help="simulate N consecutive steps of the engine loop (host work "
+                              "around each forward: schedule, input copies, sampling, .tolist(), detokenise); 0 = "
+                              "one forward alone"),
+    scheduling: str = typer.Option("sync", "--scheduling", help="with --steps: sync | async"),
+    sampling: str = typer.Option("greedy", "--sampling", help="with --steps: greedy | top_p"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
-    """Predict one decode (or mixed decode + prefill) step: step time, CPU/GPU split, kernels, launches."""
+    """Predict one decode (or mixed decode + prefill) step: step time, CPU/GPU split, kernels, launches.
+    With --steps N: the steady-state step of the engine loop (step_ms), its host work per step and which lane
+    bounds it (cpu: the forward's launches, gpu, or engine: the engine's own host work)."""
     from ..predict import predict as _predict
     from .. import limits as L
     from .checks import count, ctx_fits, model_flag, modes, profile_flag, seed as check_seed
@@ -106,6 +121,13 @@ def predict(
     check_seed("--seed", seed)
     count("--prefill-seqs", prefill_seqs, L.MAX_BATCH, low=0)
     count("--prefill-len", prefill_len, L.MAX_CTX, low=0)
+    count("--steps", steps, 10_000, low=0)
+    if steps and scheduling not in ("sync", "async"):
+        raise UserError(f"--scheduling must be sync or async, got '{scheduling}'")
+    if steps and sampling not in ("greedy", "top_p"):
+        raise UserError(f"--sampling must be greedy or top_p, got '{sampling}'")
+    if steps and (workload is not None or model is None):
+        raise UserError("--steps needs --model (the engine loop is not simulated for imported workloads yet)")
     if workload is not None or model is None:
         from .trace import predict_workload_cmd
 
@@ -132,6 +154,11 @@ def predict(
     d = {"model": model, "batch": batch, "ctx": ctx, "fusion": fusion, "engine": engine, **p.as_dict()}
     if prefill_seqs:
         d.update(prefill_seqs=prefill_seqs, prefill_len=prefill_len, tokens=shape.tokens)
+    if steps:
+        from ..predict import predict_loop
+
+        loop, fwd = predict_loop(m, batch, ctx, fusion, graph, prof, engine, steps, scheduling, sampling, shape)
+        d.update(forward_step_ms=d["step_ms"], forward_bound=d["bound"], sampling=sampling, **loop.as_dict())
     if as_json:
         print(dumps(d))
     else:

@@ -14,7 +14,7 @@ from ..report import dumps
 from .buckets import LAYOUT_HELP
 
 
-FLAGS = {"model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "layout": "--layout",
+FLAGS = {"scheduling": "--scheduling", "model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "layout": "--layout",
          "rate": "--rate", "duration_s": "--duration", "seed": "--seed", "arrivals.trace": "--trace"}
 
 
@@ -40,6 +40,8 @@ def serve(
     graph: Optional[str] = typer.Option(None, "--graph", help="none | full | piecewise | full_and_piecewise"),
     layout: Optional[str] = typer.Option(None, "--layout", help=LAYOUT_HELP),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path"),
+    scheduling: Optional[str] = typer.Option(None, "--scheduling", help="engine host work per step: none (forward "
+                                             "only, default) | sync | async"),
     trace: Optional[Path] = typer.Option(None, "--trace", help="CSV trace (timestamp,prompt_tokens,output_tokens)"),
     out: Optional[Path] = typer.Option(None, "--out", help="write result.json, metrics.csv, batch_log.csv, report.html"),
     inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html instead "
@@ -74,7 +76,8 @@ def serve(
             raise UserError("give --model (or --scenario FILE)")
         data = {"kind": "serve", "name": "serve", "model": model}
     over = {"model": model, "rate": rate, "profile": profile, "fusion": fusion, "graph": graph,
-            "layout": _layout(layout) if layout is not None else None, "duration_s": duration, "seed": seed}
+            "layout": _layout(layout) if layout is not None else None, "duration_s": duration, "seed": seed,
+            "scheduling": scheduling}
     data.update({k: v for k, v in over.items() if v is not None})
     if trace is not None:
         data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
@@ -87,7 +90,7 @@ def serve(
     except UserError as e:  # a flag's value: name the flag, not the scenario field it fills
         msg = str(e)
         given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "layout": layout,
-                 "rate": rate, "duration_s": duration, "seed": seed, "arrivals.trace": trace}
+                 "rate": rate, "duration_s": duration, "seed": seed, "arrivals.trace": trace, "scheduling": scheduling}
         for fld, flag in FLAGS.items():
             mark = f"field '{fld}': "
             if given.get(fld) is not None and mark in msg:

@@ -94,6 +94,12 @@ class RunModel(Strict):
     prompt: LengthModel = Field(default_factory=default_prompt, description="prompt length distribution")
     output: LengthModel = Field(default_factory=default_output, description="output length distribution")
     engine: EngineLimits = Field(default_factory=EngineLimits, description="serving-engine limits")
+    scheduling: Literal["none", "sync", "async"] = Field(
+        "none", description="the engine's own host work per step (simulator/steploop.py): none = the forward pass "
+                            "only; sync = schedule, input copies, sampling, .tolist() and detokenise run back to back "
+                            "with the forward; async = that host work overlaps the previous step's GPU work")
+    sampling: Literal["greedy", "top_p"] = Field("greedy", description="sampling the engine runs each step "
+                                                                       "(with scheduling sync/async)")
 
 
 class ServeScenario(RunModel):

@@ -51,14 +51,19 @@ class ServeConfig:
     warmup_frac: float = 0.1
     drain_s: float | None = None  # default: duration
     merge_steps: bool = True
+    scheduling: str = "none"  # none | sync | async: the engine's host work around each forward (steploop)
+    sampling: str = "greedy"
 
     def limits(self) -> Limits:
         mml = self.max_model_len or self.model.max_position_embeddings
         return Limits(self.max_num_seqs, self.max_num_batched_tokens, self.chunked_prefill, mml)
 
     def label(self) -> dict:
-        return {"model": self.model.name, "profile": self.profile.name, "fusion": self.fusion, "graph": self.graph,
-                "layout": self.layout_label}
+        d = {"model": self.model.name, "profile": self.profile.name, "fusion": self.fusion, "graph": self.graph,
+             "layout": self.layout_label}
+        if self.scheduling != "none":
+            d["scheduling"] = self.scheduling
+        return d
 
 
 @dataclass
@@ -71,7 +76,8 @@ class Prepared:
 
 def prepare(cfg: ServeConfig) -> Prepared:
     costs = CostModel(cfg.profile)
-    timer = StepTimer(cfg.model, costs, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.ctx_bucket)
+    timer = StepTimer(cfg.model, costs, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.ctx_bucket,
+                      scheduling=cfg.scheduling, sampling=cfg.sampling)
     kv = kv_capacity(cfg.model, cfg.profile, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.gpu_util,
                      cfg.workspace_bytes, cfg.block_size, cfg.kv_blocks)
     return Prepared(timer, kv)

@@ -35,6 +35,7 @@ def build_config(run, model: str, profile: str | None, fusion: str, graph: str, 
         chunked_prefill=e.chunked_prefill, max_model_len=e.max_model_len, gpu_util=e.gpu_util,
         workspace_bytes=e.workspace_gib * GiB, kv_blocks=e.kv_blocks, ctx_bucket=e.ctx_bucket,
         warmup_frac=run.warmup_frac, drain_s=run.drain_s, merge_steps=e.merge_steps,
+        scheduling=getattr(run, "scheduling", "none"), sampling=getattr(run, "sampling", "greedy"),
     )
 
 

@@ -20,6 +20,9 @@ Which plan a step runs (`graph` is the replica's graph mode, `sizes` its capture
                                  as vLLM's FULL_DECODE_ONLY; mixed steps run without a graph)
     piecewise, full_and_piecewise -> piecewise replay with the token count padded to pad(T) (the padding
                                  becomes dummy decode rows); eager above the largest size, as vLLM does.
+Engine host work (`scheduling` sync or async, simulator/steploop.py): each step's forward figures are turned
+into the engine loop's steady-state step time by `steploop.steady_step_s` with the engine's costs at the step's
+sequence count (decode rows, or decode rows + prefill chunks); `none` keeps the forward alone.
 Buckets of the memo key (stated here because they are approximations):
 - context: the mean context of the step's sequences, rounded UP to a multiple of `ctx_bucket` (256 tokens),
   clamped to the model's position limit; a step's sequences all run at that context;
@@ -64,12 +67,17 @@ class StepCost(NamedTuple):
     mode: str  # plan that ran: none | full | piecewise
     rows: int  # real rows (sequences for decode steps, tokens for mixed steps)
     padded: int  # rows after padding (== rows when eager)
+    cpu_busy_s: float = 0.0  # the forward's host launch work
+    gpu_gap_s: float = 0.0  # the forward's in-stream gaps
 
 
 class StepTimer:
     def __init__(self, model: ModelSpec, costs: CostModel, fusion: str, graph: str, sizes: list[int],
-                 ctx_bucket: int = CTX_BUCKET, engine: str = "fast", layer_extrapolation: bool = True):
+                 ctx_bucket: int = CTX_BUCKET, engine: str = "fast", layer_extrapolation: bool = True,
+                 scheduling: str = "none", sampling: str = "greedy"):
         self.model, self.costs, self.fusion, self.graph = model, costs, fusion, graph
+        self.scheduling, self.sampling = scheduling, sampling
+        self._ec: dict[int, object] = {}
         self.sizes = list(sizes) if graph != "none" else []
         self.ctx_bucket, self.engine = ctx_bucket, engine
         self.max_pos = model.max_position_embeddings
@@ -103,10 +111,11 @@ class StepTimer:
             gpu = a.gpu_busy_s + f * (b.gpu_busy_s - a.gpu_busy_s)
             cpu = a.cpu_busy_s + f * (b.cpu_busy_s - a.cpu_busy_s)
             gaps = a.gpu_gap_s + f * (b.gpu_gap_s - a.gpu_gap_s)
-            c = StepCost(step, gpu, cpu >= gpu + gaps, b.graph_mode, rows, padded)
+            c = StepCost(step, gpu, cpu >= gpu + gaps, b.graph_mode, rows, padded, cpu, gaps)
         else:
             r = self._engine(self.model, shape, mode)
-            c = StepCost(r.step_s, r.gpu_busy_s, r.bound == "cpu", r.graph_mode, rows, padded)
+            c = StepCost(r.step_s, r.gpu_busy_s, r.bound == "cpu", r.graph_mode, rows, padded, r.cpu_busy_s,
+                         r.gpu_gap_s)
         self.misses += 1
         self._cache[key] = c
         return c
@@ -130,9 +139,23 @@ class StepTimer:
         if c is None:
             c = self._run(key, StepShape(rows, cx), mode, n, rows)
         if c.rows != n:
-            c = StepCost(c.step_s, c.gpu_busy_s, c.cpu_bound, c.mode, n, rows)
+            c = c._replace(rows=n, padded=rows)
+        c = self._with_engine(c, n)
         self._decode[k] = c
         return c
+
+    def _with_engine(self, c: StepCost, seqs: int) -> StepCost:
+        """The forward's figures turned into the engine loop's steady-state step (scheduling sync/async)."""
+        if self.scheduling == "none":
+            return c
+        from ..steploop import engine_costs, steady_step_s
+
+        ec = self._ec.get(seqs)
+        if ec is None:
+            ec = self._ec[seqs] = engine_costs(self.costs.profile, seqs, self.sampling)
+        step = steady_step_s(c.step_s, c.cpu_busy_s, c.gpu_busy_s + c.gpu_gap_s, ec, self.scheduling)
+        host = c.cpu_busy_s + ec.host_s
+        return c._replace(step_s=step, cpu_bound=host >= c.gpu_busy_s + c.gpu_gap_s + ec.gpu_s)
 
     def _mixed_at(self, mode: str, d: int, p: int, L: int, cb: int) -> StepCost:
         L = min(L, self.max_pos - 1)  # grid points past the model's position limit are clamped to it
@@ -162,15 +185,16 @@ class StepTimer:
         if v is None:
             cs = [self._mixed_at(mode, a, p, b, c) for a in (d0, d1) for b in (l0, l1) for c in (c0, c1)]
             v = self._cells[cell] = (tuple(c.step_s for c in cs), tuple(c.gpu_busy_s for c in cs),
-                                     tuple(c.cpu_bound for c in cs))
-        st, gp, cb = v
+                                     tuple(c.cpu_bound for c in cs), tuple((c.cpu_busy_s, c.gpu_gap_s) for c in cs))
+        st, gp, cb, hg = v
         uc, ul, ud = 1.0 - wc, 1.0 - wl, 1.0 - wd
         step = ((st[0] * uc + st[1] * wc) * ul + (st[2] * uc + st[3] * wc) * wl) * ud + \
                ((st[4] * uc + st[5] * wc) * ul + (st[6] * uc + st[7] * wc) * wl) * wd
         gpu = ((gp[0] * uc + gp[1] * wc) * ul + (gp[2] * uc + gp[3] * wc) * wl) * ud + \
               ((gp[4] * uc + gp[5] * wc) * ul + (gp[6] * uc + gp[7] * wc) * wl) * wd
-        cpu = cb[(wd >= 0.5) * 4 + (wl >= 0.5) * 2 + (wc >= 0.5)]  # the nearest grid point decides
-        return StepCost(step, gpu, cpu, mode, T, padded)
+        near = (wd >= 0.5) * 4 + (wl >= 0.5) * 2 + (wc >= 0.5)  # the nearest grid point decides
+        c = StepCost(step, gpu, cb[near], mode, T, padded, *hg[near])
+        return self._with_engine(c, d + p) if self.scheduling != "none" else c
 
 
 def _grid_d() -> list[int]:
