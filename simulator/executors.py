@@ -102,9 +102,14 @@ def run_chunks(chunks: list[list], on_done: Callable[[int, list, dict], None], e
                     on_done(futs[f], rows, st)
                     adv(len(rows), st["simulated"])
     except BaseException:
+        # the workers first: shutdown() forgets them (pool._processes = None), and a worker left running keeps
+        # the manager thread, and so interpreter exit, waiting for its chunk
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        for proc in procs:
+            proc.terminate()
         pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.terminate()  # a running chunk would otherwise finish first
+        for proc in procs:
+            proc.join(timeout=5)
         raise
     pool.shutdown(wait=True)
 
