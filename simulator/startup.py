@@ -31,8 +31,8 @@ so the host runs the whole forward); `full_and_piecewise` is two passes per size
 warm-ups. `none` captures nothing. If the graph-memory table of the profile has measured `capture_s` per
 batch (old profiles), it replaces the capture part (interpolated in batch).
 
-Not modelled: the first eager run of a batch shape new to the process costs more (+40-48 ms on the
-llama3-8b capture rows, orders 0-2; the qwen3-0.6b shapes had already run in that process). It depends on
+Not modelled: the first eager run of a batch shape new to the process costs more (42-49 ms above the
+modelled eager step on the llama3-8b capture rows, orders 0-2; the qwen3-0.6b shapes had already run in that process). It depends on
 which kernels are new (lazy module loading, cuBLAS heuristics) and shrinks as sizes share kernels, so
 launchsim reports it as a note, not a figure; those first warm-ups are excluded from validation.
 
@@ -257,8 +257,8 @@ class StartupModel:
                          "in turn, attention eager in between)")
         notes.append(f"{self.warmup_runs} warm-up run(s) per capture pass, each launchsim's eager step time at "
                      f"ctx {self.ctx}")
-        notes.append("not included: the first run of a batch shape new to the process (+40-48 ms measured on "
-                     "llama3-8b, 3 rows), weights loading, KV-cache allocation")
+        notes.append("not included: the first run of a batch shape new to the process (42-49 ms above the eager "
+                     "step on llama3-8b, 3 rows), weights loading, KV-cache allocation")
         src = self.fig.source if self._table is None else (
             self.fig.source + "; capture part from the graph-memory table's measured capture_s")
         return StartupResult(comp, w, c, comp + w + c, len(passes), passes, measured, tuple(notes), src)
