@@ -132,7 +132,9 @@ class HostSection(_Strict):
         0.0, ge=0, description="extra host cost per kernel of Inductor's generated wrapper beyond the compiled "
                                "microbenchmarks (buffer allocations, reinterpret views); the profile notes say how "
                                "it was obtained")
-    capture_per_node_ms: float = Field(0.0, ge=0, description="capture + instantiate time per graph node, ms")
+    capture_per_node_ms: float = Field(0.0, ge=0, description="capture + instantiate time per node of a microbenchmark "
+                                                             "graph (calibration/streams.py), ms; start-up time comes "
+                                                             "from `startup` (simulator/startup.py), not from this")
     step_factor: Spread | None = Field(
         None, description="per-step multiplier on all host costs (p50 = 1): host-speed drift between steps "
                           "(frequency, noisy neighbours) that per-op noise cannot produce")
