@@ -56,6 +56,7 @@ total_s = compile_s + the warm-up and capture of every pass over all sizes.
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 from dataclasses import dataclass, field, replace
 
@@ -197,16 +198,9 @@ class StartupModel:
 
     def passes(self, batch: int) -> tuple[PassCost, ...]:
         """The capture passes of one size (none, one, or two under full_and_piecewise)."""
-        if not isinstance(batch, int) or isinstance(batch, bool) or batch <= 0:
-            try:
-                import numpy as np
-
-                ok = isinstance(batch, np.integer) and batch > 0
-            except ImportError:  # pragma: no cover
-                ok = False
-            if not ok:
-                raise StartupError(f"captured batch sizes must be positive integers, got {batch!r}")
-            batch = int(batch)
+        if not isinstance(batch, numbers.Integral) or isinstance(batch, bool) or batch <= 0:
+            raise StartupError(f"captured batch sizes must be positive integers, got {batch!r}")
+        batch = int(batch)
         if not self.modes:
             return ()
         step_s, host_s = self._eager(batch)
