@@ -12,7 +12,8 @@ pass, graph full, where the forward is one replay and the engine's parts stand a
   sampling kernels' device time by events; sample_kernels: the kernel-launching calls of the sampler;
 - tolist: the sync `tolist` part (on an idle GPU: it launches the D2H copy, waits for it and converts) minus
   one copy launch and one copy's device time, which the loop model charges separately (never below 0).
-`startup_figures` collects the capture and compile rows for the start-up model (not in the profile yet).
+`startup_figures` collects the capture and compile rows (and the compiles that did not finish) for the start-up
+model; simulator/startup.py's `derive` turns them into the profile's `host.startup` (make_profiles.py).
 """
 
 from __future__ import annotations
@@ -83,7 +84,9 @@ def startup_figures(data: dict) -> dict:
            for r in data.get("capture", []) if "capture_s" in r]
     comp = [{k: r.get(k) for k in ("model", "layers", "batch", "dynamic", "cache", "compile_s", "second_call_s")}
             for r in data.get("compile", []) if "compile_s" in r]
-    return {"capture": cap, "compile": comp}
+    missing = [{k: r.get(k) for k in ("model", "layers", "dynamic", "cache", "error", "skipped") if k in r}
+               for r in data.get("compile", []) if "compile_s" not in r]
+    return {"capture": cap, "compile": comp, "compile_not_measured": missing}
 
 
 def main(argv=None) -> int:

@@ -6,7 +6,7 @@ reads the clean timing process's output (calibration/measured/h200-round-b/timin
 process's output (h200-round-a/counts_eager.json: cuBLAS kernels per GEMM call, CUPTI kernel durations
 for the trace node gap), plus the graph-memory measurements where calibration/build_memory.py exists,
 and, where calibration/measured/h200-engine/engine_loop.json exists, the engine loop's host work
-(calibration/build_engine.py), and writes calibration/profiles/h200.json (measured) and h100-sxm.json (derived by datasheet ratios).
+(calibration/build_engine.py) and the start-up figures (simulator/startup.py `derive`), and writes calibration/profiles/h200.json (measured) and h100-sxm.json (derived by datasheet ratios).
 Nothing is fitted on decode rows.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from simulator.profile import parse_profile
 
-from .build_engine import engine_section
+from .build_engine import engine_section, startup_figures
 from .build_memory import memory_section
 from .build_profile import build, derive_h100, with_decoder_figures, write_json_atomic
 
@@ -50,6 +50,11 @@ def build_h200() -> tuple[dict, str]:
     if ENGINE.exists():
         p["host"]["engine_step_us"] = engine_section(json.loads(ENGINE.read_text()),
                                                      str(ENGINE.relative_to(ROOT.parent)))
+        from simulator.startup import derive
+
+        # start-up figures: the eager-pass predictions they are scaled on come from this very profile
+        p["host"]["startup"] = derive(startup_figures(json.loads(ENGINE.read_text())), parse_profile(p, "h200"),
+                                      str(ENGINE.relative_to(ROOT.parent)))
     return p, note
 
 

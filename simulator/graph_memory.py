@@ -51,8 +51,8 @@ Graph modes: `none` captures nothing (all zeros). `full`: one graph per size. `p
 kernels between attention ops are one graph each (attention stays eager); pieces share the size's pool.
 `full_and_piecewise`: both per size.
 
-Capture time per graph = `profile.host.capture_per_node_ms` * nodes (kernels from the workload builder),
-unless the table has measured `capture_s` per batch (interpolated in batch, clamped below, linear above).
+Capture time of a size = its warm-up runs + capture passes, from simulator/startup.py (`StartupModel.size_s`:
+the measured start-up model every command shares; `capture_s` of a layout sums its sizes, compile excluded).
 
 KV cache: `gpu_util * memory - weights - graph memory - workspace` (may be negative: does not fit).
 """
@@ -103,7 +103,7 @@ class LayoutMemory:
     pool_bytes: float  # total pinned pool bytes (shared or private), capture workspace included
     static_buffer_bytes: float  # static inputs/outputs sized for the largest size
     total_bytes: float  # pool_bytes + static_buffer_bytes
-    capture_s: float  # start-up capture time of all graphs
+    capture_s: float  # start-up warm-up + capture time of all graphs (simulator/startup.py; compile excluded)
     shared_pool: bool
     graph_mode: str = "full"
     source: str = "formula"  # "formula", "table", or "table at N sizes, formula at M"
@@ -161,18 +161,6 @@ def _kernel_counts(model: ModelSpec, fusion: str) -> tuple[int, int]:
     return len(ks), sum(1 for o in ks if o.op_class.value == "attention")
 
 
-def _interp(xs: list[int], ys: list[float], x: float) -> tuple[float, bool]:
-    """Linear interpolation; clamp below; linear extrapolation above. Returns (value, extrapolated)."""
-    if len(xs) == 1:
-        return float(ys[0]), x > xs[0]
-    if x <= xs[0]:
-        return float(ys[0]), False
-    if x <= xs[-1]:
-        return float(np.interp(x, xs, ys)), False
-    slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
-    return float(ys[-1] + slope * (x - xs[-1])), True
-
-
 def _measured_pools(t: GraphMemoryTable | None, fusion: str) -> dict[str, dict[int, float]]:
     """mode -> {batch: private pool bytes without the capture workspace} for `fusion` from a table."""
     out: dict[str, dict[int, float]] = {}
@@ -208,11 +196,7 @@ class GraphMemoryModel:
         self.constants = t.constants if t is not None and t.constants is not None else DEFAULT_CONSTANTS
         self.constants_source = "measured" if t is not None and t.constants is not None else "default"
         self._measured = _measured_pools(t, fusion)
-        self._tc = None
-        if t is not None and t.capture_s:
-            order = np.argsort(t.batch)
-            self._tb = [int(t.batch[i]) for i in order]
-            self._tc = [float(t.capture_s[i]) for i in order]
+        self._startup = None
         self.modes = {"none": (), "full": ("full",), "piecewise": ("piecewise",),
                       "full_and_piecewise": ("full", "piecewise")}[graph_mode]
         self.graphs_per_size = len(self.modes)
@@ -253,14 +237,21 @@ class GraphMemoryModel:
         k, attn = _kernel_counts(self.model, self.fusion)
         return sum(k if m == "full" else k - attn for m in self.modes)
 
+    @property
+    def startup(self):
+        """The start-up model of this model, profile, fusion and graph mode (simulator/startup.py)."""
+        if self._startup is None:
+            from .startup import StartupModel
+
+            self._startup = StartupModel(self.model, self.profile, self.fusion, self.graph_mode)
+        return self._startup
+
     def capture_s(self, batch: int) -> float:
-        """Capture + instantiate time of one captured size (both graphs under full_and_piecewise)."""
+        """Warm-up runs + capture of one captured size (both passes under full_and_piecewise), seconds."""
         _check_batch(batch)
         if self.graph_mode == "none":
             return 0.0
-        if self._tc is not None:
-            return _interp(self._tb, self._tc, batch)[0] * self.graphs_per_size
-        return self.profile.host.capture_per_node_ms * 1e-3 * self.nodes()
+        return self.startup.size_s(int(batch))
 
     def static_buffer_bytes(self, largest: int) -> float:
         m = self.model

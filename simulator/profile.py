@@ -98,6 +98,30 @@ class EngineStepUs(_Strict):
     source: str = Field("", description="where the figures came from")
 
 
+class CompileFit(_Strict):
+    """torch.compile wall time of a decode step as `fixed_s + per_node_s * nodes` (simulator/startup.py)."""
+
+    fixed_s: float = Field(ge=0, description="seconds independent of the model's size")
+    per_node_s: float = Field(ge=0, description="seconds per node of the compiled step (its eager kernel count)")
+    nodes: list[int] = Field(default_factory=list, description="node counts of the measured rows behind the fit; "
+                                                               "outside their range the figure is an extrapolation")
+    source: str = Field("", description="the measured rows behind the two figures")
+
+
+class StartupFigures(_Strict):
+    """Start-up cost figures (simulator/startup.py), from calibration/engine_loop.py's `capture` and `compile`
+    sections; calibration/validate_startup.py compares the model with every measured row."""
+
+    warmup_runs: int = Field(2, ge=0, description="eager warm-up runs before each capture (engines do 1-2; the "
+                                                   "measurement did 2)")
+    capture_host_ratio: float = Field(gt=0, description="capture wall time of one graph / launchsim's predicted host "
+                                                        "time of one eager pass of the same step")
+    compile_static_cold: CompileFit | None = Field(None, description="torch.compile, dynamic=False, empty cache")
+    compile_static_warm: CompileFit | None = Field(None, description="torch.compile, dynamic=False, cache filled")
+    compile_dynamic_note: str = Field("", description="why dynamic=True compile has no figure")
+    source: str = Field("", description="where the figures came from")
+
+
 class HostSection(_Strict):
     cpu: str = Field(description="host CPU model the host figures were measured on")
     launch_us: dict[str, Spread] = Field(description="host time per launched op, by launch path")
@@ -108,7 +132,9 @@ class HostSection(_Strict):
         0.0, ge=0, description="extra host cost per kernel of Inductor's generated wrapper beyond the compiled "
                                "microbenchmarks (buffer allocations, reinterpret views); the profile notes say how "
                                "it was obtained")
-    capture_per_node_ms: float = Field(0.0, ge=0, description="capture + instantiate time per graph node, ms")
+    capture_per_node_ms: float = Field(0.0, ge=0, description="capture + instantiate time per node of a microbenchmark "
+                                                             "graph (calibration/streams.py), ms; start-up time comes "
+                                                             "from `startup` (simulator/startup.py), not from this")
     step_factor: Spread | None = Field(
         None, description="per-step multiplier on all host costs (p50 = 1): host-speed drift between steps "
                           "(frequency, noisy neighbours) that per-op noise cannot produce")
@@ -118,6 +144,9 @@ class HostSection(_Strict):
     engine_step_us: EngineStepUs | None = Field(
         None, description="the engine's host work around each forward pass (multi-step simulation); without it "
                           "launchsim uses estimates and says so")
+    startup: StartupFigures | None = Field(
+        None, description="start-up cost: warm-up runs, capture time per graph, torch.compile time (`launchsim "
+                          "startup`); without it simulator/startup.py's H200 defaults apply and say so")
     source: str = Field("", description="where the host figures came from")
 
 

@@ -26,7 +26,7 @@ from .padding import route
 from .sweep_eval import STATS, load_cached_profile, step_time
 from .workload import StepShape, decode
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: capture_s from simulator/startup.py (warm-ups + capture)
 CACHE_FILE = "cache.jsonl"
 # the keys of evaluate_point's row, in order: cached rows are put back in this order (a resumed run's CSV
 # columns and JSON equal an uninterrupted run's), and a cached line without exactly these keys is recomputed

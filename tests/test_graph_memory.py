@@ -21,8 +21,7 @@ W = 32 * MiB  # default capture-stream workspace (no measured constants in the d
 
 def prof(**device):
     p = load_profile("datasheet-h200")
-    host = p.host.model_copy(update={"capture_per_node_ms": 1.0})
-    return p.model_copy(update={"host": host, "device": p.device.model_copy(update=device)})
+    return p.model_copy(update={"device": p.device.model_copy(update=device)})
 
 
 def test_segment_rounding():
@@ -72,25 +71,35 @@ def test_full_and_piecewise_doubles():
     assert lay.pool_bytes == 24 * MiB + W
 
 
-def test_capture_time_by_hand():
-    # 2 layers fused: embedding + 2 x 9 + final norm + lm_head = 21 kernels, 2 of them attention
-    for mode, nodes in (("full", 21), ("piecewise", 19), ("full_and_piecewise", 40)):
-        lay = GraphMemoryModel(HAND, prof(), "fused", mode).layout([1, 8, 64])
-        assert lay.capture_s == pytest.approx(3 * nodes * 1e-3, rel=1e-12)
+def test_capture_time_is_the_startup_model():
+    # capture time of a size = warm-up runs x launchsim's eager step + capture ratio x its eager host time
+    # (simulator/startup.py); piecewise is one pass per size, full_and_piecewise two
+    from simulator.startup import DEFAULT_STARTUP, eager_pass
+
+    p = prof()
+    f = DEFAULT_STARTUP  # the datasheet profile has no host.startup section
+    one = sum(f.warmup_runs * eager_pass(HAND, p, "fused", b)[0] + f.capture_host_ratio * eager_pass(HAND, p, "fused", b)[1]
+              for b in (1, 8, 64))
+    for mode, passes in (("full", 1), ("piecewise", 1), ("full_and_piecewise", 2)):
+        lay = GraphMemoryModel(HAND, p, "fused", mode).layout([1, 8, 64])
+        assert lay.capture_s == pytest.approx(passes * one, rel=1e-12)
     none = GraphMemoryModel(HAND, prof(), "fused", "none").layout([1, 8])
     assert (none.graphs, none.total_bytes, none.capture_s) == (0, 0.0, 0.0)
 
 
 def test_measured_table_exact_sizes_formula_elsewhere():
+    from simulator.startup import eager_pass
+
     t = GraphMemoryTable(batch=[64, 8], private_pool_bytes=[800e6, 100e6], capture_s=[0.4, 0.1])
     g = GraphMemoryModel(HAND, prof(graph_memory={"hand": t}), "fused", "full")
     formula = GraphMemoryModel(HAND, prof(), "fused", "full")
     assert g.pool_bytes(8) == 100e6 and g.pool_bytes(64) == 800e6  # measured sizes: the measurement
     for b in (4, 36, 120):  # elsewhere: the formula (pool bytes step with allocator segments)
         assert g.pool_bytes(b) == formula.pool_bytes(b)
-    assert g.capture_s(36) == pytest.approx(0.25)  # capture time is interpolated
-    assert g.capture_s(4) == pytest.approx(0.1)  # clamped below
-    assert g.capture_s(120) == pytest.approx(0.4 + 0.3 / 56 * 56)  # last slope extended
+    warm = lambda b: g.startup.warmup_runs * eager_pass(HAND, g.profile, "fused", b)[0]  # noqa: E731
+    assert g.capture_s(36) == pytest.approx(0.25 + warm(36))  # the capture part is interpolated
+    assert g.capture_s(4) == pytest.approx(0.1 + warm(4))  # clamped below
+    assert g.capture_s(120) == pytest.approx(0.4 + 0.3 / 56 * 56 + warm(120))  # last slope extended
     lay = g.layout([4, 8, 120], shared_pool=False)
     assert lay.pool_bytes == pytest.approx(formula.pool_bytes(4) + 100e6 + formula.pool_bytes(120) + W)
     assert lay.source == "table at 1 sizes, formula at 2"

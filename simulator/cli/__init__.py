@@ -42,6 +42,7 @@ from . import serve  # noqa: E402,F401  (registers serve)
 from . import buckets  # noqa: E402,F401  (registers buckets, pad, graph-memory)
 from . import trace  # noqa: E402,F401  (registers import-trace, export-trace)
 from . import optimize  # noqa: E402,F401  (registers optimize)
+from . import startup  # noqa: E402,F401  (registers startup)
 from ..cli_calibration import register as _register_calibration; _register_calibration(app)  # noqa: E402,E702
 
 

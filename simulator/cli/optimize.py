@@ -30,7 +30,10 @@ def optimize(
     memory_budget: Optional[str] = typer.Option(None, "--memory-budget", "--budget",
                                                 help="pinned graph memory: bytes, 512MiB, 1GiB, or a preset name "
                                                      "(--budget is an alias)"),
-    capture_budget: Optional[float] = typer.Option(None, "--capture-budget", help="capture time budget, seconds"),
+    capture_budget: Optional[float] = typer.Option(None, "--capture-budget",
+                                                  help="start-up capture budget, seconds: warm-up runs + capture of "
+                                                       "every graph, as `launchsim startup` counts them (compile "
+                                                       "excluded: it does not depend on the sizes)"),
     max_size: Optional[int] = typer.Option(None, "--max-size", help="largest size (default: largest batch seen)"),
     objective: Optional[str] = typer.Option(None, "--objective", help="step-time | padded-rows (default step-time)"),
     private: bool = typer.Option(False, "--private", help="a private memory pool per graph (default: shared)"),

@@ -1,0 +1,76 @@
+"""`launchsim startup`: an engine's start-up cost (torch.compile, warm-up runs, CUDA-graph capture) for a model
+and capture layout, from the measured start-up model (simulator/startup.py)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from . import app
+from ..buckets import parse_layout
+from ..report import dumps
+from .buckets import LAYOUT_HELP
+
+
+@app.command()
+def startup(
+    model: str = typer.Option(..., "--model", help="model preset or config.json path"),
+    layout: str = typer.Option("vllm", "--layout", help=LAYOUT_HELP),
+    fusion: str = typer.Option("fused", "--fusion", help="none | packed | compiled | fused"),
+    graph: str = typer.Option("full", "--graph", help="full | piecewise | full_and_piecewise | none"),
+    compile_mode: str = typer.Option("static", "--compile",
+                                     help="torch.compile mode for --fusion compiled: static (dynamic=False, measured) "
+                                          "| dynamic (not measured: refused)"),
+    compile_cache: str = typer.Option("cold", "--compile-cache", "--cache",
+                                      help="torch.compile cache: cold (first start) | warm (restart; --cache is an "
+                                           "alias)"),
+    max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size of a preset"),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
+    warmups: Optional[int] = typer.Option(None, "--warmups",
+                                          help="eager warm-up runs before each capture (default: the profile's, 2)"),
+    ctx: int = typer.Option(512, "--ctx", help="context length of the warm-up runs (512 as measured)"),
+    profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
+    as_json: bool = typer.Option(False, "--json", help='print {"compile_s", "warmup_s", "capture_s", "total_s", '
+                                                       '"graphs", ...}'),
+) -> None:
+    """Start-up seconds of an engine: torch.compile + warm-up runs + graph capture over a capture layout."""
+    from .. import limits as L
+    from ..startup import COMPILE_CACHES, COMPILE_MODES, StartupModel
+    from .checks import choice, count, ctx_fits, model_flag, modes, named, profile_flag
+
+    modes(fusion, graph)
+    choice("--compile", compile_mode, COMPILE_MODES, "compile mode")
+    choice("--compile-cache", compile_cache, COMPILE_CACHES, "cache state")
+    count("--warmups", warmups, 100, low=0)
+    count("--ctx", ctx, L.MAX_CTX)
+    m, prof = model_flag("--model", model), profile_flag("--profile", profile)
+    ctx_fits(m, ctx)
+    with named("--layout"):
+        sizes = parse_layout(layout, max_size, max_num_seqs)
+    res = StartupModel(m, prof, fusion, graph, ctx=ctx, warmup_runs=warmups).layout(sizes, compile_mode,
+                                                                                    compile_cache)
+    if as_json:
+        d = res.as_dict()
+        out = {k: d[k] for k in ("compile_s", "warmup_s", "capture_s", "total_s", "graphs")}
+        out.update(model=m.name, profile=prof.name, layout=layout, sizes=sorted(sizes), fusion=fusion, graph=graph,
+                   compile=compile_mode, compile_cache=compile_cache, warmup_runs=_runs(prof, warmups), ctx=ctx,
+                   compile_measured=d["compile_measured"], per_graph=d["per_graph"], notes=d["notes"],
+                   source=d["source"])
+        print(dumps(out))
+        return
+    print(f"{m.name} on {prof.name}, {fusion}/{graph}, layout {layout}: {len(sizes)} sizes, {res.graphs} capture "
+          f"passes, {_runs(prof, warmups)} warm-up run(s) each")
+    print(f"  compile     {res.compile_s:9.2f} s")
+    print(f"  warm-up     {res.warmup_s:9.2f} s")
+    print(f"  capture     {res.capture_s:9.2f} s")
+    print(f"  total       {res.total_s:9.2f} s")
+    for n in res.notes:
+        print(f"  note: {n}")
+    print(f"  source: {res.source}")
+
+
+def _runs(prof, warmups: Optional[int]) -> int:
+    from ..startup import figures
+
+    return figures(prof)[0].warmup_runs if warmups is None else warmups

@@ -1,0 +1,202 @@
+"""Start-up cost (simulator/startup.py): the formula by hand, the derivation of its constants, every measured
+row against its target, the `startup` command, and that graph-memory / optimizer / sweep use the same figures."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from simulator.cli import app
+from simulator.graph_memory import GraphMemoryModel
+from simulator.models import load_model
+from simulator.profile import CompileFit, StartupFigures, load_profile
+from simulator.startup import (DEFAULT_STARTUP, StartupError, StartupModel, compile_nodes, derive, eager_pass,
+                               validation_rows)
+
+from tests.conftest import cli_error
+
+runner = CliRunner()
+ENGINE = Path(__file__).resolve().parent.parent / "calibration" / "measured" / "h200-engine" / "engine_loop.json"
+QWEN = load_model("qwen3-0.6b")
+
+
+def toy_profile(**fig):
+    base = dict(warmup_runs=2, capture_host_ratio=1.5,
+                compile_static_cold=CompileFit(fixed_s=10.0, per_node_s=0.01, nodes=[131, 467]),
+                compile_static_warm=CompileFit(fixed_s=2.0, per_node_s=0.01, nodes=[131, 467]),
+                compile_dynamic_note="not measured here", source="test")
+    base.update(fig)
+    p = load_profile("h200")
+    return p.model_copy(update={"host": p.host.model_copy(update={"startup": StartupFigures(**base)})})
+
+
+def toy_eager(b):  # step 10 ms + 1 ms per row, host 8 ms
+    return 0.010 + 0.001 * b, 0.008
+
+
+def test_formula_by_hand():
+    p = toy_profile()
+    r = StartupModel(QWEN, p, "none", "full", eager=toy_eager).layout([4, 1])
+    # warm-up: 2 x (11 + 14) ms; capture: 2 graphs x 1.5 x 8 ms; no torch.compile at fusion none
+    assert r.warmup_s == pytest.approx(0.050) and r.capture_s == pytest.approx(0.024)
+    assert r.compile_s == 0.0 and r.total_s == pytest.approx(0.074) and r.graphs == 2
+    assert [x.batch for x in r.passes] == [4, 1]  # captured largest first
+    fp = StartupModel(QWEN, p, "none", "full_and_piecewise", eager=toy_eager).layout([4, 1])
+    assert fp.graphs == 4 and fp.total_s == pytest.approx(2 * 0.074)  # two passes per size, each with warm-ups
+    pw = StartupModel(QWEN, p, "none", "piecewise", eager=toy_eager).layout([4, 1])
+    assert pw.graphs == 2 and pw.total_s == pytest.approx(0.074)  # piecewise: one pass per size
+    none = StartupModel(QWEN, p, "none", "none", eager=toy_eager).layout([4, 1])
+    assert (none.graphs, none.warmup_s, none.capture_s, none.total_s) == (0, 0.0, 0.0, 0.0)
+    one = StartupModel(QWEN, p, "none", "full", warmup_runs=1, eager=toy_eager).layout([4, 1])
+    assert one.warmup_s == pytest.approx(0.025)
+
+
+def test_compile_by_hand():
+    p = toy_profile()
+    n = compile_nodes(QWEN)
+    cold = StartupModel(QWEN, p, "compiled", "full", eager=toy_eager).layout([1], "static", "cold")
+    assert cold.compile_s == pytest.approx(10.0 + 0.01 * n)
+    assert cold.total_s == pytest.approx(cold.compile_s + 0.022 + 0.012)
+    assert not cold.compile_measured  # 1587 nodes is beyond the measured 131-467: an extrapolation, said so
+    assert "extrapolated" in cold.notes[0]
+    warm = StartupModel(replace(QWEN, num_hidden_layers=8), p, "compiled", "full", eager=toy_eager).layout([1], cache="warm")
+    assert warm.compile_s == pytest.approx(2.0 + 0.01 * 467) and warm.compile_measured
+    with pytest.raises(StartupError, match="dynamic.*not measured here"):
+        StartupModel(QWEN, p, "compiled", "full", eager=toy_eager).layout([1], "dynamic")
+    # dynamic is refused only where torch.compile runs at all
+    assert StartupModel(QWEN, p, "fused", "full", eager=toy_eager).layout([1], "dynamic").compile_s == 0.0
+
+
+def test_compile_nodes_follow_depth():
+    # qwen3-0.6b cut to 2 and 8 layers (the measured compiles): 56 eager kernels per layer
+    assert compile_nodes(replace(QWEN, num_hidden_layers=2)) == 131
+    assert compile_nodes(replace(QWEN, num_hidden_layers=8)) == 467
+    assert compile_nodes(QWEN) == 131 + 26 * 56
+
+
+def test_eager_pass_exact_at_powers_of_two_linear_between():
+    p = load_profile("h200")
+    a, b, mid = eager_pass(QWEN, p, "fused", 256), eager_pass(QWEN, p, "fused", 512), eager_pass(QWEN, p, "fused", 384)
+    assert mid[0] == pytest.approx((a[0] + b[0]) / 2) and mid[1] == pytest.approx((a[1] + b[1]) / 2)
+    from simulator.costs import CostModel
+    from simulator.predict import simulate
+    from simulator.workload import build_step, decode
+
+    r, _ = simulate(build_step(QWEN, decode(256, 512), "fused"), CostModel(p), "none")
+    assert a == (r.step_s, r.cpu_busy_s)
+    with pytest.raises(StartupError):
+        StartupModel(QWEN, p).passes(0)
+
+
+def test_derive_by_hand():
+    rows = {"capture": [], "compile": [
+        {"model": "qwen3-0.6b", "layers": 2, "dynamic": False, "cache": "warm", "compile_s": 3.0},
+        {"model": "qwen3-0.6b", "layers": 8, "dynamic": False, "cache": "warm", "compile_s": 3.336},
+        {"model": "qwen3-0.6b", "layers": 2, "dynamic": False, "cache": "cold", "compile_s": 10.0}],
+        "compile_not_measured": [{"model": "qwen3-0.6b", "layers": 2, "dynamic": True, "cache": "cold",
+                                  "error": "timed out"}]}
+    with pytest.raises(ValueError):
+        derive(rows, load_profile("h200"))
+    p = load_profile("h200")
+    host = eager_pass(QWEN, p, "none", 8)[1]
+    rows["capture"] = [{"model": "qwen3-0.6b", "layers": 28, "batch": 8, "ctx": 512, "capture_s": 2 * host},
+                       {"model": "llama3-8b", "layers": 32, "batch": 8, "ctx": 512, "capture_s": 1.0}]
+    d = derive(rows, p)
+    assert d["capture_host_ratio"] == pytest.approx(2.0)  # the first model's rows only
+    assert d["compile_static_warm"]["per_node_s"] == pytest.approx(0.336 / 336)
+    assert d["compile_static_warm"]["fixed_s"] == pytest.approx(3.0 - 0.131)
+    assert d["compile_static_cold"]["fixed_s"] == pytest.approx(10.0 - 0.131)  # warm slope, cold 2-layer row
+    assert "timed out" in d["compile_dynamic_note"]
+    StartupFigures(**d)
+
+
+def test_shipped_profile_carries_the_derived_figures():
+    p = load_profile("h200")
+    st = p.host.startup
+    assert st is not None and st.warmup_runs == 2 and st.compile_static_cold.nodes == [131, 467]
+    assert "engine_loop.json" in st.source and "52s" in st.compile_dynamic_note
+    # the fallback for profiles without the section is the same H200 figures
+    assert DEFAULT_STARTUP.capture_host_ratio == pytest.approx(st.capture_host_ratio, rel=1e-6)
+    assert DEFAULT_STARTUP.compile_static_cold.fixed_s == pytest.approx(st.compile_static_cold.fixed_s, rel=1e-6)
+    assert DEFAULT_STARTUP.compile_static_warm.fixed_s == pytest.approx(st.compile_static_warm.fixed_s, rel=1e-6)
+    assert DEFAULT_STARTUP.compile_static_warm.per_node_s == pytest.approx(st.compile_static_warm.per_node_s, rel=1e-6)
+
+
+def test_every_measured_row_within_target():
+    """Capture-side rows within 25 %, compile rows within 30 %; rows that made a constant are not validation."""
+    rows = validation_rows(json.loads(ENGINE.read_text()), load_profile("h200"))
+    val = [r for r in rows if r["role"] == "validation"]
+    assert {r["kind"] for r in val} == {"warm-up run", "capture", "graph (2 warm-ups + capture)", "compile cold"}
+    assert {r["model"] for r in val if r["kind"] == "capture"} == {"llama3-8b"}  # held out of the ratio
+    for r in rows:
+        if r["role"].startswith("excluded"):
+            continue
+        tol = 0.30 if r["kind"].startswith("compile") else 0.25
+        assert abs(r["err"]) <= tol, r
+    excl = [r for r in rows if r["role"].startswith("excluded")]
+    assert len(excl) == 3 and all(r["model"] == "llama3-8b" and r["measured_s"] > 0.05 for r in excl)
+
+
+def test_graph_memory_optimizer_and_sweep_use_the_same_figures():
+    p = load_profile("h200")
+    m = load_model("llama3-8b")
+    gm = GraphMemoryModel(m, p, "compiled", "full_and_piecewise")
+    st = StartupModel(m, p, "compiled", "full_and_piecewise")
+    sizes = [1, 8, 24, 64]
+    lay, res = gm.layout(sizes), st.layout(sizes)
+    assert lay.capture_s == pytest.approx(res.warmup_s + res.capture_s, rel=1e-12)
+    assert all(gm.capture_s(b) == pytest.approx(st.size_s(b), rel=1e-12) for b in sizes)  # optimizer's per size
+    from simulator.sweep import evaluate_point, point_for
+
+    row = evaluate_point(point_for(m, "h200", fusion="compiled", graph="full_and_piecewise", layout="L",
+                                   sizes=tuple(sizes), distribution="d", dist_sizes=(8,), dist_weights=(1.0,),
+                                   budget_bytes=1 << 30, ctx=512))
+    assert row["capture_s"] == pytest.approx(lay.capture_s, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+def test_cli_json_keys():
+    r = runner.invoke(app, ["startup", "--model", "qwen3-0.6b", "--layout", "1,8,64", "--fusion", "compiled",
+                            "--graph", "full", "--compile", "static", "--compile-cache", "warm", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    for k in ("compile_s", "warmup_s", "capture_s", "total_s", "graphs"):
+        assert k in d
+    assert d["graphs"] == 3 and d["sizes"] == [1, 8, 64] and d["compile_cache"] == "warm"
+    assert d["total_s"] == pytest.approx(d["compile_s"] + d["warmup_s"] + d["capture_s"])
+    assert d["compile_s"] == pytest.approx(2.55414 + 0.002161 * 1587, rel=1e-4)
+    assert d["compile_measured"] is False and any("extrapolated" in n for n in d["notes"])
+    g = runner.invoke(app, ["graph-memory", "--model", "qwen3-0.6b", "--layout", "1,8,64", "--fusion", "compiled",
+                            "--graph", "full", "--json"])
+    assert json.loads(g.stdout)["capture_s"] == pytest.approx(d["warmup_s"] + d["capture_s"], rel=1e-12)
+    a = runner.invoke(app, ["startup", "--model", "qwen3-0.6b", "--layout", "1,8,64", "--fusion", "compiled",
+                            "--cache", "warm", "--json"])  # the short alias
+    assert json.loads(a.stdout)["compile_s"] == d["compile_s"]
+
+
+def test_cli_text():
+    r = runner.invoke(app, ["startup", "--model", "llama3-8b", "--layout", "sglang", "--fusion", "none"])
+    assert r.exit_code == 0, r.output
+    assert "total" in r.stdout and "compile" in r.stdout and "note:" in r.stdout
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--compile", "dynamic", "--fusion", "compiled"], "--compile dynamic: not measured"),
+    (["--compile", "eager"], "--compile"),
+    (["--compile-cache", "hot"], "--compile-cache"),
+    (["--fusion", "turbo"], "--fusion"),
+    (["--graph", "half"], "--graph"),
+    (["--layout", "0,4"], "--layout"),
+    (["--warmups", "-1"], "--warmups"),
+    (["--ctx", "0"], "--ctx"),
+    (["--ctx", "100000"], "--ctx"),
+])
+def test_cli_bad_input_exit_2_one_line(capsys, argv, needle):
+    err = cli_error(capsys, ["startup", "--model", "qwen3-0.6b"] + argv)
+    assert needle in err
+
+
+def test_cli_unknown_model_exit_2(capsys):
+    assert "--model" in cli_error(capsys, ["startup", "--model", "no-such-model"])
