@@ -186,10 +186,22 @@ def collective_gpu_s(c: CollectiveSection, kind: str, nbytes: float, n: int) -> 
     return lat_n + 2 * (n - 1) / n * nbytes / bw_n
 
 
+def collective_measured(profile) -> bool:
+    """Whether the profile's collective figures were measured (False for the published defaults)."""
+    c = profile.device.collective
+    return bool(c is not None and c.measured)
+
+
+def tp_fields(model: ModelSpec, profile) -> dict:
+    """The fields a JSON result adds for tensor parallelism: `tp`, and when tp > 1 `collective_measured`."""
+    tp = tp_of(model)
+    return {"tp": tp} if tp == 1 else {"tp": tp, "collective_measured": collective_measured(profile)}
+
+
 def sglang_max_capture(tp: int) -> int:
     """SGLang's default `cuda_graph_max_bs` on 80-160 GB GPUs: 256 at TP < 4, 512 at TP >= 4 (ANCHORS.md)."""
     return 512 if tp >= 4 else 256
 
 
 __all__ = ["shard", "ShardedModel", "tp_of", "check_tp", "weight_bytes_per_gpu", "kv_bytes_per_token_per_gpu",
-           "collective_gpu_s", "logits_vocab", "sglang_max_capture", "DEFAULT_COLLECTIVE", "ParallelError", "TP_SIZES"]
+           "collective_gpu_s", "logits_vocab", "collective_measured", "tp_fields", "sglang_max_capture", "DEFAULT_COLLECTIVE", "ParallelError", "TP_SIZES"]
