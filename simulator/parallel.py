@@ -1,6 +1,6 @@
 """Tensor parallelism (`--tp N`, `tensor_parallel_size` in YAML): the per-GPU view of a model and the
-collectives a tensor-parallel decode step adds. UNMEASURED: the collective figures are published ones (below),
-not launchsim measurements; no multi-GPU machine was available to calibrate them.
+collectives a tensor-parallel decode step adds. UNMEASURED: the collective figures are published ones (below,
+and calibration/validation/tensor_parallel.md), not launchsim measurements; no multi-GPU machine was available.
 
 Sharding (Megatron-style, as vLLM shards a dense decoder), `shard(model, tp)`:
 - attention heads / tp per GPU (must divide evenly);
