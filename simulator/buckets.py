@@ -3,6 +3,7 @@
 Presets follow each engine's source (see ../shared/ANCHORS.md):
 - vllm:   [1, 2, 4] + range(8, 256, 8) + range(256, max+1, 16), max = min(2 * max_num_seqs, 512)
 - sglang: [1, 2, 4, 8, 12] + range(16, 257, 8) + range(272, 512, 16) + range(512, max+1, 32), max 256
+  (512 at tensor parallelism >= 4, `tp=`: SGLang's cuda_graph_max_bs on 80-160 GB GPUs)
 - trtllm: [1, 2, 4] + multiples of 8 up to max (padding on), max 128
 - seed:   [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256]
 - pow2:   1, 2, 4, ... up to max;  all: 1..max
@@ -29,8 +30,9 @@ def vllm_max_size(max_num_seqs: int = 256) -> int:
     return min(2 * max_num_seqs, 512)
 
 
-def preset_sizes(name: str, max_size: int | None = None, max_num_seqs: int | None = None) -> list[int]:
-    """The capture sizes of a preset. `max_size` caps the list (each preset has its own default)."""
+def preset_sizes(name: str, max_size: int | None = None, max_num_seqs: int | None = None, tp: int = 1) -> list[int]:
+    """The capture sizes of a preset. `max_size` caps the list (each preset has its own default; sglang's depends
+    on the tensor-parallel size `tp`)."""
     if max_size is not None and max_size <= 0:
         raise BucketError(f"--max-size must be a positive integer, got {max_size}")
     if max_num_seqs is not None and max_num_seqs <= 0:
@@ -42,7 +44,7 @@ def preset_sizes(name: str, max_size: int | None = None, max_num_seqs: int | Non
         mx = max_size if max_size is not None else vllm_max_size(max_num_seqs or 256)
         sizes = [1, 2, 4] + list(range(8, min(mx + 1, 256), 8)) + list(range(256, mx + 1, 16))
     elif name == "sglang":
-        mx = max_size if max_size is not None else 256
+        mx = max_size if max_size is not None else (512 if tp >= 4 else 256)
         sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(range(512, mx + 1, 32))
     elif name == "trtllm":
         mx = max_size if max_size is not None else 128
@@ -64,12 +66,13 @@ def preset_sizes(name: str, max_size: int | None = None, max_num_seqs: int | Non
     return sorted({s for s in sizes if s <= mx})
 
 
-def parse_layout(spec: str | list[int], max_size: int | None = None, max_num_seqs: int | None = None) -> list[int]:
+def parse_layout(spec: str | list[int], max_size: int | None = None, max_num_seqs: int | None = None,
+                 tp: int = 1) -> list[int]:
     """A preset name, a comma-separated list ("1,2,4,8"), an engine's own text (`[1, 2, 8]`, a vLLM
     compilation_config JSON, SGLang's `--cuda-graph-bs 1 2 4`: engine_syntax.py) or a list of ints -> sorted
     unique sizes."""
     if isinstance(spec, str) and spec in LAYOUT_PRESETS:
-        return preset_sizes(spec, max_size, max_num_seqs)
+        return preset_sizes(spec, max_size, max_num_seqs, tp)
     if isinstance(spec, str):
         from .engine_syntax import EngineLayoutError, parse_engine_layout
 

@@ -69,6 +69,9 @@ class CostModel:
             OpClass.EMBEDDING: d.tables.embedding or d.tables.memcopy,
             OpClass.SAMPLING: d.tables.reduction,
         }
+        from .parallel import DEFAULT_COLLECTIVE
+
+        self.collective = d.collective if d.collective is not None else DEFAULT_COLLECTIVE
         self._gpu_cache: dict[Op, float] = {}
         self._host_cache: dict[tuple[Op, float], float] = {}
 
@@ -102,11 +105,20 @@ class CostModel:
         if not op.launches_kernel:
             return 0.0
         v = self._gpu_cache.get(op)
+        if v is None and op.op_class is OpClass.COLLECTIVE:
+            v = self._gpu_cache[op] = self.collective_s(op)
         if v is None:
             t = self.table_s(op)
             v = self.roofline_s(op) if t is None else max(t, 0.0)
             self._gpu_cache[op] = v
         return v
+
+    def collective_s(self, op: Op) -> float:
+        """GPU time of a tensor-parallel collective (simulator/parallel.py: custom all-reduce / NCCL ring)."""
+        from .parallel import collective_gpu_s
+
+        kind = "all_gather" if op.dim("gather") else "all_reduce"
+        return collective_gpu_s(self.collective, kind, op.bytes, op.dim("ranks", 1))
 
     # -- host -------------------------------------------------------------------------------------
     def host_s(self, op: Op, quantile: float = 0.5) -> float:
@@ -119,6 +131,8 @@ class CostModel:
             spread = launch.get(op.path.value)
             if spread is None and op.path is LaunchPath.COMPILED_EXTERN:
                 spread = launch.get(LaunchPath.COMPILED.value)  # profiles before the extern path was measured
+            if spread is None and op.path is LaunchPath.COLLECTIVE:
+                spread = launch.get(self.collective.launch_path)  # unmeasured: reuse a measured path's figure
             if spread is None:
                 raise CostError(f"profile '{self.profile.name}' has no host cost for launch path '{op.path.value}'")
             v = spread.q(quantile) * US
@@ -129,6 +143,8 @@ class CostModel:
 
     def host_spread_s(self, path: LaunchPath) -> tuple[float, float, float]:
         launch = self.profile.host.launch_us
+        if path is LaunchPath.COLLECTIVE and path.value not in launch:
+            path = LaunchPath(self.collective.launch_path)
         s = launch.get(path.value) or launch[LaunchPath.COMPILED.value if path is LaunchPath.COMPILED_EXTERN else path.value]
         return s.q(0.1) * US, s.p50 * US, s.q(0.9) * US
 

@@ -55,6 +55,12 @@ Capture time of a size = its warm-up runs + capture passes, from simulator/start
 the measured start-up model every command shares; `capture_s` of a layout sums its sizes, compile excluded).
 
 KV cache: `gpu_util * memory - weights - graph memory - workspace` (may be negative: does not fit).
+
+Tensor parallelism (simulator/parallel.py): pass the per-GPU model (`shard(model, tp)`); every figure is then one
+GPU's: sharded q/kv/MLP widths in the live set, per-GPU weights and KV bytes per token. The logits are the full
+vocabulary after the all-gather (plus the local vocab shard lm_head writes before it); the collectives' own
+buffers (vLLM's 8 MiB custom all-reduce buffer, NCCL's) are not counted. Measured tables are keyed by the model
+name, so a sharded model (`NAME-tpN`) always uses the formula.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ import numpy as np
 
 from .errors import UserError
 from .models import ModelSpec
+from .parallel import logits_vocab, tp_of
 from .plan import GRAPH_MODES
 from .profile import GraphMemoryConstants, GraphMemoryTable, Profile
 from .workload import FUSION_LEVELS, build_step, decode
@@ -138,7 +145,9 @@ def live_tensors(model: ModelSpec, batch: int, fusion: str) -> list[float]:
     out = [T * H * e, T * H * e] + (mlp if sum(mlp) >= sum(attn) else attn)
     if fusion in ("none", "packed"):
         out += [T * H * 4, T * H * 4]
-    return [float(x) for x in out] + [float(batch * model.vocab_size * e)]
+    if tp_of(model) > 1:  # lm_head's local vocab shard, before the all-gather
+        out.append(T * model.vocab_size * e)
+    return [float(x) for x in out] + [float(batch * logits_vocab(model) * e)]
 
 
 def piece_output_bytes(model: ModelSpec, batch: int) -> float:
@@ -149,7 +158,7 @@ def piece_output_bytes(model: ModelSpec, batch: int) -> float:
 
 def retained_bytes(model: ModelSpec, batch: int, mode: str, retention: str) -> float:
     """R: bytes one graph (mode `full` or `piecewise`) keeps allocated in its pool after capture."""
-    r = float(batch * model.vocab_size * model.dtype_bytes) if retention == "keep" else 0.0
+    r = float(batch * logits_vocab(model) * model.dtype_bytes) if retention == "keep" else 0.0
     return r + (piece_output_bytes(model, batch) if mode == "piecewise" else 0.0)
 
 
@@ -256,7 +265,7 @@ class GraphMemoryModel:
     def static_buffer_bytes(self, largest: int) -> float:
         m = self.model
         row = 8 + 8 + 8 + 4 + 4 * math.ceil(m.max_position_embeddings / BLOCK_SIZE)
-        return float(largest * row + largest * m.vocab_size * m.dtype_bytes)
+        return float(largest * row + largest * logits_vocab(m) * m.dtype_bytes)
 
     # -- a layout ---------------------------------------------------------------------------------
     def layout(self, sizes, shared_pool: bool = True) -> LayoutMemory:

@@ -21,6 +21,7 @@ class OpClass(str, Enum):
     EMBEDDING = "embedding"
     SAMPLING = "sampling"
     VIEW = "view"  # host-only: reshape/transpose/slice launch no kernel
+    COLLECTIVE = "collective"  # tensor-parallel all-reduce / all-gather (simulator/parallel.py)
 
 
 class LaunchPath(str, Enum):
@@ -37,6 +38,7 @@ class LaunchPath(str, Enum):
     COMPILED_EXTERN = "compiled_extern"  # an extern kernel (aten GEMM / attention) called from a compiled wrapper
     CUSTOM_OP = "custom_op"  # a serving engine's hand-fused C++/CUDA op
     RAW = "raw"  # a bare cudaLaunchKernel (toy workloads)
+    COLLECTIVE = "collective"  # a tensor-parallel collective (custom all-reduce / NCCL); graph-capturable
 
 
 @dataclass(frozen=True)

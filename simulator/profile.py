@@ -262,6 +262,35 @@ class GraphMemoryTable(_Strict):
     source: str = ""
 
 
+class CollectiveSection(_Strict):
+    """GPU time of tensor-parallel collectives (simulator/parallel.py has the formulas). Optional: without it
+    launchsim uses published figures (parallel.DEFAULT_COLLECTIVE) and marks them unmeasured."""
+
+    measured: bool = Field(False, description="true only when these figures were measured on this device")
+    interconnect: str = Field("", description="the GPU-to-GPU fabric the figures describe")
+    custom_max_bytes: float = Field(8 * 1024 * 1024, ge=0, description="largest all-reduce message the custom "
+                                                                        "(one-/two-shot) all-reduce takes, bytes")
+    custom_world_sizes: list[int] = Field([2, 4, 6, 8], description="GPU counts the custom all-reduce supports")
+    custom_latency_us: dict[int, float] = Field(description="custom all-reduce fixed time by GPU count, µs")
+    custom_algbw_gbps: dict[int, float] = Field(description="custom all-reduce message bytes per second by GPU "
+                                                            "count, GB/s")
+    nccl_latency_us: dict[int, float] = Field(description="NCCL ring fixed time by GPU count, µs")
+    nccl_busbw_gbps: dict[int, float] = Field(description="NCCL ring bus bandwidth by GPU count, GB/s")
+    launch_path: str = Field("custom_op", description="host launch path whose figure a collective's launch reuses "
+                                                      "when host.launch_us has no 'collective' entry")
+    source: str = Field("", description="where each figure comes from")
+
+    @model_validator(mode="after")
+    def _positive(self):
+        for k in ("custom_latency_us", "custom_algbw_gbps", "nccl_latency_us", "nccl_busbw_gbps"):
+            d = getattr(self, k)
+            if not d or any(n < 2 or v < 0 for n, v in d.items()):
+                raise ValueError(f"{k} needs GPU counts >= 2 with non-negative values")
+            if k.endswith("gbps") and any(v <= 0 for v in d.values()):
+                raise ValueError(f"{k} values must be positive")
+        return self
+
+
 class DeviceSection(_Strict):
     gpu: str
     memory_gib: float = Field(gt=0)
@@ -281,6 +310,8 @@ class DeviceSection(_Strict):
     launch_queue_depth: int = Field(1024, ge=1, description="pending launches before the host blocks")
     tables: Tables = Field(default_factory=Tables)
     graph_memory: dict[str, GraphMemoryTable] = Field(default_factory=dict)
+    collective: CollectiveSection | None = Field(
+        None, description="tensor-parallel collective figures (optional; default: published, unmeasured figures)")
     source: str = Field("", description="where the device figures came from")
 
 

@@ -37,7 +37,9 @@ def _grid(sc: StepScenario, model, costs, advance) -> list[dict]:
 
 
 def run_step_scenario(sc: StepScenario, out: Path | None) -> dict:
-    model = load_model(sc.model)
+    from .parallel import shard, tp_fields
+
+    model = shard(load_model(sc.model), getattr(sc, "tensor_parallel_size", 1), "tensor_parallel_size")
     prof = load_profile(sc.profile)
     costs = CostModel(prof)
     from .progress import task
@@ -52,6 +54,7 @@ def run_step_scenario(sc: StepScenario, out: Path | None) -> dict:
         "scenario": sc.model_dump(mode="json"),
         "profile": {"name": prof.name, "source": prof.source, "date": prof.date},
         "model": model.__dict__,
+        **tp_fields(model, prof),
         "kernels_per_layer": kpl,
         "rows": rows,
         "crossover": _crossovers(rows),

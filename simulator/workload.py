@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from .kernels import LaunchPath as P
 from .kernels import Op, OpClass, Step
 from .models import ModelSpec
+from .parallel import logits_vocab, tp_of
 
 FUSION_LEVELS = ("none", "packed", "compiled", "fused")
 
@@ -62,6 +63,7 @@ class _Builder:
         self.m, self.s, self.ops = m, shape, []
         self.e = m.dtype_bytes
         self.pending_embedding = 0.0  # compiled: embedding bytes folded into the first fused norm
+        self.tp = tp_of(m)  # tensor parallelism: `m` is one GPU's shard (simulator/parallel.py)
 
     def add(self, name, cls, path, flops=0.0, nbytes=0.0, **shape):
         self.ops.append(Op(name, cls, path, float(flops), float(nbytes), tuple(sorted(shape.items()))))
@@ -79,6 +81,17 @@ class _Builder:
 
     def copy(self, name, elems, in_b, out_b, path=P.EAGER_COPY):
         self.ew(name, elems, in_b, out_b, path, OpClass.COPY)
+
+    def all_reduce(self, name, rows):
+        """Tensor parallelism: all-reduce `rows` x hidden activations across the tp GPUs (nothing at tp = 1)."""
+        if self.tp > 1:
+            self.add(name, OpClass.COLLECTIVE, P.COLLECTIVE, 0.0, rows * self.m.hidden_size * self.e, ranks=self.tp)
+
+    def all_gather_logits(self, rows):
+        """Tensor parallelism: gather the vocab-sharded logits of `rows` sequences (nothing at tp = 1)."""
+        if self.tp > 1:
+            self.add("lm_head.all_gather", OpClass.COLLECTIVE, P.COLLECTIVE, 0.0,
+                     rows * logits_vocab(self.m) * self.e, ranks=self.tp, gather=1)
 
     def view(self, name, n=1):
         for _ in range(n):
@@ -154,6 +167,7 @@ def _layer_eager(b: _Builder, packed: bool) -> None:
         b.copy("attn.contiguous", T * q, e, e)
     b.view("attn.reshape", 1)
     b.gemm("o_proj", T, H, q)
+    b.all_reduce("o_proj.all_reduce", T)
     b.ew("residual_add", T * H, 2 * e, e)
     b.rmsnorm_eager("post_norm", T, H)
     if packed:
@@ -165,6 +179,7 @@ def _layer_eager(b: _Builder, packed: bool) -> None:
     b.ew("silu", T * I, e, e)
     b.ew("mul", T * I, 2 * e, e)
     b.gemm("down_proj", T, H, I)
+    b.all_reduce("down_proj.all_reduce", T)
     b.ew("residual_add", T * H, 2 * e, e)
 
 
@@ -190,11 +205,13 @@ def _layer_compiled(b: _Builder) -> None:
     b.copy("cache_write_v", T * kv, e, e, path=C)
     b.attention(X)
     b.gemm("o_proj", T, H, q, path=X)
+    b.all_reduce("o_proj.all_reduce", T)
     b.red("add_rmsnorm", T * H, 3 * e, 2 * e, path=C)
     b.gemm("gate_proj", T, I, H, path=X)
     b.gemm("up_proj", T, I, H, path=X)
     b.ew("silu_mul", T * I, 2 * e, e, path=C)
     b.gemm("down_proj", T, H, I, path=X)
+    b.all_reduce("down_proj.all_reduce", T)
 
 
 def _layer_fused(b: _Builder) -> None:
@@ -207,10 +224,12 @@ def _layer_fused(b: _Builder) -> None:
     b.red("fused_rope_cache_write", T * (q + 2 * kv), e, e, path=X)
     b.attention(P.EAGER_ATTENTION)
     b.gemm("o_proj", T, H, q)
+    b.all_reduce("o_proj.all_reduce", T)
     b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X)
     b.gemm("gate_up_proj", T, 2 * I, H)
     b.ew("silu_and_mul", T * I, 2 * e, e, path=X)
     b.gemm("down_proj", T, H, I)
+    b.all_reduce("down_proj.all_reduce", T)
 
 
 def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
@@ -239,8 +258,10 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
         b.pending_embedding = float(T * (H * e + 8))
         b.ew("rotary_pos", T, 8, 4, path=P.COMPILED)
         b.gemm("rotary.matmul", T, model.head_dim // 2, 1, path=P.COMPILED_EXTERN)
+        b.all_reduce("embedding.all_reduce", T)  # tp > 1: the vocab-parallel embedding's partial rows
     else:
         b.add("embedding", OpClass.EMBEDDING, P.EAGER_EMBEDDING, 0.0, T * (H * e + 8))
+        b.all_reduce("embedding.all_reduce", T)
     if eager:
         _rotary_preamble_eager(b)
     for _ in range(model.num_hidden_layers):
@@ -260,6 +281,7 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
     else:
         b.red("final_add_rmsnorm", T * H, 3 * e, e, path=P.CUSTOM_OP)
         b.gemm("lm_head", last, model.vocab_size, H)
+    b.all_gather_logits(last)
     label = f"{model.name} {fusion} seqs={shape.seqs} tokens={T} ctx={shape.ctx}"
     return Step(tuple(b.ops), label=label, layers=model.num_hidden_layers, tokens=T)
 

@@ -37,7 +37,8 @@ from .report import write_json
 
 FORMAT_VERSION = 1
 MAX_KERNELS = 1_000_000  # one step of the largest models launches a few thousand
-CLASS_NAMES = tuple(c.value for c in OpClass if c is not OpClass.VIEW)
+# collectives (tensor parallelism) are built by simulator/parallel.py, not imported from single-GPU traces
+CLASS_NAMES = tuple(c.value for c in OpClass if c not in (OpClass.VIEW, OpClass.COLLECTIVE))
 
 
 class WorkloadFileError(UserError):

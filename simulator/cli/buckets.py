@@ -102,6 +102,8 @@ def graph_memory(
                                        "(keep for --layout sglang, else drop)"),
     workspace: str = typer.Option("1GiB", "--workspace", help="workspace + eager activation memory"),
     gpu_util: float = typer.Option(0.9, "--gpu-util", help="fraction of GPU memory the engine may use"),
+    tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): every figure is one GPU's (weights, "
+                           "KV, graph pools); --layout sglang captures up to 512 at tp >= 4"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Pinned graph memory, capture time and KV capacity of a layout; exit 1 when over --budget."""
@@ -114,22 +116,27 @@ def graph_memory(
     number("--gpu-util", gpu_util, 1.0, "a fraction in (0, 1]")
     modes(fusion, graph)
     b, ws = _bytes(budget, "--memory-budget (alias --budget)"), _bytes(workspace, "--workspace")
+    from ..parallel import check_tp, shard, tp_fields
+
+    check_tp(tp)
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
+    base_name, m = m.name, shard(m, tp)
     with named("--layout"):
-        sizes = parse_layout(layout, max_size, max_num_seqs)
+        sizes = parse_layout(layout, max_size, max_num_seqs, tp=tp)
     ret = default_retention(layout) if retention == "auto" else retention
     mem = GraphMemoryModel(m, prof, fusion, graph, ret).layout(sizes, shared_pool=not private)
     kv = kv_cache_bytes(m, prof, mem, ws, gpu_util)
     fits = b is None or mem.total_bytes <= b
-    d = {"model": m.name, "profile": prof.name, "layout": layout, **mem.as_dict(),
+    d = {"model": base_name, **tp_fields(m, prof), "profile": prof.name, "layout": layout, **mem.as_dict(),
          "budget_bytes": b, "fits_budget": fits, "weights_bytes": m.weight_bytes,
          "kv_cache_bytes": kv, "kv_tokens": kv_cache_tokens(m, kv), "kv_fits": kv > 0}
     if as_json:
         print(dumps(d))
     else:
         pool = "private pools" if private else f"one shared pool (largest first, outputs {ret})"
-        print(f"{m.name} on {prof.name}, {fusion}/{graph}, layout {layout}: {len(sizes)} sizes, {mem.graphs} graphs, "
-              f"{pool} [{mem.source}]")
+        per_gpu = "" if tp == 1 else f" at tp {tp} (per GPU; collective figures unmeasured)"
+        print(f"{base_name}{per_gpu} on {prof.name}, {fusion}/{graph}, layout {layout}: {len(sizes)} sizes, "
+              f"{mem.graphs} graphs, {pool} [{mem.source}]")
         print(f"  graph pool      {mem.pool_bytes / MiB:10.1f} MiB")
         for name, part in ((k, v) for k, v in mem.parts.items() if k != "static_buffers"):
             print(f"    {name:<22}{part['bytes'] / MiB:10.1f} MiB  {part['source']}")

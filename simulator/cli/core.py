@@ -106,6 +106,8 @@ def predict(
                               "one forward alone"),
     scheduling: str = typer.Option("sync", "--scheduling", help="with --steps: sync | async"),
     sampling: str = typer.Option("greedy", "--sampling", help="with --steps: greedy | top_p"),
+    tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): per-GPU shard of the model plus an "
+                           "all-reduce per attention and MLP block (collective figures published, unmeasured)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict one decode (or mixed decode + prefill) step: step time, CPU/GPU split, kernels, launches.
@@ -126,6 +128,11 @@ def predict(
         raise UserError(f"--scheduling must be sync or async, got '{scheduling}'")
     if steps and sampling not in ("greedy", "top_p"):
         raise UserError(f"--sampling must be greedy or top_p, got '{sampling}'")
+    from ..parallel import check_tp, shard, tp_fields
+
+    check_tp(tp)
+    if tp != 1 and (workload is not None or model is None):
+        raise UserError("--tp needs --model (imported workloads are single-GPU traces)")
     if steps and (workload is not None or model is None):
         raise UserError("--steps needs --model (the engine loop is not simulated for imported workloads yet)")
     if workload is not None or model is None:
@@ -148,10 +155,12 @@ def predict(
 
     modes(fusion, graph, engine)
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
+    m = shard(m, tp)
     ctx_fits(m, ctx, max(1, prefill_len))
     shape = StepShape(batch, ctx, prefill_seqs, prefill_len)
     p = _predict(m, batch, ctx, fusion, graph, prof, engine, replicates, seed, shape=shape)
-    d = {"model": model, "batch": batch, "ctx": ctx, "fusion": fusion, "engine": engine, **p.as_dict()}
+    d = {"model": model, "batch": batch, "ctx": ctx, "fusion": fusion, "engine": engine, **p.as_dict(),
+         **tp_fields(m, prof)}
     if prefill_seqs:
         d.update(prefill_seqs=prefill_seqs, prefill_len=prefill_len, tokens=shape.tokens)
     if steps:

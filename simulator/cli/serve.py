@@ -15,7 +15,8 @@ from .buckets import LAYOUT_HELP
 
 
 FLAGS = {"scheduling": "--scheduling", "model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "layout": "--layout",
-         "rate": "--rate", "duration_s": "--duration", "seed": "--seed", "arrivals.trace": "--trace"}
+         "rate": "--rate", "duration_s": "--duration", "seed": "--seed", "arrivals.trace": "--trace",
+         "tensor_parallel_size": "--tp"}
 
 
 def _layout(spec: str):
@@ -46,6 +47,8 @@ def serve(
     out: Optional[Path] = typer.Option(None, "--out", help="write result.json, metrics.csv, batch_log.csv, report.html"),
     inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html instead "
                                        "of writing plotly.min.js beside it"),
+    tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel GPUs per replica (1, 2, 4, 8; default 1): "
+                                     "sets tensor_parallel_size; collective figures are published, unmeasured"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Simulate one GPU replica serving requests (continuous batching); print throughput, TTFT/TPOT, busy shares."""
@@ -77,7 +80,7 @@ def serve(
         data = {"kind": "serve", "name": "serve", "model": model}
     over = {"model": model, "rate": rate, "profile": profile, "fusion": fusion, "graph": graph,
             "layout": _layout(layout) if layout is not None else None, "duration_s": duration, "seed": seed,
-            "scheduling": scheduling}
+            "scheduling": scheduling, "tensor_parallel_size": tp}
     data.update({k: v for k, v in over.items() if v is not None})
     if trace is not None:
         data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
@@ -90,7 +93,8 @@ def serve(
     except UserError as e:  # a flag's value: name the flag, not the scenario field it fills
         msg = str(e)
         given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "layout": layout,
-                 "rate": rate, "duration_s": duration, "seed": seed, "arrivals.trace": trace, "scheduling": scheduling}
+                 "rate": rate, "duration_s": duration, "seed": seed, "arrivals.trace": trace, "scheduling": scheduling,
+                 "tensor_parallel_size": tp}
         for fld, flag in FLAGS.items():
             mark = f"field '{fld}': "
             if given.get(fld) is not None and mark in msg:

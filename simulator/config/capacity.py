@@ -50,6 +50,10 @@ class CapacityScenario(RunModel):
     name: str = Field(description="scenario name, used in reports")
     description: str = Field("", description="free text shown in the report")
     models: list[str] = Field(min_length=1, description="model presets or config.json paths")
+    tensor_parallel_size: Literal[1, 2, 4, 8] = Field(
+        1, description="applies to every model: tensor-parallel GPUs of one NVLink node: each GPU runs a shard "
+                       "(heads, KV heads, MLP and vocab / N) plus an all-reduce per attention and MLP block; figures are one GPU's. The "
+                       "collective figures are published, not measured (simulator/parallel.py)")
     profiles: list[str | None] = Field([None], min_length=1, description="profiles (null: h200, else datasheet-h200)")
     fusion: list[FusionName] = Field(["fused"], min_length=1, description="fusion levels")
     graph: list[GraphName] = Field(["none", "full_and_piecewise"], min_length=1, description="CUDA-graph modes")

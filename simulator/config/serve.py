@@ -107,6 +107,10 @@ class ServeScenario(RunModel):
     name: str = Field(description="scenario name, used in reports")
     description: str = Field("", description="free text shown in the report")
     model: str = Field(description="model preset or config.json path")
+    tensor_parallel_size: Literal[1, 2, 4, 8] = Field(
+        1, description="tensor-parallel GPUs of one NVLink node: each GPU runs a shard (heads, KV heads, MLP and "
+                       "vocab / N) plus an all-reduce per attention and MLP block; figures are one GPU's. The "
+                       "collective figures are published, not measured (simulator/parallel.py)")
     profile: str | None = Field(None, description="profile name or path (default: h200, else datasheet-h200)")
     fusion: FusionName = Field("fused", description="fusion level of the served model")
     graph: GraphName = Field("full_and_piecewise", description="CUDA-graph mode")

@@ -27,6 +27,10 @@ class StepScenario(Strict):
     name: str = Field(description="scenario name, used in reports")
     description: str = Field("", description="free text shown in the report")
     model: str = Field(description="model preset (qwen3-0.6b, qwen3-8b, llama3-8b, llama3-70b) or config.json path")
+    tensor_parallel_size: Literal[1, 2, 4, 8] = Field(
+        1, description="tensor-parallel GPUs of one NVLink node: each GPU runs a shard (heads, KV heads, MLP and "
+                       "vocab / N) plus an all-reduce per attention and MLP block; figures are one GPU's. The "
+                       "collective figures are published, not measured (simulator/parallel.py)")
     profile: str | None = Field(None, description="profile name or path (default: h200)")
     fusion: list[FusionName] = Field(["none"], min_length=1, description="fusion levels to compare")
     graph: list[GraphName] = Field(["none"], min_length=1, description="graph modes to compare")

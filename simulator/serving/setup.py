@@ -23,10 +23,13 @@ _SUMMED = ("requests", "completed", "unfinished", "rejected", "preemptions", "st
 def build_config(run, model: str, profile: str | None, fusion: str, graph: str, layout, layout_label: str | None = None
                  ) -> ServeConfig:
     """A `ServeConfig` from a scenario's run settings (`RunModel`) and one configuration."""
-    m = load_model(model)
+    from ..parallel import shard
+
+    tp = getattr(run, "tensor_parallel_size", 1)  # per-GPU shard: weights, KV and step time are one GPU's
+    m = shard(load_model(model), tp, "tensor_parallel_size")
     prof = load_profile(profile)
     e = run.engine
-    sizes = tuple(parse_layout(layout, max_num_seqs=e.max_num_seqs)) if graph != "none" else (1,)
+    sizes = tuple(parse_layout(layout, max_num_seqs=e.max_num_seqs, tp=tp)) if graph != "none" else (1,)
     label = layout_label or (layout if isinstance(layout, str) else f"{len(sizes)} sizes")
     return ServeConfig(
         model=m, profile=prof, fusion=fusion, graph=graph, sizes=sizes,

@@ -23,6 +23,8 @@ SUMMARY_COLUMNS = ["replication", "throughput_req_s", "throughput_tok_s", "ttft_
 
 def serve(sc) -> dict:
     """Run a `ServeScenario`; return the result dict (no files)."""
+    from ..parallel import tp_fields
+
     t0 = time.perf_counter()
     cfg = build_config(sc, sc.model, sc.profile, sc.fusion, sc.graph, sc.layout)
     trace = load_run_trace(sc)
@@ -39,7 +41,7 @@ def serve(sc) -> dict:
         "config": {**cfg.label(), "sizes": list(cfg.sizes) if cfg.graph != "none" else [],
                    "max_num_seqs": cfg.max_num_seqs, "max_num_batched_tokens": cfg.max_num_batched_tokens,
                    "chunked_prefill": cfg.chunked_prefill, "ctx_bucket": cfg.ctx_bucket,
-                   "profile_source": cfg.profile.source},
+                   "profile_source": cfg.profile.source, **tp_fields(cfg.model, cfg.profile)},
         "kv": results[0].kv,
         "metrics": metrics,
         "replications": rows,
