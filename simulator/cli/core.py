@@ -94,7 +94,8 @@ def predict(
     workload: Optional[Path] = typer.Option(None, "--workload", help="imported workload (launchsim import-trace) "
                                             "instead of --model"),
     fusion: str = typer.Option("none", "--fusion", help="none | packed | compiled | fused"),
-    graph: str = typer.Option("none", "--graph", help="none | full | piecewise | full_and_piecewise"),
+    graph: str = typer.Option("none", "--graph",
+                             help="none | full | full_decode_only | piecewise | full_and_piecewise"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     engine: str = typer.Option("fast", "--engine", help="des | fast"),
     replicates: int = typer.Option(0, "--replicates", help="host-noise replicates for a p10/p50/p90 band"),
