@@ -159,3 +159,20 @@ def test_full_decode_only_accepted():
     gm = GraphMemoryModel(QWEN, load_profile(PROFILE), "none", "full_decode_only")
     assert gm.layout((1, 2, 4), True).total_bytes == \
         GraphMemoryModel(QWEN, load_profile(PROFILE), "none", "full").layout((1, 2, 4), True).total_bytes
+
+
+def test_predict_layout_flag():
+    """`predict --layout` routes the step as the sweep and serving do; without it, no padding (keys unchanged)."""
+    import json
+
+    run = lambda *a: json.loads(CliRunner().invoke(app, ["predict", "--model", "qwen3-0.6b", "--profile", PROFILE,
+                                                         "--json", *a]).output)
+    over = run("--batch", "600", "--graph", "piecewise", "--layout", "vllm")
+    assert (over["graph"], over["padded"], over["requested_graph"]) == ("none", None, "piecewise")
+    eager = run("--batch", "600", "--graph", "none")
+    assert over["step_ms"] == pytest.approx(eager["step_ms"], rel=1e-12)
+    padded = run("--batch", "300", "--graph", "full", "--layout", "vllm")
+    assert (padded["graph"], padded["padded"]) == ("full", 304)
+    assert padded["step_ms"] == pytest.approx(run("--batch", "304", "--graph", "full")["step_ms"], rel=1e-12)
+    plain = run("--batch", "300", "--graph", "full")
+    assert "padded" not in plain and "layout" not in plain
