@@ -2,9 +2,9 @@
 
 A `Point` is one configuration (model, profile, fusion, graph mode, layout, batch-size distribution,
 budget, ...). `evaluate_point` is a pure function of it: graph memory and capture time of the layout
-(graph_memory.py), padding waste and expected step time over the distribution, every step routed (routing.py) and costed by the
-memoised fast engine (stepcost.py). `run_points` splits pending points into chunks,
-runs them on an executor (executors.py: local processes or Ray), and appends each finished chunk's rows to
+(graph_memory.py), padding waste and expected step time over the distribution, every step routed (routing.py)
+and costed by the memoised fast engine (stepcost.py). `run_points` splits pending points into chunks, runs them
+on an executor (executors.py: local processes or Ray), and appends each finished chunk's rows to
 OUT/cache.jsonl, one JSON line per point keyed by a hash of its configuration. A rerun (or a rerun after
 an interruption) loads the cache and only computes the points that are missing.
 """
