@@ -47,7 +47,7 @@ input_ids 8 + positions 8 + slot_mapping 8 + seq_lens 4 bytes + a block-table ro
 4 * ceil(max_position_embeddings / 16) bytes, plus the logits buffer S*V*e (derived; the measured bytes
 match this on both models).
 
-Graph modes: `none` captures nothing (all zeros). `full`: one graph per size. `piecewise`: per size, the
+Graph modes: `none` captures nothing (all zeros). `full`, `full_decode_only`: one graph per size. `piecewise`: per size, the
 kernels between attention ops are one graph each (attention stays eager); pieces share the size's pool.
 `full_and_piecewise`: both per size.
 
@@ -206,8 +206,9 @@ class GraphMemoryModel:
         self.constants_source = "measured" if t is not None and t.constants is not None else "default"
         self._measured = _measured_pools(t, fusion)
         self._startup = None
-        self.modes = {"none": (), "full": ("full",), "piecewise": ("piecewise",),
-                      "full_and_piecewise": ("full", "piecewise")}[graph_mode]
+        from .routing import graph_kinds
+
+        self.modes = graph_kinds(graph_mode)  # full_decode_only captures full graphs, as full
         self.graphs_per_size = len(self.modes)
 
     # -- one captured graph / size ----------------------------------------------------------------

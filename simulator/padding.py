@@ -1,12 +1,7 @@
 """Padding waste of a capture layout, per step and in expectation over a batch-size distribution, and the
 null KV block that padded (dummy) rows write to.
 
-Owns:
-- `route(batch, sizes, mode)`: which captured size a step pads to and which graph mode it then runs in.
-  A batch pads to the smallest captured size >= it. Above the largest size it runs without a graph from
-  the layout: eagerly under `none`/`full`, piecewise where piecewise is on (`piecewise`,
-  `full_and_piecewise`), as the issue specifies. `full_and_piecewise` runs pure-decode steps as full graphs
-  and mixed steps piecewise.
+Owns (which mode and size a step runs at is routing.py's `route`):
 - `step_padding` / `expected_padding`: padded rows over all rows of the padded batch, and the seconds the
   padded rows cost (time at the padded size minus time at the real size, same mode), per step and as an
   expectation. The distribution-level waste is a ratio of expectations: E[padded - b] / E[padded]
@@ -20,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .buckets import BucketError, pad
 from .distribution import BatchDistribution
-from .plan import GRAPH_MODES
 from .errors import UserError
+from .routing import check_mode, route
 
 NULL_BLOCK = 0
 
@@ -33,53 +27,25 @@ class PaddingError(UserError):
 
 
 @dataclass(frozen=True)
-class Route:
-    batch: int
-    padded: int | None  # captured size used; None when no captured size fits
-    mode: str  # graph mode the step actually runs in
-
-    @property
-    def rows(self) -> int:
-        """Rows the GPU executes (the padded size, or the batch itself without a graph)."""
-        return self.padded if self.padded is not None else self.batch
-
-
-def route(batch: int, sizes: list[int], mode: str, pure_decode: bool = True) -> Route:
-    """Where a step of `batch` rows (tokens, for a mixed step) goes under a layout and a graph mode."""
-    if mode not in GRAPH_MODES:
-        raise PaddingError(f"unknown graph mode '{mode}': use one of {', '.join(GRAPH_MODES)}")
-    if mode == "none":
-        if batch <= 0:
-            raise BucketError(f"batch must be a positive integer, got {batch}")
-        return Route(batch, None, "none")
-    eff = "full" if (mode == "full_and_piecewise" and pure_decode) else (
-        "piecewise" if mode == "full_and_piecewise" else mode)
-    p = pad(batch, sizes)
-    if p.padded is not None:
-        return Route(batch, p.padded, eff)
-    return Route(batch, None, "piecewise" if mode in ("piecewise", "full_and_piecewise") else "none")
-
-
-@dataclass(frozen=True)
 class StepPadding:
     batch: int
     padded: int | None
-    mode: str
+    mode: str  # plan mode the step runs in
     waste_rows: int
     waste: float  # padded rows / all rows of the padded batch
     step_s: float  # time of the step as run (at the padded size)
     unpadded_s: float  # time of the same mode at the real batch size
     cost_s: float  # step_s - unpadded_s: what the padded rows cost
+    overflow: bool = False  # above the largest captured size (runs eager)
 
 
 def step_padding(batch: int, sizes: list[int], mode: str, time_fn: Callable[[int, str], float],
                  pure_decode: bool = True) -> StepPadding:
     """Padding figures of one step. `time_fn(rows, mode)` returns the step time in seconds."""
-    r = route(batch, sizes, mode, pure_decode)
-    t = time_fn(r.rows, r.mode)
-    t0 = time_fn(batch, r.mode) if r.rows != batch else t
-    waste_rows = r.rows - batch
-    return StepPadding(batch, r.padded, r.mode, waste_rows, waste_rows / r.rows, t, t0, t - t0)
+    r = route(mode, sizes, batch, pure_decode)
+    t = time_fn(r.executed, r.mode)
+    t0 = time_fn(batch, r.mode) if r.padding else t
+    return StepPadding(batch, r.padded, r.mode, r.padding, r.padding / r.executed, t, t0, t - t0, r.overflow)
 
 
 @dataclass(frozen=True)
@@ -96,6 +62,7 @@ class ExpectedPadding:
 def expected_padding(dist: BatchDistribution, sizes: list[int], mode: str,
                      time_fn: Callable[[int, str], float] | None = None, pure_decode: bool = True) -> ExpectedPadding:
     """Expectations over `dist`; without `time_fn` the time figures are 0."""
+    check_mode(mode)
     tf = time_fn or (lambda rows, m: 0.0)
     per = [(w, step_padding(b, sizes, mode, tf, pure_decode)) for b, w in zip(dist.sizes, dist.weights)]
     rows = sum(w * (s.batch + s.waste_rows) for w, s in per)
@@ -104,7 +71,7 @@ def expected_padding(dist: BatchDistribution, sizes: list[int], mode: str,
         waste=wr / rows if rows else 0.0,
         waste_mean=sum(w * s.waste for w, s in per),
         padded_rows=wr,
-        overflow_frac=sum(w for w, s in per if s.padded is None and mode != "none"),
+        overflow_frac=sum(w for w, s in per if s.overflow),
         step_s=sum(w * s.step_s for w, s in per),
         unpadded_s=sum(w * s.unpadded_s for w, s in per),
         cost_s=sum(w * s.cost_s for w, s in per),

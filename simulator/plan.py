@@ -12,8 +12,9 @@ A plan is plain arrays, the common input of both engines:
   `graph_node_trace_us` instead: table times already include what identical nodes cost in a graph.
   An op the profile says runs as several kernels (a split-K GEMM and its reduce kernel) stays one
   entry whose measured time covers both; it pays one extra gap per extra kernel.
-Graph modes: `none` (eager), `full` (one replay), `piecewise` (graph segments split at attention,
-attention eager), `full_and_piecewise` (full for pure decode steps, piecewise otherwise).
+Graph modes: `build_plan` takes a configured graph mode and asks `routing.plan_mode` which plan the step runs:
+`none` (eager), `full` (one replay) or `piecewise` (graph segments split at attention, attention eager); the
+table of modes is in routing.py. Padding and the largest captured size are routing's too (`routing.route`).
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ import numpy as np
 
 from .costs import CostModel
 from .kernels import LaunchPath, OpClass, Step
-
-GRAPH_MODES = ("none", "full", "piecewise", "full_and_piecewise")
+from .routing import GRAPH_MODES, RoutingError, plan_mode  # noqa: F401  (GRAPH_MODES re-exported)
 _COMPILED_PATHS = (LaunchPath.COMPILED, LaunchPath.COMPILED_EXTERN)
 
 
@@ -72,18 +72,13 @@ class LaunchPlan:
         return p
 
 
-def effective_mode(mode: str, pure_decode: bool = True) -> str:
-    if mode not in GRAPH_MODES:
-        raise PlanError(f"unknown graph mode '{mode}': use one of {', '.join(GRAPH_MODES)}")
-    if mode == "full_and_piecewise":
-        return "full" if pure_decode else "piecewise"
-    return mode
-
-
 def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: float = 0.5,
                pure_decode: bool = True) -> LaunchPlan:
     """Lower a step to launches under a graph mode. `quantile` picks host costs from the profile."""
-    mode = effective_mode(graph, pure_decode)
+    try:
+        mode = plan_mode(graph, pure_decode)
+    except RoutingError as e:
+        raise PlanError(str(e)) from None
     ops = step.ops
     if not any(o.launches_kernel for o in ops):
         raise PlanError("step has no kernels")

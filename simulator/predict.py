@@ -3,7 +3,9 @@
 `simulate` runs one engine on one step. `predict` adds the host-noise band: with `replicates` > 0 it
 draws each eager op's host cost from the profile's per-path distribution and, where the profile has
 one, a per-step host-speed factor (numpy Generator, seeded), and reports the p10/p50/p90 of step
-time over the replicates (fast path).
+time over the replicates (fast path). Which plan a step runs is `routing.route`: without `sizes` every size
+counts as captured (no padding); with `sizes` the step pads to a captured size or runs eager above the largest,
+exactly as the sweep, the optimizer and serving route it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .kernels import Step
 from .models import ModelSpec, load_model
 from .plan import build_plan, sample_host
 from .profile import Profile, load_profile
+from .routing import Route, padded_shape, route_shape
 from .timeline import StepResult, Timeline, summarize
 from .workload import StepShape, build_step, decode
 
@@ -52,6 +55,7 @@ class Prediction:
     timeline: Timeline
     step: Step
     band_ms: dict[str, float] | None = None  # p10/p50/p90 of step time under host noise
+    route: Route | None = None  # the captured size and plan mode the step ran at
 
     def as_dict(self) -> dict:
         d = self.result.as_dict()
@@ -80,15 +84,18 @@ def host_band(step: Step, costs: CostModel, graph: str, replicates: int, seed: i
 
 def predict(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "none", graph: str = "none",
             profile: Profile | str | None = None, engine: str = "fast", replicates: int = 0,
-            seed: int = 0, shape: StepShape | None = None) -> Prediction:
+            seed: int = 0, shape: StepShape | None = None, sizes: list[int] | None = None) -> Prediction:
+    """One step's figures; `sizes`: the captured sizes (None: every size captured, the step runs unpadded)."""
     m = load_model(model) if isinstance(model, str) else model
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     costs = CostModel(prof)
     shape = shape or decode(batch, ctx)
+    r = route_shape(graph, sizes, shape)
+    shape = padded_shape(shape, r)
     step = build_step(m, shape, fusion)
-    res, tl = simulate(step, costs, graph, engine, pure_decode=shape.is_pure_decode)
-    band = host_band(step, costs, graph, replicates, seed, shape.is_pure_decode) if replicates > 0 else None
-    return Prediction(res, tl, step, band)
+    res, tl = simulate(step, costs, r.mode, engine, pure_decode=shape.is_pure_decode)
+    band = host_band(step, costs, r.mode, replicates, seed, shape.is_pure_decode) if replicates > 0 else None
+    return Prediction(res, tl, step, band, r)
 
 
 def predict_loop(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "none", graph: str = "none",

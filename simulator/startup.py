@@ -182,8 +182,9 @@ class StartupModel:
         self.model, self.profile, self.fusion, self.graph_mode, self.ctx = model, profile, fusion, graph_mode, ctx
         self.fig, self.own = figures(profile)
         self.warmup_runs = self.fig.warmup_runs if warmup_runs is None else int(warmup_runs)
-        self.modes = {"none": (), "full": ("full",), "piecewise": ("piecewise",),
-                      "full_and_piecewise": ("full", "piecewise")}[graph_mode]
+        from .routing import graph_kinds
+
+        self.modes = graph_kinds(graph_mode)  # full_decode_only captures full graphs, as full
         self._eager = eager or (lambda b: eager_pass(model, profile, fusion, b, ctx))
         t = profile.device.graph_memory.get(model.name)
         self._table = None

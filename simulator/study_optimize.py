@@ -3,7 +3,8 @@ layout, the presets under the same constraints, Pareto frontiers, and the report
 scenario kind `buckets`).
 
 Step-time objective: a step of batch b padded to size s costs the simulated step time at batch s under
-the graph mode (fast engine, decode at `ctx`); above the largest size it runs eagerly (graph none).
+the graph mode; above the largest size it runs eagerly (graph none). Both come from `stepcost.routed_step`
+(routing.py decides the mode and size, stepcost.py the memoised fast-engine time, decode at `ctx`).
 Padded-rows objective: padded rows per step; the largest size is fixed at max_size.
 Memory and capture time come from GraphMemoryModel (shared pool captured largest-first, or private).
 """
@@ -11,7 +12,7 @@ Memory and capture time come from GraphMemoryModel (shared pool captured largest
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +26,10 @@ from .errors import UserError
 from .limits import MAX_OPTIMIZE_SIZE
 from .graph_memory import GraphMemoryModel
 from .models import ModelSpec, load_model
-from .predict import simulate
 from .profile import load_profile
-from .workload import build_step, decode
+from .routing import check_mode, route
+from .stepcost import routed_step
+from .workload import decode
 
 PRESETS = ("vllm", "sglang", "trtllm", "seed")
 GiB, MiB = float(1 << 30), float(1 << 20)
@@ -63,20 +65,19 @@ class Setup:
     gm: GraphMemoryModel
     costs: CostModel
     sizes: np.ndarray
-    _graph: dict = field(default_factory=dict)
-    _eager: dict = field(default_factory=dict)
+
+    def step_s(self, b: int, sizes) -> float:
+        """A decode step of batch b under the graph mode and captured `sizes` (routed, memoised: stepcost.py)."""
+        return routed_step(self.model, self.costs, self.inp.fusion, self.inp.graph, sizes,
+                           decode(int(b), self.inp.ctx)).step_s
 
     def graph_s(self, s: int) -> float:
-        if s not in self._graph:
-            step = build_step(self.model, decode(int(s), self.inp.ctx), self.inp.fusion)
-            self._graph[s] = simulate(step, self.costs, self.inp.graph, "fast")[0].step_s
-        return self._graph[s]
+        """A step padded to captured size s (the DP's alpha)."""
+        return self.step_s(s, (int(s),))
 
     def eager_s(self, b: int) -> float:
-        if b not in self._eager:
-            step = build_step(self.model, decode(int(b), self.inp.ctx), self.inp.fusion)
-            self._eager[b] = simulate(step, self.costs, "none", "fast")[0].step_s
-        return self._eager[b]
+        """A step of batch b above the largest captured size (the DP's eager term)."""
+        return self.step_s(b, ())
 
     def memory(self, sizes) -> tuple[float, float]:
         lm = self.gm.layout(sizes, self.inp.shared_pool)
@@ -86,8 +87,9 @@ class Setup:
 def setup(inp: Inputs) -> Setup:
     if inp.objective not in ("step-time", "padded-rows"):
         raise OptimizeError(f"--objective must be step-time or padded-rows, got {inp.objective!r}")
-    if inp.graph == "none":
-        raise OptimizeError("--graph none captures no graphs: pick full, piecewise or full_and_piecewise")
+    if check_mode(inp.graph) == "none":
+        raise OptimizeError("--graph none captures no graphs: pick full, full_decode_only, piecewise or "
+                            "full_and_piecewise")
     if inp.max_graphs < 1:
         raise OptimizeError(f"--max-graphs must be >= 1, got {inp.max_graphs}")
     if inp.ctx <= 0:
@@ -165,11 +167,11 @@ def solve(st: Setup, p: opt.Problem, seeds=()) -> opt.Solution:
 def metrics(st: Setup, sizes: list[int]) -> dict:
     """Expected step time, padded rows, waste, eager share, memory and capture time of a layout."""
     b, w = st.inp.dist.as_arrays()
-    s = np.asarray(sorted(sizes))
-    i = np.searchsorted(s, b, side="left")
-    graphed = i < s.size
-    padded = np.where(graphed, s[np.minimum(i, s.size - 1)], b)
-    step = np.array([st.graph_s(int(p)) if g else st.eager_s(int(x)) for p, g, x in zip(padded, graphed, b)])
+    s = sorted(int(x) for x in sizes)
+    routes = [route(st.inp.graph, s, int(x)) for x in b]
+    graphed = np.array([r.padded is not None for r in routes], dtype=bool)
+    padded = np.array([r.executed for r in routes])
+    step = np.array([st.step_s(int(x), s) for x in b])
     rows = float((w * (padded - b) * graphed).sum())
     mem, cap = st.memory(sizes)
     return {"graphs": len(sizes), "step_ms": float((w * step).sum() * 1e3), "padded_rows": rows,

@@ -2,9 +2,9 @@
 
 A `Point` is one configuration (model, profile, fusion, graph mode, layout, batch-size distribution,
 budget, ...). `evaluate_point` is a pure function of it: graph memory and capture time of the layout
-(graph_memory.py), padding waste and expected step time over the distribution (padding.py), with every
-step evaluated by the memoised fast engine (sweep_eval.py). `run_points` splits pending points into chunks,
-runs them on an executor (executors.py: local processes or Ray), and appends each finished chunk's rows to
+(graph_memory.py), padding waste and expected step time over the distribution, every step routed (routing.py)
+and costed by the memoised fast engine (stepcost.py). `run_points` splits pending points into chunks, runs them
+on an executor (executors.py: local processes or Ray), and appends each finished chunk's rows to
 OUT/cache.jsonl, one JSON line per point keyed by a hash of its configuration. A rerun (or a rerun after
 an interruption) loads the cache and only computes the points that are missing.
 """
@@ -22,8 +22,7 @@ from pathlib import Path
 from .errors import Interrupted
 from .graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
 from .models import ModelSpec
-from .padding import route
-from .sweep_eval import STATS, load_cached_profile, step_time
+from .stepcost import STATS, load_cached_profile, routed_step, step_time
 from .workload import StepShape, decode
 
 CACHE_VERSION = 2  # 2: capture_s from simulator/startup.py (warm-ups + capture)
@@ -95,18 +94,15 @@ def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> di
                 continue
             ww = w * wk
             tokens = b if pure else b + ps * pl
-            r = route(tokens, list(sizes), mode, pure_decode=pure)
-            extra = r.rows - tokens
-
-            def shape(n: int) -> StepShape:
-                return decode(n, p.ctx) if pure else StepShape(n, p.ctx, ps, pl)
-
-            run = step_time(m, p.profile, fusion, r.mode, shape(b + extra)).step_s
-            unpad = step_time(m, p.profile, fusion, r.mode, shape(b)).step_s if extra else run
-            acc["rows"] += ww * r.rows
+            shape = decode(b, p.ctx) if pure else StepShape(b, p.ctx, ps, pl)
+            rs = routed_step(m, p.profile, fusion, mode, sizes, shape)
+            r, extra = rs.route, rs.route.padding
+            run = rs.step_s
+            unpad = step_time(m, p.profile, fusion, r.mode, shape).step_s if extra else run
+            acc["rows"] += ww * r.executed
             acc["pad"] += ww * extra
-            acc["wmean"] += ww * extra / r.rows
-            acc["over"] += ww * (r.padded is None and mode != "none")
+            acc["wmean"] += ww * extra / r.executed
+            acc["over"] += ww * r.overflow
             acc["step"] += ww * run
             acc["unpad"] += ww * unpad
             acc["tokens"] += ww * tokens

@@ -1,7 +1,7 @@
-"""Fast, memoised step evaluations for sweeps.
+"""Layer-tiled launch plans for fast step evaluations.
 
-Owns `step_time(model, profile, fusion, mode, shape)`: the fast engine's StepResult of one step, memoised
-per process on (model, profile digest, fusion, mode, shape). The launch plan is built by layer tiling:
+Owns `tiled_plan`; the memoised step times built from it live in stepcost.py (`step_time`, `load_cached_profile`,
+`STATS`, `reset_memo` are re-exported here for existing callers). The launch plan is built by layer tiling:
 a decoder step is a preamble, L identical layers and a head, so the plans of the 1- and 2-layer versions
 of the model determine the L-layer plan exactly: with `block` the extra launches (kernels) the second
 layer adds, inserted at the first position where the two plans differ,
@@ -13,31 +13,17 @@ versions do not have this form is built in full instead.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
 
 from .costs import CostModel
-from .fastpath import simulate_fast
 from .models import ModelSpec, load_model
-from .plan import LaunchPlan, build_plan, effective_mode
-from .profile import Profile, load_profile
-from .timeline import StepResult, summarize
+from .plan import LaunchPlan, build_plan
+from .routing import plan_mode
+from .stepcost import STATS, load_cached_profile, reset_memo, step_time  # noqa: F401  (re-exported)
 from .workload import StepShape, build_step
-
-_MEMO: dict[tuple, dict[tuple, StepResult]] = {}  # (model, profile digest) -> step key -> result
-STATS = {"lookups": 0, "simulated": 0}
-
-
-@lru_cache(maxsize=64)
-def load_cached_profile(name: str) -> tuple[Profile, CostModel, str]:
-    """A profile by name or path, its cost model and a digest of its content (part of memo keys)."""
-    p = load_profile(name)
-    digest = hashlib.sha256(json.dumps(p.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
-    return p, CostModel(p), digest
 
 
 @lru_cache(maxsize=64)
@@ -80,7 +66,7 @@ def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel
     gpu = _insert(p1.gpu_s, p2.gpu_s, ak, dk, reps)
     gap = _insert(p1.gap_s, p2.gap_s, ak, dk, reps)
     names = _insert(p1.kernel_names, p2.kernel_names, ak, dk, reps)
-    eff = effective_mode(mode, pure_decode)
+    eff = plan_mode(mode, pure_decode)
     if eff == "full":
         k = int(gpu.size) if gpu is not None else 0
         host, counts, labels = np.array([costs.graph_launch_s(k)]), np.array([k], dtype=np.int64), \
@@ -97,25 +83,3 @@ def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel
     return LaunchPlan(host_s=host, kernels_per_launch=counts, gpu_s=gpu, gap_s=gap, queue_depth=p1.queue_depth,
                       host_tail_s=p1.host_tail_s, launch_labels=labels, kernel_names=names,
                       host_calls=p1.host_calls + reps * (p2.host_calls - p1.host_calls), graph_mode=p1.graph_mode)
-
-
-def step_time(model: ModelSpec, profile_name: str, fusion: str, mode: str, shape: StepShape) -> StepResult:
-    """The fast engine's result for one step, memoised per process."""
-    _, costs, digest = load_cached_profile(profile_name)
-    STATS["lookups"] += 1
-    memo = _MEMO.get((model, digest))
-    if memo is None:
-        memo = _MEMO[(model, digest)] = {}
-    key = (fusion, mode, shape)
-    r = memo.get(key)
-    if r is None:
-        plan = tiled_plan(model, shape, fusion, costs, mode, pure_decode=shape.is_pure_decode)
-        r = summarize(simulate_fast(plan))
-        memo[key] = r
-        STATS["simulated"] += 1
-    return r
-
-
-def reset_memo() -> None:
-    _MEMO.clear()
-    STATS.update(lookups=0, simulated=0)

@@ -1,12 +1,11 @@
-"""Padding waste per step and in expectation (hand computed), routing by graph mode, and the null KV
-block that dummy rows write to (hypothesis: no padded write lands on a real request's block)."""
+"""Padding waste per step and in expectation (hand computed; routing itself: tests/test_routing.py), and the
+null KV block that dummy rows write to (hypothesis: no padded write lands on a real request's block)."""
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from simulator.distribution import from_histogram
-from simulator.padding import (NULL_BLOCK, NullBlockAllocator, PaddingError, expected_padding, route,
-                               step_padding)
+from simulator.padding import NULL_BLOCK, NullBlockAllocator, PaddingError, expected_padding, step_padding
 
 SIZES = [1, 2, 4, 8]
 
@@ -14,21 +13,6 @@ SIZES = [1, 2, 4, 8]
 def linear_ms(rows, mode):
     """A toy step-time function: 1 ms per row, +10 ms when no graph runs."""
     return rows * 1e-3 + (10e-3 if mode == "none" else 0.0)
-
-
-def test_route_by_mode():
-    assert route(3, SIZES, "full") == route(3, SIZES, "full", pure_decode=False)
-    assert (route(3, SIZES, "full").padded, route(3, SIZES, "full").mode) == (4, "full")
-    assert route(3, SIZES, "none").padded is None and route(3, SIZES, "none").mode == "none"
-    assert route(3, SIZES, "full_and_piecewise").mode == "full"
-    assert route(3, SIZES, "full_and_piecewise", pure_decode=False).mode == "piecewise"
-    # above the largest size: eager under full, piecewise where piecewise is on
-    assert (route(9, SIZES, "full").padded, route(9, SIZES, "full").mode) == (None, "none")
-    assert route(9, SIZES, "piecewise").mode == "piecewise"
-    assert route(9, SIZES, "full_and_piecewise").mode == "piecewise"
-    assert route(9, SIZES, "full").rows == 9
-    with pytest.raises(PaddingError):
-        route(3, SIZES, "fully")
 
 
 def test_step_padding_by_hand():

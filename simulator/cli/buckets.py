@@ -92,7 +92,8 @@ def graph_memory(
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     fusion: str = typer.Option("fused", "--fusion", help="none | packed | compiled | fused"),
-    graph: str = typer.Option("full", "--graph", help="full | piecewise | full_and_piecewise | none"),
+    graph: str = typer.Option("full", "--graph",
+                             help="full | full_decode_only | piecewise | full_and_piecewise | none"),
     budget: Optional[str] = typer.Option(None, "--memory-budget", "--budget",
                                           help="pinned graph-memory budget: bytes or 256MiB / 1GiB (--budget is an "
                                                "alias)"),

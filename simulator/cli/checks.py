@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 from .. import limits as L
 from ..errors import UserError
+from ..routing import GRAPH_MODES
 
 
 def count(flag: str, v: int | None, cap: int, low: int = 1) -> int | None:
@@ -76,7 +77,7 @@ def modes(fusion: str | None = None, graph: str | None = None, engine: str | Non
     if fusions == ("none", "compiled") and fusion is not None and fusion not in fusions:
         raise UserError(f"--fusion: fusion '{fusion}' is not available for an imported workload: use none or compiled")
     choice("--fusion", fusion, fusions, "fusion level")
-    choice("--graph", graph, ("none", "full", "piecewise", "full_and_piecewise"), "graph mode")
+    choice("--graph", graph, GRAPH_MODES, "graph mode")
     choice("--engine", engine, ("des", "fast"), "engine")
 
 

@@ -94,7 +94,8 @@ def predict(
     workload: Optional[Path] = typer.Option(None, "--workload", help="imported workload (launchsim import-trace) "
                                             "instead of --model"),
     fusion: str = typer.Option("none", "--fusion", help="none | packed | compiled | fused"),
-    graph: str = typer.Option("none", "--graph", help="none | full | piecewise | full_and_piecewise"),
+    graph: str = typer.Option("none", "--graph",
+                             help="none | full | full_decode_only | piecewise | full_and_piecewise"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     engine: str = typer.Option("fast", "--engine", help="des | fast"),
     replicates: int = typer.Option(0, "--replicates", help="host-noise replicates for a p10/p50/p90 band"),
@@ -104,6 +105,9 @@ def predict(
     steps: int = typer.Option(0, "--steps", help="simulate N consecutive steps of the engine loop (host work "
                               "around each forward: schedule, input copies, sampling, .tolist(), detokenise); 0 = "
                               "one forward alone"),
+    layout: Optional[str] = typer.Option(None, "--layout", help="captured sizes (a preset name, 1,2,4,8, ...): the "
+                                         "step pads to one, or runs eager above the largest (default: every size "
+                                         "captured, no padding)"),
     scheduling: str = typer.Option("sync", "--scheduling", help="with --steps: sync | async"),
     sampling: str = typer.Option("greedy", "--sampling", help="with --steps: greedy | top_p"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): per-GPU shard of the model plus an "
@@ -135,6 +139,10 @@ def predict(
         raise UserError("--tp needs --model (imported workloads are single-GPU traces)")
     if steps and (workload is not None or model is None):
         raise UserError("--steps needs --model (the engine loop is not simulated for imported workloads yet)")
+    if layout is not None and (workload is not None or model is None):
+        raise UserError("--layout needs --model (imported workloads are not padded)")
+    if layout is not None and steps:
+        raise UserError("--layout and --steps together are not supported yet: the engine loop runs unpadded")
     if workload is not None or model is None:
         from .trace import predict_workload_cmd
 
@@ -158,9 +166,16 @@ def predict(
     m = shard(m, tp)
     ctx_fits(m, ctx, max(1, prefill_len))
     shape = StepShape(batch, ctx, prefill_seqs, prefill_len)
-    p = _predict(m, batch, ctx, fusion, graph, prof, engine, replicates, seed, shape=shape)
+    sizes = None
+    if layout is not None:
+        from ..buckets import parse_layout
+
+        sizes = parse_layout(layout)
+    p = _predict(m, batch, ctx, fusion, graph, prof, engine, replicates, seed, shape=shape, sizes=sizes)
     d = {"model": model, "batch": batch, "ctx": ctx, "fusion": fusion, "engine": engine, **p.as_dict(),
          **tp_fields(m, prof)}
+    if layout is not None:  # where routing.route sent the step (graph: the mode it ran in)
+        d.update(layout=layout, requested_graph=graph, padded=p.route.padded)
     if prefill_seqs:
         d.update(prefill_seqs=prefill_seqs, prefill_len=prefill_len, tokens=shape.tokens)
     if steps:

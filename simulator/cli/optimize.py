@@ -24,7 +24,8 @@ def optimize(
     model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json path (default qwen3-8b)"),
     fusion: Optional[str] = typer.Option(None, "--fusion", help="none | packed | compiled | fused (default fused)"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
-    graph: Optional[str] = typer.Option(None, "--graph", help="full | piecewise | full_and_piecewise (default full)"),
+    graph: Optional[str] = typer.Option(None, "--graph", help="full | full_decode_only | piecewise | "
+                                       "full_and_piecewise (default full)"),
     ctx: Optional[int] = typer.Option(None, "--ctx", help="context length, tokens (default 1024)"),
     max_graphs: Optional[int] = typer.Option(None, "--max-graphs", help="most capture sizes K (default 64)"),
     memory_budget: Optional[str] = typer.Option(None, "--memory-budget", "--budget",

@@ -38,7 +38,8 @@ def serve(
     seed: Optional[int] = typer.Option(None, "--seed", help="root seed (replications spawn from it)"),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="a serve scenario file; flags override it"),
     fusion: Optional[str] = typer.Option(None, "--fusion", help="none | packed | compiled | fused (default fused)"),
-    graph: Optional[str] = typer.Option(None, "--graph", help="none | full | piecewise | full_and_piecewise"),
+    graph: Optional[str] = typer.Option(None, "--graph",
+                                       help="none | full | full_decode_only | piecewise | full_and_piecewise"),
     layout: Optional[str] = typer.Option(None, "--layout", help=LAYOUT_HELP),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path"),
     scheduling: Optional[str] = typer.Option(None, "--scheduling", help="engine host work per step: none (forward "

@@ -71,7 +71,8 @@ def export_trace_cmd(
     batch: Optional[int] = typer.Option(None, "--batch", help="decode batch size (default 1, or the workload's)"),
     ctx: Optional[int] = typer.Option(None, "--ctx", help="context length (default 1024, or the workload's)"),
     fusion: str = typer.Option("none", "--fusion", help="none | packed | compiled | fused (workload: none | compiled)"),
-    graph: str = typer.Option("none", "--graph", help="none | full | piecewise | full_and_piecewise"),
+    graph: str = typer.Option("none", "--graph",
+                             help="none | full | full_decode_only | piecewise | full_and_piecewise"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
 ) -> None:
     """Simulate one step and write it as a Chrome trace: a CPU launch lane and a GPU stream lane."""

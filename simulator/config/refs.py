@@ -131,7 +131,8 @@ def _buckets(sc) -> Iterator[Check]:
     yield ("memory_budget",), lambda: parse_memory_budget(sc.memory_budget)
     if sc.graph == "none":
         yield ("graph",), lambda: (_ for _ in ()).throw(UserError("graph none captures no graphs: pick full, "
-                                                                   "piecewise or full_and_piecewise"))
+                                                                   "full_decode_only, piecewise or "
+                                                                   "full_and_piecewise"))
 
 
 def _checks(sc) -> Iterator[Check]:

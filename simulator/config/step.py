@@ -12,7 +12,8 @@ from .. import limits as L
 
 MAX_STEP_SIMULATIONS = 50_000  # about a minute of fast-engine steps
 FusionName = Literal["none", "packed", "compiled", "fused"]
-GraphName = Literal["none", "full", "piecewise", "full_and_piecewise"]
+# the graph modes of routing.GRAPH_MODES (routing.py states what each runs)
+GraphName = Literal["none", "full", "full_decode_only", "piecewise", "full_and_piecewise"]
 
 
 class TimelineSpec(Strict):

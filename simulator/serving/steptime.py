@@ -6,20 +6,15 @@ time, gaps) grow by the same amount per layer once the first layer has run, so e
 This matches the full-depth engine to 1e-13 relative on every preset, fusion level and graph mode checked
 (tests/test_serving_steptime.py) at about a seventh of the cost; `layer_extrapolation=False` runs full depth.
 
-Which plan a step runs (`graph` is the replica's graph mode, `sizes` its capture layout, padded with
-`buckets.pad`: the smallest captured size >= the batch, none above the largest):
-- decode-only step of n sequences:
-    none                      -> eager, batch n
-    full, full_and_piecewise  -> full graph replay at pad(n); eager at n above the largest size
-    piecewise                 -> piecewise replay at pad(n); eager above the largest size
-  The pad(n) - n padding rows run the GEMMs and elementwise kernels but attend to no context (as an
-  engine's dummy rows with zero sequence length): the padded step runs at mean context ctx * n / pad(n),
+Which plan a step runs and at which padded size is `routing.route` (the table is in routing.py and the README):
+decode-only steps route by their n sequences, mixed steps by their T = decode rows + prefill tokens; above the
+largest captured size a step runs eager at its own size.
+- decode-only step: the pad(n) - n padding rows run the GEMMs and elementwise kernels but attend to no context
+  (as an engine's dummy rows with zero sequence length): the padded step runs at mean context ctx * n / pad(n),
   which keeps the attention's KV reads those of the n real rows.
-- mixed step (prefill chunks, with or without decodes), T = decode rows + prefill tokens:
-    none, full                -> eager (a full graph is captured for uniform decode batches only,
-                                 as vLLM's FULL_DECODE_ONLY; mixed steps run without a graph)
-    piecewise, full_and_piecewise -> piecewise replay with the token count padded to pad(T) (the padding
-                                 becomes dummy decode rows); eager above the largest size, as vLLM does.
+- mixed step: a piecewise replay runs with the token count padded to pad(T), the padding counted as prefill
+  tokens of the step's chunks.
+Engine results come from `stepcost.step_time` (one memo per process, keyed by the profile digest).
 Engine host work (`scheduling` sync or async, simulator/steploop.py): each step's forward figures are turned
 into the engine loop's steady-state step time by `steploop.steady_step_s` with the engine's costs at the step's
 sequence count (decode rows, or decode rows + prefill chunks); `none` keeps the forward alone.
@@ -41,10 +36,11 @@ import bisect
 from dataclasses import replace
 from typing import NamedTuple
 
-from ..buckets import pad
 from ..costs import CostModel
 from ..models import ModelSpec
 from ..predict import simulate
+from ..routing import check_mode, route
+from ..stepcost import resolve, step_time
 from ..workload import StepShape, build_step
 
 CTX_BUCKET = 256
@@ -56,8 +52,11 @@ _SHARED: dict[tuple, dict] = {}
 
 
 def clear_step_cache() -> None:
-    """Forget every memoised step time (benchmarks use it to measure cold runs)."""
+    """Forget every memoised step time, here and in stepcost.py (benchmarks use it to measure cold runs)."""
+    from ..stepcost import reset_memo
+
     _SHARED.clear()
+    reset_memo()
 
 
 class StepCost(NamedTuple):
@@ -75,7 +74,7 @@ class StepTimer:
     def __init__(self, model: ModelSpec, costs: CostModel, fusion: str, graph: str, sizes: list[int],
                  ctx_bucket: int = CTX_BUCKET, engine: str = "fast", layer_extrapolation: bool = True,
                  scheduling: str = "none", sampling: str = "greedy"):
-        self.model, self.costs, self.fusion, self.graph = model, costs, fusion, graph
+        self.model, self.costs, self.fusion, self.graph = model, costs, fusion, check_mode(graph)
         self.scheduling, self.sampling = scheduling, sampling
         self._ec: dict[int, object] = {}
         self.sizes = list(sizes) if graph != "none" else []
@@ -84,11 +83,10 @@ class StepTimer:
         self.layer_extrapolation = layer_extrapolation
         self._m2 = replace(model, num_hidden_layers=2)
         self._m3 = replace(model, num_hidden_layers=3)
-        sig = (hash(costs.profile.model_dump_json()), model, fusion, engine, layer_extrapolation)
+        sig = (resolve(costs)[2], model, fusion, engine, layer_extrapolation)
         self._cache: dict[tuple, StepCost] = _SHARED.setdefault(sig, {})
         self._decode: dict[tuple[int, int], StepCost] = {}
         self._cells: dict[tuple, tuple] = {}  # mixed-step grid cell -> its 8 corners' figures
-        self.piecewise_mixed = graph in ("piecewise", "full_and_piecewise")
         self._brackets_d: dict[int, tuple] = {}
         self._brackets_c: dict[int, tuple] = {}
         self.misses = 0
@@ -99,6 +97,8 @@ class StepTimer:
         return max(b, -(-ctx // b) * b)
 
     def _engine(self, model: ModelSpec, shape: StepShape, mode: str):
+        if self.engine == "fast":
+            return step_time(model, self.costs, self.fusion, mode, shape)
         step = build_step(model, shape, self.fusion)
         return simulate(step, self.costs, mode, self.engine, pure_decode=shape.is_pure_decode)[0]
 
@@ -128,12 +128,10 @@ class StepTimer:
         if c is not None:
             return c
         cb = min(k[1] * b, self.max_pos - 1)
-        mode, rows, cx = "none", n, cb
-        if self.graph != "none":
-            p = pad(n, self.sizes).padded
-            if p is not None:
-                mode, rows = ("piecewise" if self.graph == "piecewise" else "full"), p
-                cx = -(-cb * n // p)  # padding rows run the GEMMs but attend to no context
+        r = route(self.graph, self.sizes, n)
+        mode, rows, cx = r.mode, r.executed, cb
+        if r.padding:
+            cx = -(-cb * n // rows)  # padding rows run the GEMMs but attend to no context
         key = (mode, rows, 0, 0, cx)
         c = self._cache.get(key)
         if c is None:
@@ -170,11 +168,8 @@ class StepTimer:
         """A step with `d` decode rows and `p` prefill chunks holding `prefill_tokens` tokens in all, at mean
         context `ctx` (exact: mixed steps interpolate in the context instead of bucketing it)."""
         T = d + prefill_tokens
-        mode, padded = "none", T
-        if self.piecewise_mixed:
-            i = bisect.bisect_left(self.sizes, T)  # buckets.pad: smallest captured size >= T
-            if i < len(self.sizes):
-                mode, padded = "piecewise", self.sizes[i]
+        r = route(self.graph, self.sizes, T, pure_decode=False)
+        mode, padded = r.mode, r.executed
         L = (padded - d) / p  # padding rows counted as prefill tokens
         bd, bc = self._brackets_d, self._brackets_c
         d0, d1, wd = bd.get(d) or bd.setdefault(d, bracket(d, D_GRID))
