@@ -105,7 +105,8 @@ def _same_point(a: dict, b: dict) -> bool:
 def _optimize_one(args) -> dict:
     """An `optimize` layout: start from the layout it is optimized against (its capacity search `base`), then
     up to `iterations` rounds of: serve at the current layout's best rate, take the decode batch mix there
-    (batch_log), optimize capture sizes for it under the base layout's graph memory and graph count, and search
+    (batch_log), optimize capture sizes for it under the base layout's graph memory and graph count (its largest
+    size kept: mixed steps pad their token counts to the layout too), and search
     the new layout's capacity. Stops at a fixed point: the new layout's best rate is the rate it was optimized
     at (the operating point no longer moves), or the optimizer returns a layout already tried. The answer is the best of all candidates by best rate (then less graph memory), the base
     layout included: the optimized layout never loses to it, and the note says which won and why."""
@@ -117,6 +118,10 @@ def _optimize_one(args) -> dict:
     against = spec["against"]
     ctx = spec["ctx"] or max(1, int(round(_mean(sc.prompt) + _mean(sc.output) / 2)))
     base_sizes = [int(x) for x in base["sizes"]]
+    # the largest size stays the base layout's (within max_num_seqs): the batch log counts decode-only steps, but
+    # mixed prefill+decode steps of up to that many tokens replay piecewise graphs too, and lose them if the
+    # layout stopped at the largest decode batch seen
+    top = max([s for s in base_sizes if s <= sc.engine.max_num_seqs] or [max(base_sizes)])
     cands = [{**base, **{k: c[k] for k in ("layout", "layout_label", "optimize_at")}, "origin": against,
               "iteration": 0}]
     rounds, seen, fixed = [], {tuple(base_sizes)}, False
@@ -134,7 +139,7 @@ def _optimize_one(args) -> dict:
             break
         dist = from_histogram({r["batch"]: r["count"] for r in log}, f"batch log at {cur['best_rate']:.4g} req/s")
         inp = Inputs(dist, model=c["model"], profile=c["profile"], fusion=c["fusion"], graph=c["graph"], ctx=ctx,
-                     max_graphs=len(base_sizes), max_size=min(dist.max_batch, sc.engine.max_num_seqs))
+                     max_graphs=len(base_sizes), max_size=max(top, dist.max_batch), cover_max_size=True)
         if budget is None:
             budget = optimize_setup(inp).memory(base_sizes)[0]
         inp.memory_budget = budget
@@ -166,8 +171,11 @@ def _optimize_one(args) -> dict:
     tried = [f for f in cands[1:] if f["best_rate"] is not None]
     if best is b0:
         top = max(tried, key=key) if tried else None
+        near = ""
+        if top and b0["best_rate"] and top["best_rate"] >= b0["best_rate"] / (1 + sc.search.tolerance):
+            near = f", within the bisection tolerance {sc.search.tolerance:g}"
         why = (f"kept {against}'s sizes: no optimized layout beat its "
-               f"{_rate(b0['best_rate'])} req/s" + (f" (best optimized {_rate(top['best_rate'])} req/s)" if top
+               f"{_rate(b0['best_rate'])} req/s" + (f" (best optimized {_rate(top['best_rate'])} req/s{near})" if top
                                                     else "") + f"; {done}")
     else:
         tie = (f" (equal within the bisection tolerance {sc.search.tolerance:g}; the smaller graph memory decides)"
