@@ -202,47 +202,52 @@ def summary_table(summary: dict) -> list[dict]:
 
 
 def html_report(result: dict, title: str = "launchsim validation") -> str:
-    """Self-contained HTML (plotly.js inlined): predicted vs measured, error per row, MAPE per mode."""
+    """Self-contained HTML (plotly.js inlined once): predicted vs measured, error per row, MAPE per mode. Three
+    figures rather than subplots of one, so each reserves room for its own axis labels (the error chart's long
+    row labels, rotated, ran over the next panel when they shared a figure)."""
     import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+
+    from simulator.report import html_page
 
     rows = result["rows"]
-    fig = make_subplots(rows=3, cols=1, subplot_titles=(
-        "predicted vs measured step time, isolated regime (ms, log-log; validation rows filled, fit rows hollow)",
-        "error per row (%), isolated regime, validation rows", "MAPE per mode and regime (%), validation rows"),
-        vertical_spacing=0.12)
     colors = {"graph replay": "#1f77b4", "compiled + graph": "#9467bd", "compiled, no graph": "#2ca02c",
               "eager": "#d62728", "compiled static + graph": "#8c564b", "compiled static, no graph": "#e377c2"}
     rows = [r for r in rows if r.get("regime", "isolated") == "isolated"]
+    scatter = go.Figure()
     for mode, c in colors.items():
         for split, sym in (("validation", "circle"), ("fit", "circle-open")):
             rs = [r for r in rows if r["mode"] == mode and r["split"] == split]
             if not rs:
                 continue
-            fig.add_trace(go.Scatter(
+            scatter.add_trace(go.Scatter(
                 x=[r["measured_ms"] for r in rs], y=[r["predicted_ms"] for r in rs], mode="markers",
                 marker=dict(color=c, symbol=sym, size=7), name=f"{mode} ({split})",
-                text=[f"{r['model']} {r['fusion']} b{r['batch']} ctx{r['ctx']} err {r['error_pct']:+.1f}%" for r in rs]),
-                row=1, col=1)
+                text=[f"{r['model']} {r['fusion']} b{r['batch']} ctx{r['ctx']} err {r['error_pct']:+.1f}%" for r in rs]))
     lo = min(min(r["measured_ms"], r["predicted_ms"]) for r in rows) * 0.8
     hi = max(max(r["measured_ms"], r["predicted_ms"]) for r in rows) * 1.2
-    fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="gray", dash="dot"),
-                             name="y = x"), row=1, col=1)
-    fig.update_xaxes(type="log", title_text="measured ms", row=1, col=1)
-    fig.update_yaxes(type="log", title_text="predicted ms", row=1, col=1)
+    scatter.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="gray", dash="dot"),
+                                 name="y = x"))
+    scatter.update_xaxes(type="log", title_text="measured ms")
+    scatter.update_yaxes(type="log", title_text="predicted ms")
+    scatter.update_layout(height=560, title="predicted vs measured step time, isolated regime<br><sup>ms, log-log; "
+                                            "validation rows filled, fit rows hollow</sup>")
     val = [r for r in rows if r["split"] == "validation"]
+    err = go.Figure()
     for mode, c in colors.items():
         rs = [r for r in val if r["mode"] == mode]
-        fig.add_trace(go.Bar(x=[f"{r['model'][:5]} {r['fusion'][:4]} b{r['batch']} c{r['ctx']} {r['graph']}" for r in rs],
-                             y=[r["error_pct"] for r in rs], marker_color=c, name=f"{mode} error", showlegend=False),
-                      row=2, col=1)
+        if rs:
+            err.add_trace(go.Bar(x=[f"{r['model'][:5]} {r['fusion'][:4]} b{r['batch']} c{r['ctx']} {r['graph']}"
+                                    for r in rs], y=[r["error_pct"] for r in rs], marker_color=c, name=mode))
+    err.update_xaxes(tickangle=-60, tickfont=dict(size=9), automargin=True)
+    err.update_layout(height=620, title="error per row (%), isolated regime, validation rows", barmode="overlay",
+                      yaxis_title="error %", legend=dict(orientation="h", y=1.08))
     s = result["summary"]
     modes = list(s)
-    fig.add_trace(go.Bar(x=modes, y=[s[m]["mape_pct"] for m in modes], marker_color="#555", name="MAPE",
-                         text=[f"{s[m]['mape_pct']:.1f}% (target {s[m]['target_pct']:.0f}%)" for m in modes],
-                         showlegend=False), row=3, col=1)
-    fig.update_layout(height=1400, title=f"{title}: profile {result['profile']}")
-    return fig.to_html(include_plotlyjs=True, full_html=True)
+    mape = go.Figure(go.Bar(x=modes, y=[s[m]["mape_pct"] for m in modes], marker_color="#555", name="MAPE",
+                            text=[f"{s[m]['mape_pct']:.1f}% (target {s[m]['target_pct']:.0f}%)" for m in modes]))
+    mape.update_xaxes(automargin=True)
+    mape.update_layout(height=480, title="MAPE per mode and regime (%), validation rows", yaxis_title="MAPE %")
+    return html_page(f"{title}: profile {result['profile']}", [scatter, err, mape])
 
 
 def write_report(result: dict, out_dir) -> tuple[Path, Path]:

@@ -93,14 +93,17 @@ def table_html(rows: list[dict], caption: str = "", digits: int = 4) -> str:
     head = "".join(f"<th>{html.escape(k)}</th>" for k in keys)
     body = "".join("<tr>" + "".join(f"<td>{fmt(r.get(k, ''))}</td>" for k in keys) + "</tr>" for r in rows)
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # the wrapper scrolls sideways when a table is wider than the page (cells do not wrap: labels stay one line)
+    return f"<div class='table-wrap'><table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}
-table{border-collapse:collapse;margin:1em 0;font-size:13px}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-caption{text-align:left;font-weight:bold;margin-bottom:4px}
+.table-wrap{max-width:100%;overflow-x:auto;margin:1em 0}
+table{border-collapse:collapse;font-size:13px}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}
+td:first-child,th:first-child{text-align:left}
+caption{text-align:left;font-weight:bold;margin-bottom:4px;white-space:normal}
 .note{color:#555}
 """
 

@@ -24,7 +24,9 @@ from .report import table_html, write_csv, write_html, write_json
 from .serving.capacity import Slo, find_capacity
 from .serving.kv import KVError
 from .serving.replica import prepare
-from .serving.setup import build_config, load_run_trace, mean_metrics, run_replications, start_rate
+from .graph_memory import GiB
+from .serving.setup import (build_config, load_run_trace, mean_metrics, merged_batch_log, run_replications,
+                            start_rate)
 
 CURVE_KEYS = ("rate", "meets", "why", "throughput_req_s", "throughput_tok_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
               "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "gpu_busy_frac", "cpu_bound_step_share", "padding_waste",
@@ -41,7 +43,8 @@ def configurations(sc) -> list[dict]:
             out.append({"model": model, "profile": prof, "fusion": fusion, "graph": graph,
                         "layout": None if lay is None else lay.sizes,
                         "layout_label": "-" if lay is None else lay.label,
-                        "layout_note": "" if lay is None else lay.note})
+                        "layout_note": "" if lay is None else lay.note,
+                        "optimize_at": None if lay is None or lay.optimize is None else lay.optimize.model_dump()})
     return out
 
 
@@ -53,7 +56,13 @@ def config_name(c: dict, many_profiles: bool) -> str:
 
 def _search_one(args) -> dict:
     sc, c = args
-    cfg = build_config(sc, c["model"], c["profile"], c["fusion"], c["graph"], c["layout"] or "vllm", c["layout_label"])
+    return _search(sc, c, c["layout"] or "vllm")
+
+
+def _search(sc, c: dict, layout, start: float | None = None) -> dict:
+    """Capacity search of configuration `c` with capture sizes `layout` (first rate tried: `start`, else the
+    scenario's, else an estimate)."""
+    cfg = build_config(sc, c["model"], c["profile"], c["fusion"], c["graph"], layout, c["layout_label"])
     try:
         prep = prepare(cfg)
     except KVError as e:  # weights + graphs + workspace leave no KV cache: the configuration cannot serve
@@ -69,7 +78,7 @@ def _search_one(args) -> dict:
         note(f"{config_name({**c, 'profile_name': ''}, False)}: trying {rate:.4g} req/s")
         return mean_metrics(run_replications(sc, cfg, rate, prep, trace))
 
-    start = s.start or start_rate(cfg, prep, sc)
+    start = start or s.start or start_rate(cfg, prep, sc)
     res = find_capacity(evaluate, slo, start, s.rate_min, s.rate_max, s.tolerance, s.max_runs)
     points = {p["rate"]: p for p in res.points}
     if res.best_rate:
@@ -89,24 +98,139 @@ def _search_one(args) -> dict:
     }
 
 
+def _same_point(a: dict, b: dict) -> bool:
+    return all(a[k] == b[k] for k in ("model", "profile", "fusion", "graph"))
+
+
+def _optimize_one(args) -> dict:
+    """An `optimize` layout: start from the layout it is optimized against (its capacity search `base`), then
+    up to `iterations` rounds of: serve at the current layout's best rate, take the decode batch mix there
+    (batch_log), optimize capture sizes for it under the base layout's graph memory and graph count (its largest
+    size kept: mixed steps pad their token counts to the layout too), and search
+    the new layout's capacity. Stops at a fixed point: the new layout's best rate is the rate it was optimized
+    at (the operating point no longer moves), or the optimizer returns a layout already tried. The answer is the best of all candidates by best rate (then less graph memory), the base
+    layout included: the optimized layout never loses to it, and the note says which won and why."""
+    sc, c, base = args
+    from .distribution import from_histogram
+    from .study_optimize import Inputs, run as optimize, setup as optimize_setup
+
+    spec = c["optimize_at"]
+    against = spec["against"]
+    ctx = spec["ctx"] or max(1, int(round(_mean(sc.prompt) + _mean(sc.output) / 2)))
+    base_sizes = [int(x) for x in base["sizes"]]
+    # the largest size stays the base layout's (within max_num_seqs): the batch log counts decode-only steps, but
+    # mixed prefill+decode steps of up to that many tokens replay piecewise graphs too, and lose them if the
+    # layout stopped at the largest decode batch seen
+    top = max([s for s in base_sizes if s <= sc.engine.max_num_seqs] or [max(base_sizes)])
+    cands = [{**base, **{k: c[k] for k in ("layout", "layout_label", "optimize_at")}, "origin": against,
+              "iteration": 0}]
+    rounds, seen, fixed = [], {tuple(base_sizes)}, False
+    cur, budget = cands[0], None
+    trace = load_run_trace(sc)
+    for it in range(1, spec["iterations"] + 1):
+        if not cur["best_rate"]:
+            rounds.append({"iteration": it, "served_rate": None, "note": "no rate met the SLOs: nothing to serve at"})
+            break
+        cfg = build_config(sc, c["model"], c["profile"], c["fusion"], c["graph"], cur["sizes"], c["layout_label"])
+        note(f"{config_name({**c, 'profile_name': ''}, False)}: round {it}, serving at {cur['best_rate']:.4g} req/s")
+        log = merged_batch_log(run_replications(sc, cfg, cur["best_rate"], prepare(cfg), trace))
+        if not log:
+            rounds.append({"iteration": it, "served_rate": cur["best_rate"], "note": "no decode-only steps"})
+            break
+        dist = from_histogram({r["batch"]: r["count"] for r in log}, f"batch log at {cur['best_rate']:.4g} req/s")
+        inp = Inputs(dist, model=c["model"], profile=c["profile"], fusion=c["fusion"], graph=c["graph"], ctx=ctx,
+                     max_graphs=len(base_sizes), max_size=max(top, dist.max_batch), cover_max_size=True)
+        if budget is None:
+            budget = optimize_setup(inp).memory(base_sizes)[0]
+        inp.memory_budget = budget
+        sizes = [int(x) for x in optimize(inp, frontier=False)["sizes"]]
+        r = {"iteration": it, "served_rate": cur["best_rate"], "graphs": len(sizes),
+             "sizes": " ".join(map(str, sizes))}
+        if tuple(sizes) in seen:
+            fixed = True
+            rounds.append({**r, "best_rate": None, "note": "fixed point: a layout already tried"})
+            break
+        seen.add(tuple(sizes))
+        served = cur["best_rate"]
+        cur = {**_search(sc, c, sizes, start=served), "origin": "optimized", "iteration": it}
+        cands.append(cur)
+        same = cur["best_rate"] == served
+        rounds.append({**r, "best_rate": cur["best_rate"], "graph_gib": cur["kv"]["graph_gib"],
+                       "note": "fixed point: its best rate is the rate it was optimized at" if same else ""})
+        if same:
+            fixed = True
+            break
+
+    def key(f):
+        return (f["best_rate"] or -1.0, -f["kv"]["graph_gib"], -f["iteration"])
+
+    best = max(cands, key=key)
+    b0 = cands[0]
+    done = (f"fixed point after {len(rounds)} round(s)" if fixed else
+            f"no fixed point within {len(rounds)} round(s)")
+    tried = [f for f in cands[1:] if f["best_rate"] is not None]
+    if best is b0:
+        top = max(tried, key=key) if tried else None
+        near = ""
+        if top and b0["best_rate"] and top["best_rate"] >= b0["best_rate"] / (1 + sc.search.tolerance):
+            near = f", within the bisection tolerance {sc.search.tolerance:g}"
+        why = (f"kept {against}'s sizes: no optimized layout beat its "
+               f"{_rate(b0['best_rate'])} req/s" + (f" (best optimized {_rate(top['best_rate'])} req/s{near})" if top
+                                                    else "") + f"; {done}")
+    else:
+        tie = (f" (equal within the bisection tolerance {sc.search.tolerance:g}; the smaller graph memory decides)"
+               if best["best_rate"] == b0["best_rate"] else "")
+        why = (f"round {best['iteration']}'s layout: {_rate(best['best_rate'])} req/s vs {against} "
+               f"{_rate(b0['best_rate'])} req/s{tie}, graph memory {best['kv']['graph_gib']:.3f} vs "
+               f"{b0['kv']['graph_gib']:.3f} GiB; {done}")
+    lead = (f"optimized at its own operating point against '{against}' (same graph memory and count, ctx "
+            f"{ctx}): {why}.")
+    return {**best, "layout_note": f"{lead} {c['layout_note']}".strip(), "layout_label": c["layout_label"],
+            "optimize": {"against": against, "ctx": ctx, "memory_budget_gib": (budget or 0.0) / GiB,
+                         "fixed_point": fixed, "chosen": "preset" if best is b0 else f"round {best['iteration']}",
+                         "rounds": rounds, "note": why}}
+
+
+def _rate(r) -> str:
+    return "none" if r is None else f"{r:.4g}"
+
+
+def _mean(lm) -> float:
+    from .serving.setup import _mean_len
+
+    return _mean_len(lm)
+
+
+def _run_jobs(fn, jobs: list, workers: int, advance) -> list:
+    if workers > 1 and len(jobs) > 1:
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as ex:
+            found = []
+            for f in ex.map(fn, jobs):
+                found.append(f)
+                advance()
+            return found
+    found = []
+    for j in jobs:
+        found.append(fn(j))
+        advance()
+    return found
+
+
 def run_capacity_scenario(sc, out: Path | None) -> dict:
     cfgs = configurations(sc)
     workers = sc.workers or os.cpu_count() or 1
-    jobs = [(sc, c) for c in cfgs]
+    plain = [c for c in cfgs if not c["optimize_at"]]
     from .progress import task
 
-    with task(f"{sc.name}: capacity search", total=len(jobs)) as advance:
-        if workers > 1 and len(jobs) > 1:
-            with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as ex:
-                found = []
-                for f in ex.map(_search_one, jobs):
-                    found.append(f)
-                    advance()
-        else:
-            found = []
-            for j in jobs:
-                found.append(_search_one(j))
-                advance()
+    with task(f"{sc.name}: capacity search", total=len(cfgs)) as advance:
+        done = _run_jobs(_search_one, [(sc, c) for c in plain], workers, advance)
+        by_id = {id(c): f for c, f in zip(plain, done)}
+        opt = [c for c in cfgs if c["optimize_at"]]
+        bases = [next(by_id[id(b)] for b in plain if _same_point(b, c)
+                      and b["layout_label"] == c["optimize_at"]["against"]) for c in opt]
+        for c, f in zip(opt, _run_jobs(_optimize_one, [(sc, c, b) for c, b in zip(opt, bases)], workers, advance)):
+            by_id[id(c)] = f
+    found = [by_id[id(c)] for c in cfgs]
     many = len({f["profile_name"] for f in found}) > 1
     rows = []
     for f in found:
@@ -172,6 +296,10 @@ def _report(path: Path, sc, found: list[dict], rows: list[dict], slo: Slo) -> No
         if f["layout_note"]:
             notes.append(f"<p class='note'>Layout '{html.escape(f['layout_label'])}': "
                          f"{html.escape(f['layout_note'])}</p>")
+    rounds = [{"config": f["config"], "against": f["optimize"]["against"], **r} for f in found if f.get("optimize")
+              for r in f["optimize"]["rounds"]]
+    extra = [table_html(rounds, "Layouts optimized at their own operating point: serve at the best rate, optimize "
+                                "for the batch mix there, re-check")] if rounds else []
     target = (f" Replicas: ceil({sc.target_rate:g} req/s / best rate), traffic split evenly."
               if sc.target_rate else "")
     intro = (f"{sc.description} SLO: {slo.describe()}. Each configuration's best rate is the highest that met the "
@@ -180,4 +308,4 @@ def _report(path: Path, sc, found: list[dict], rows: list[dict], slo: Slo) -> No
     write_html(path, f"launchsim capacity: {sc.name}", figs,
                list(dict.fromkeys(notes)) + [table_html(rows, "Best rate per configuration"),
                                              table_html([{"config": f["config"], **q} for f in found for q in f["curve"]],
-                                                        "Every simulated rate")], intro=intro)
+                                                        "Every simulated rate")] + extra, intro=intro)

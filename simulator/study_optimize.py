@@ -54,6 +54,7 @@ class Inputs:
     max_size: int | None = None
     shared_pool: bool = True
     presets: tuple[str, ...] = PRESETS
+    cover_max_size: bool = False  # step-time objective: the largest size must be max_size (mixed steps up to it keep a graph)
 
 
 @dataclass
@@ -139,7 +140,7 @@ def build_problem(st: Setup, budget: float | None, max_graphs: int | None = None
     if inp.objective == "step-time":
         alpha = np.array([st.graph_s(int(s)) for s in sizes])
         beta, eager = np.zeros(b.size), np.array([st.eager_s(int(x)) for x in b])
-        final_ok = None
+        final_ok = sizes == sizes[-1] if inp.cover_max_size else None
     else:
         alpha, beta, eager = sizes.astype(float), -b.astype(float), np.zeros(b.size)
         final_ok = sizes == sizes[-1]

@@ -15,7 +15,7 @@ from .predict import host_band, run_engine, simulate
 from .profile import load_profile
 from .report import table_html, write_html, write_json
 from .timeline import summarize
-from .workload import build_step, decode, kernels_per_layer, toy_step
+from .workload import build_step, decode, kernels_per_layer
 
 
 def _grid(sc: StepScenario, model, costs, advance) -> list[dict]:
@@ -108,30 +108,87 @@ def _split_figure(rows: list[dict], model: str):
                                 "batch", "ms", log_x=True, dash=dash)
 
 
+def toy_plan(case, fusion: bool, graph: bool, batch: int) -> LaunchPlan:
+    """The seed toy (s13_cuda_graphs.py) as a launch plan. Eager: one launch of `launch_us` per kernel; fusion:
+    each layer launches `fused_per_layer` kernels sharing the layer's GPU time (times `fused_gpu_scale`); graph:
+    one replay of `graph_launch_us` submits every kernel of the step. Kernel time grows with the batch by
+    `kernel_us_per_seq` per extra sequence."""
+    k_layer = case.fused_per_layer if fusion else case.kernels_per_layer
+    layer_gpu = case.kernels_per_layer * case.kernel_s_at(batch) * (case.fused_gpu_scale if fusion else 1.0)
+    n = case.layers * k_layer
+    if graph:
+        g_us = case.launch_us if case.graph_launch_us is None else case.graph_launch_us
+        host, per_launch, labels = np.array([g_us * 1e-6]), np.array([n], dtype=np.int64), ["graph replay"]
+    else:
+        host, per_launch = np.full(n, case.launch_us * 1e-6), np.ones(n, dtype=np.int64)
+        labels = [f"launch {i}" for i in range(n)]
+    names = ([k.name for k in case.fusion_table] if fusion and case.fusion_table else
+             [f"kernel {i}" for i in range(k_layer)])
+    return LaunchPlan(
+        host_s=host, kernels_per_launch=per_launch, gpu_s=np.full(n, layer_gpu / k_layer),
+        gap_s=np.full(n, case.gap_us * 1e-6), queue_depth=case.queue_depth, launch_labels=labels,
+        kernel_names=[f"L{i // k_layer} {names[i % k_layer]}" for i in range(n)], host_calls=len(host),
+        graph_mode="full" if graph else "none")
+
+
+def _toggles(fusion: bool, graph: bool) -> str:
+    return {(False, False): "unoptimised", (True, False): "fusion", (False, True): "graph",
+            (True, True): "fusion + graph"}[(fusion, graph)]
+
+
 def run_toy_scenario(sc: ToyScenario, out: Path | None) -> dict:
+    """Rows: case x fusion x graph x batch (in that order), each with its speedup over the same case and batch
+    with both toggles off (simulated even when the grid leaves it out). A row's `fusion` is the toggle (true or
+    false), its `graph` the plan's graph mode (none, or full: one replay per step)."""
     rows, first_tl = [], None
+    fusions, graphs, batches = list(dict.fromkeys(sc.fusion)), list(dict.fromkeys(sc.graph)), list(dict.fromkeys(sc.batch))
     for case in sc.cases:
-        step = toy_step(case.layers, case.kernels_per_layer, case.launch_us * 1e-6, case.kernel_s)
-        n = step.kernels
-        plan = LaunchPlan(
-            host_s=np.full(n, case.launch_us * 1e-6), kernels_per_launch=np.ones(n, dtype=np.int64),
-            gpu_s=np.full(n, case.kernel_s), gap_s=np.full(n, case.gap_us * 1e-6), queue_depth=case.queue_depth,
-            launch_labels=[f"launch {i}" for i in range(n)], kernel_names=[f"kernel {i}" for i in range(n)],
-            host_calls=n,
-        )
-        tl = run_engine(plan, sc.engine)
-        res = summarize(tl)
-        first_tl = first_tl or tl
-        d = res.as_dict()
-        rows.append({"case": case.label, "layers": case.layers, "kernels_per_layer": case.kernels_per_layer,
-                     "launch_us": case.launch_us, "kernel_us": case.kernel_s * 1e6, **d,
-                     "gpu_utilization": d["gpu_ms"] / d["step_ms"] if d["step_ms"] > 0 else 0.0})
-    result = {"scenario": sc.model_dump(mode="json"), "rows": rows,
-              "summary_columns": ["case", "launches", "cpu_ms", "gpu_ms", "step_ms", "gpu_utilization", "bound"]}
+        base: dict[int, float] = {}
+        for fusion in fusions:
+            for graph in graphs:
+                for b in batches:
+                    tl = run_engine(toy_plan(case, fusion, graph, b), sc.engine)
+                    d = summarize(tl).as_dict()
+                    if not fusion and not graph:
+                        base[b] = d["step_ms"]
+                    elif b not in base:
+                        base[b] = summarize(run_engine(toy_plan(case, False, False, b), sc.engine)).step_s * 1e3
+                    first_tl = first_tl or tl
+                    k_layer = case.fused_per_layer if fusion else case.kernels_per_layer
+                    rows.append({"case": case.label, "fusion": fusion, "toggles": _toggles(fusion, graph),
+                                 "batch": b, "layers": case.layers, "kernels_per_layer": k_layer,
+                                 "launch_us": case.launch_us, "kernel_us": d["gpu_ms"] * 1e3 / (case.layers * k_layer),
+                                 **d, "gpu_utilization": d["gpu_ms"] / d["step_ms"] if d["step_ms"] > 0 else 0.0,
+                                 "speedup_vs_unoptimised": base[b] / d["step_ms"] if d["step_ms"] > 0 else 1.0})
+    cols = ["case", "launches", "cpu_ms", "gpu_ms", "step_ms", "gpu_utilization", "bound"]
+    if len(fusions) * len(graphs) * len(batches) > 1:
+        cols = ["case", "toggles", "batch", "launches", "cpu_ms", "gpu_ms", "step_ms", "gpu_utilization", "bound",
+                "speedup_vs_unoptimised"]
+    tables = [{"case": c.label, "fused_kernel": k.name, "replaces": ", ".join(k.replaces), "kernels": len(k.replaces)}
+              for c in sc.cases if c.fusion_table for k in c.fusion_table]
+    result = {"scenario": sc.model_dump(mode="json"), "rows": rows, "summary_columns": cols}
+    if tables:
+        result["fusion_tables"] = tables
     if out is not None:
         write_json(out / "result.json", result)
-        figs = [charts.timeline_figure(first_tl, sc.timeline_launches, f"{rows[0]['case']}: first "
-                                       f"{sc.timeline_launches} launches")]
-        write_html(out / "report.html", f"launchsim: {sc.name}", figs, [table_html(rows, "Cases (times in ms)")],
+        figs = [charts.timeline_figure(first_tl, sc.timeline_launches, f"{rows[0]['case']}, {rows[0]['toggles']}, "
+                                       f"batch {rows[0]['batch']}: first {sc.timeline_launches} launches")]
+        if len(batches) > 1:
+            series: dict[str, tuple[list, list]] = {}
+            for r in rows:
+                xs, ys = series.setdefault(f"{r['case']}: {r['toggles']}", ([], []))
+                xs.append(r["batch"])
+                ys.append(r["step_ms"])
+            figs.append(charts.lines_figure(series, "Step time across batch sizes (launch-bound while the step "
+                                            "time stays flat)", "batch", "ms", log_x=True))
+        extra = []
+        for c in sc.cases:
+            if c.fusion_table:
+                extra.append(table_html([{k: v for k, v in t.items() if k != "case"} for t in tables
+                                         if t["case"] == c.label],
+                                        f"{c.label}: fusion table, {c.kernels_per_layer} -> {len(c.fusion_table)} "
+                                        f"kernels per layer"))
+        write_html(out / "report.html", f"launchsim: {sc.name}", figs,
+                   [table_html(rows, "Cases (times in ms; speedup: step time with both toggles off / this)")] + extra,
                    intro=sc.description)
     return result

@@ -284,3 +284,33 @@ def infer_batch(kernels: list[TracedKernel]) -> tuple[int | None, int | None, in
         if batch is not None and ctx is not None:
             break
     return batch, q_len, ctx
+
+
+def op_histogram(imp: ImportedTrace) -> list[dict]:
+    """Per aten op, how many top-level calls launched GPU work in a step and how many kernels they launched
+    (the seed's `Counter(compute).most_common()`, but counted from the kernels the trace shows rather than by
+    leaving out view ops): per name, the median over the steps; most calls first, then by name. A kernel with
+    no CPU op around its launch counts under its launch call's name."""
+    import statistics
+    from collections import Counter
+
+    per_step = []
+    for w in imp.steps:
+        calls, kernels = Counter(), Counter()
+        seen = set()
+        for k in imp.kernels[w.i0:w.i1]:
+            top = k.chain[0] if k.chain else k.launch
+            name = k.top_op or "(no CPU op)"
+            kernels[name] += 1
+            key = id(top) if top is not None else ("kernel", id(k))
+            if key not in seen:
+                seen.add(key)
+                calls[name] += 1
+        per_step.append((calls, kernels))
+    names = {n for c, _ in per_step for n in c}
+    rows = [{"op": n, "calls": statistics.median(c.get(n, 0) for c, _ in per_step),
+             "kernels": statistics.median(k.get(n, 0) for _, k in per_step)} for n in names]
+    for r in rows:
+        for f in ("calls", "kernels"):
+            r[f] = int(r[f]) if float(r[f]).is_integer() else r[f]
+    return sorted(rows, key=lambda r: (-r["calls"], -r["kernels"], r["op"]))

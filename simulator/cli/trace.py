@@ -28,6 +28,7 @@ def import_trace_cmd(
                                   "durations, inflated by the profiler) or deflate (traced / the profile's "
                                   "host.profiler_overhead.factor)"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
+    top_ops: int = typer.Option(10, "--top-ops", help="how many aten ops the launch histogram lists (0: all)"),
 ) -> None:
     """Import a torch.profiler trace as a workload; print per-step figures (kernels, host, GPU, step time)."""
     from ..trace_host import check_policy, describe
@@ -39,6 +40,8 @@ def import_trace_cmd(
     from .checks import count, profile_flag
 
     count("--batch", batch, L.MAX_BATCH)
+    if top_ops < 0:
+        raise UserError(f"--top-ops must be 0 (all) or a positive number, got {top_ops}")
     check_policy(host_time)
     check_out_file(out)
     prof = profile_flag("--profile", profile)
@@ -53,6 +56,15 @@ def import_trace_cmd(
     parts = ", ".join(f"{k} {v:.3f}" for k, v in ch.items() if k != "total")
     console.print(f"host time policy: {describe(host_time, prof)}; charged host {ch['total']:.3f} ms ({parts}) "
                   f"vs traced {wl.host_ms:.3f} ms", soft_wrap=True)
+    from ..trace_import import op_histogram
+
+    hist = op_histogram(imp)
+    if hist:
+        shown = hist[:top_ops] if top_ops > 0 else hist
+        total = sum(r["calls"] for r in hist)
+        console.print(f"launches by aten op, per step ({total:g} top-level calls that launched kernels; "
+                      f"{len(shown)} of {len(hist)} ops shown): "
+                      + ", ".join(f"{r['op'].removeprefix('aten::')} {r['calls']:g}" for r in shown), soft_wrap=True)
     shaped = sum(1 for k in wl.kernels if k.dims)
     size = (f"batch {wl.batch}, tokens/seq {wl.q_len or '?'}, ctx {wl.ctx or '?'}" if wl.batch
             else "batch unknown (no shapes recorded: give --batch to enable batch what-ifs)")

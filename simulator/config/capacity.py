@@ -13,10 +13,32 @@ from .serve import LayoutSpec, RunModel
 from .step import FusionName, GraphName
 
 
+class OptimizeAt(Strict):
+    """A layout the study optimizes at its own operating point (simulator/study_capacity.py)."""
+
+    against: str = Field(description="label of another layout of this scenario (one with `sizes`): the optimized "
+                                     "layout gets its graph memory and graph count, starts from its best rate, and "
+                                     "is compared with it")
+    iterations: int = Field(3, ge=1, le=10, description="most serve -> optimize -> capacity rounds (stops earlier "
+                                                         "at a fixed point: the optimizer returns a layout it "
+                                                         "already returned)")
+    ctx: PositiveInt | None = Field(None, le=L.MAX_CTX, description="context length the optimizer's step costs "
+                                    "use, tokens (default: mean prompt + half the mean output)")
+
+
 class LayoutChoice(Strict):
     label: str = Field(description="name of the layout in the report (e.g. vllm, optimized)")
-    sizes: LayoutSpec = Field(description="capture sizes: a preset name or a list of batch sizes")
+    sizes: LayoutSpec | None = Field(None, description="capture sizes: a preset name or a list of batch sizes")
+    optimize: OptimizeAt | None = Field(None, description="instead of sizes: optimize the layout at the capacity "
+                                                          "of another layout (serve there, optimize for the batch "
+                                                          "mix, re-check; iterate to a fixed point)")
     note: str = Field("", description="where the layout came from, shown in the report")
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.sizes is None) == (self.optimize is None):
+            raise ValueError("give exactly one of sizes or optimize")
+        return self
 
 
 class SLO(Strict):
@@ -65,3 +87,16 @@ class CapacityScenario(RunModel):
     curve_fractions: list[Annotated[float, Field(gt=0, le=100)]] = Field([0.25, 0.5, 0.75, 1.1, 1.25], max_length=100, description=(
         "extra rates for the throughput-latency curves, as fractions of each configuration's best rate"))
     workers: int = Field(1, ge=0, le=64, description="processes running configurations in parallel (0: one per core)")
+
+    @model_validator(mode="after")
+    def _layouts(self):
+        labels = [lay.label for lay in self.layouts]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"layout labels must differ, got {labels}")
+        fixed = {lay.label for lay in self.layouts if lay.sizes is not None}
+        for lay in self.layouts:
+            if lay.optimize is not None and lay.optimize.against not in fixed:
+                raise ValueError(f"layout '{lay.label}': optimize.against must be the label of a layout with "
+                                 f"sizes ({', '.join(sorted(fixed)) or 'none here'}), got "
+                                 f"'{lay.optimize.against}'")
+        return self

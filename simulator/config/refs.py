@@ -110,7 +110,8 @@ def _serve(sc) -> Iterator[Check]:
 def _capacity(sc) -> Iterator[Check]:
     yield from _serving(sc, [(("models", i), m) for i, m in enumerate(sc.models)],
                         [(("profiles", i), p) for i, p in enumerate(sc.profiles)],
-                        [(("layouts", i, "sizes"), lay.sizes) for i, lay in enumerate(sc.layouts)])
+                        [(("layouts", i, "sizes"), lay.sizes) for i, lay in enumerate(sc.layouts)
+                         if lay.sizes is not None])
 
 
 def _buckets(sc) -> Iterator[Check]:
