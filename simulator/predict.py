@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .costs import CostModel
-from .des import simulate_des
 from .fastpath import simulate_fast
 from .kernels import Step
 from .models import ModelSpec, load_model
@@ -33,6 +32,8 @@ class EngineError(UserError):
 
 def run_engine(plan, engine: str = "fast") -> Timeline:
     if engine == "des":
+        from .des import simulate_des  # simpy: imported only when the DES engine is asked for
+
         return simulate_des(plan)
     if engine == "fast":
         return simulate_fast(plan)
