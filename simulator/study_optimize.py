@@ -68,19 +68,27 @@ class Setup:
 
     def graph_s(self, s: int) -> float:
         if s not in self._graph:
-            step = build_step(self.model, decode(int(s), self.inp.ctx), self.inp.fusion)
-            self._graph[s] = simulate(step, self.costs, self.inp.graph, "fast")[0].step_s
+            self._graph[s] = _tiled_step_s(self.model, int(s), self.inp.ctx, self.inp.fusion, self.costs, self.inp.graph)
         return self._graph[s]
 
     def eager_s(self, b: int) -> float:
         if b not in self._eager:
-            step = build_step(self.model, decode(int(b), self.inp.ctx), self.inp.fusion)
-            self._eager[b] = simulate(step, self.costs, "none", "fast")[0].step_s
+            self._eager[b] = _tiled_step_s(self.model, int(b), self.inp.ctx, self.inp.fusion, self.costs, "none")
         return self._eager[b]
 
     def memory(self, sizes) -> tuple[float, float]:
         lm = self.gm.layout(sizes, self.inp.shared_pool)
         return lm.total_bytes, lm.capture_s
+
+
+def _tiled_step_s(model: ModelSpec, batch: int, ctx: int, fusion: str, costs: CostModel, graph: str) -> float:
+    """simulate(build_step(model, decode(batch, ctx), fusion), costs, graph, "fast")[0].step_s, with the plan
+    built by layer tiling (sweep_eval.tiled_plan: bitwise the same plan from a 1- and a 2-layer build)."""
+    from .fastpath import simulate_fast
+    from .sweep_eval import tiled_plan
+    from .timeline import summarize
+
+    return summarize(simulate_fast(tiled_plan(model, decode(batch, ctx), fusion, costs, graph))).step_s
 
 
 def setup(inp: Inputs) -> Setup:
