@@ -64,8 +64,10 @@ class Prediction:
 
 
 def host_band(step: Step, costs: CostModel, graph: str, replicates: int, seed: int,
-              pure_decode: bool = True) -> dict[str, float]:
-    plan = build_plan(step, costs, graph, pure_decode=pure_decode)
+              pure_decode: bool = True, plan=None) -> dict[str, float]:
+    """`plan`: build_plan(step, costs, graph, pure_decode=pure_decode) where the caller has it already."""
+    if plan is None:
+        plan = build_plan(step, costs, graph, pure_decode=pure_decode)
     rng = np.random.default_rng(seed)
     sf = costs.profile.host.step_factor
     times = []

@@ -96,7 +96,8 @@ def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel
         return build_plan(build_step(model, shape, fusion), costs, mode, pure_decode=pure_decode)
     return LaunchPlan(host_s=host, kernels_per_launch=counts, gpu_s=gpu, gap_s=gap, queue_depth=p1.queue_depth,
                       host_tail_s=p1.host_tail_s, launch_labels=labels, kernel_names=names,
-                      host_calls=p1.host_calls + reps * (p2.host_calls - p1.host_calls), graph_mode=p1.graph_mode)
+                      host_calls=p1.host_calls + reps * (p2.host_calls - p1.host_calls), graph_mode=p1.graph_mode,
+                      extra_kernels=p1.extra_kernels + reps * (p2.extra_kernels - p1.extra_kernels))
 
 
 def step_time(model: ModelSpec, profile_name: str, fusion: str, mode: str, shape: StepShape) -> StepResult:
