@@ -74,6 +74,12 @@ class Point:
                 js = int.__repr__(v)
             elif t is float and v - v == 0.0:  # finite: json writes float.__repr__
                 js = float.__repr__(v)
+            elif t is str:
+                js = _KEY_STR.get(v)
+                if js is None:
+                    if len(_KEY_STR) > 4096:
+                        _KEY_STR.clear()
+                    js = _KEY_STR[v] = json.dumps(v)
             elif t is tuple and v:
                 hit = _KEY_JSON.get(id(v))
                 if hit is None or hit[0] is not v:
@@ -92,6 +98,7 @@ class Point:
 
 _KEY_FIELDS = tuple((k, ("" if i == 0 else ", ") + json.dumps(k) + ": ")
                     for i, k in enumerate(sorted([f.name for f in fields(Point)] + ["v"])))
+_KEY_STR: dict[str, str] = {}  # string -> its JSON
 _KEY_JSON: dict[int, tuple[tuple, bytes]] = {}  # id(tuple) -> (the tuple, its JSON): kept alive, so ids stay unique
 
 
