@@ -74,6 +74,7 @@ class CostModel:
         self.collective = d.collective if d.collective is not None else DEFAULT_COLLECTIVE
         self._gpu_cache: dict[Op, float] = {}
         self._host_cache: dict[tuple[Op, float], float] = {}
+        self._kernels_cache: dict[tuple[int, int], int] = {}
 
     # -- GPU --------------------------------------------------------------------------------------
     def roofline_s(self, op: Op) -> float:
@@ -157,8 +158,12 @@ class CostModel:
         if t is None or t.kernels is None:
             return 1
         m = op.dim("m")
-        i = int(np.argmin([abs(np.log(max(m, 1) / mm)) for mm in t.m]))
-        return int(t.kernels[i])
+        key = (id(t), m)  # tables live as long as the cost model: their ids are stable keys
+        v = self._kernels_cache.get(key)
+        if v is None:
+            i = int(np.argmin([abs(np.log(max(m, 1) / mm)) for mm in t.m]))
+            v = self._kernels_cache[key] = int(t.kernels[i])
+        return v
 
     def step_kernels(self, ops) -> int:
         """GPU kernels a step launches, counting split-K reduce kernels the GEMM tables record."""

@@ -28,8 +28,11 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
     c = plan.gap_s + gpu
     n_l, Q = host.size, plan.queue_depth
     single = c.size == n_l  # every launch submits one kernel: launch and kernel indices coincide
-    last_k = np.arange(n_l) if single else np.cumsum(counts) - 1  # each launch's last kernel
-    first_k = last_k - counts + 1
+    if single:  # launch j is kernel j: index maps, not arrays
+        last_k = first_k = _SAME
+    else:
+        last_k = np.cumsum(counts) - 1  # each launch's last kernel
+        first_k = last_k - counts + 1
     # global prefix sums: a block [j0, j1) needs only slices of these
     H = np.cumsum(host)  # host time up to and including launch j
     C = np.cumsum(c)  # stream time up to and including kernel i
@@ -83,10 +86,10 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
         js0 = max(j0, Q)
         bad = np.empty(0, dtype=np.int64)
         if js0 < j1:
-            prev = submit[js0 - 1:j1 - 1].copy()
+            bound = submit[js0 - 1:j1 - 1] + host[js0:j1]  # the host-only chain: previous submit + host work
             if js0 == j0:
-                prev[0] = sub_prev
-            bad = np.flatnonzero(leave(js0 - Q, j1 - Q) > prev + host[js0:j1])
+                bound[0] = sub_prev + host[j0]
+            bad = np.flatnonzero(leave(js0 - Q, j1 - Q) > bound)
         if bad.size == 0:
             sub_prev, end_prev = float(submit[j1 - 1]), float(end[last_k[j1 - 1]])
             j0 = j1
@@ -121,6 +124,16 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
         start_cpu = start_cpu + wait
     stall = np.maximum(submit - start_cpu - host, 0.0)
     return Timeline(plan, submit, stall, end - gpu, end, wait)
+
+
+class _Same:
+    """x[j] == j: the launch -> kernel index maps when every launch is one kernel."""
+
+    def __getitem__(self, j):
+        return j
+
+
+_SAME = _Same()
 
 
 def _blocked_single(j0, Q, H, C, D, host, gpu, submit, end):

@@ -152,19 +152,75 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
     )
 
 
+_SAMPLER: list = [None, None]  # (plan, step, costs) of the last call, its sampler: host_band draws many replicates
+
+
+def _host_sampler(plan: LaunchPlan, step: Step, costs: CostModel):
+    """A function rng -> host times, equal (bitwise, same draws) to the per-op loop it replaces:
+
+        acc += costs.host_s(op, clip(round(u, 2), 0, 1)) for each op; launches take acc and reset it.
+
+    Rounded quantiles take 101 values (k / 100), and an op's host cost depends only on its fixed cost,
+    launch path and whether it launches a kernel, so each op class gets a table of 101 costs computed by
+    `host_s` itself; the per-launch sums keep the loop's order of additions (first op, then the next...).
+    """
+    qs = [k / 100 for k in range(101)]
+    classes: dict[tuple, int] = {}
+    tables: list[list[float]] = []
+    cls = np.empty(len(step.ops), dtype=np.int64)
+    seg_of, launch = [], 0
+    for i, o in enumerate(step.ops):
+        key = (o.fixed_host_s, o.path, o.launches_kernel)
+        c = classes.get(key)
+        if c is None:
+            c = classes[key] = len(tables)
+            tables.append([costs.host_s(o, q) for q in qs])
+        cls[i] = c
+        seg_of.append(launch)
+        if o.launches_kernel:
+            launch += 1
+    n_launch = launch
+    table = np.asarray(tables, dtype=float)
+    entry = costs.compiled_entry_s if any(o.path in _COMPILED_PATHS for o in step.ops) else 0.0
+    seg = np.asarray(seg_of, dtype=np.int64)
+    keep = seg < n_launch  # ops after the last launch (the host tail) are not part of any launch
+    ops_idx = np.nonzero(keep)[0]
+    seg = seg[keep]
+    starts = np.searchsorted(seg, np.arange(n_launch))
+    pos = ops_idx - ops_idx[starts[seg]] if n_launch else ops_idx  # position of each op inside its launch
+    # the k-th op of each launch, for k = 0, 1, ...: added in that order, as the loop does
+    layers = []
+    for k in range(int(pos.max()) + 1 if pos.size else 0):
+        sel = pos == k
+        layers.append((seg[sel], ops_idx[sel]))
+
+    def sample(rng: np.random.Generator) -> np.ndarray:
+        u = rng.random(len(step.ops))
+        k = np.clip(np.rint(u * 100), 0, 100).astype(np.int64)
+        v = table[cls, k]
+        out = np.zeros(n_launch)
+        if n_launch and entry:
+            out[0] = entry
+        for j, (s, o) in enumerate(layers):
+            if j == 0:
+                out[s] = out[s] + v[o]
+            else:
+                out[s] += v[o]
+        return out
+
+    return sample
+
+
 def sample_host(plan: LaunchPlan, step: Step, costs: CostModel, rng: np.random.Generator) -> np.ndarray:
     """Host times for one replicate: each eager op's cost drawn from its path's distribution.
 
     The distribution is piecewise-linear through (0.1, p10), (0.5, p50), (0.9, p90) and flat outside;
-    graph replays keep their fixed cost. Only meaningful for graph mode `none`.
+    graph replays keep their fixed cost. Only meaningful for graph mode `none`. Quantiles are rounded to
+    0.01 (one of 101 values).
     """
     if plan.graph_mode != "none":
         return plan.host_s.copy()
-    u = rng.random(len(step.ops))
-    out, acc = [], (costs.compiled_entry_s if any(o.path in _COMPILED_PATHS for o in step.ops) else 0.0)
-    for o, q in zip(step.ops, u):
-        acc += costs.host_s(o, float(np.clip(np.round(q, 2), 0.0, 1.0)))
-        if o.launches_kernel:
-            out.append(acc)
-            acc = 0.0
-    return np.asarray(out, dtype=float)
+    key = _SAMPLER[0]
+    if key is None or key[0] is not plan or key[1] is not step or key[2] is not costs:
+        _SAMPLER[0], _SAMPLER[1] = (plan, step, costs), _host_sampler(plan, step, costs)
+    return _SAMPLER[1](rng)

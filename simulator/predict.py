@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .costs import CostModel
-from .des import simulate_des
 from .fastpath import simulate_fast
 from .kernels import Step
 from .models import ModelSpec, load_model
@@ -36,6 +35,8 @@ class EngineError(UserError):
 
 def run_engine(plan, engine: str = "fast") -> Timeline:
     if engine == "des":
+        from .des import simulate_des  # simpy: imported only when the DES engine is asked for
+
         return simulate_des(plan)
     if engine == "fast":
         return simulate_fast(plan)
@@ -67,8 +68,10 @@ class Prediction:
 
 
 def host_band(step: Step, costs: CostModel, graph: str, replicates: int, seed: int,
-              pure_decode: bool = True) -> dict[str, float]:
-    plan = build_plan(step, costs, graph, pure_decode=pure_decode)
+              pure_decode: bool = True, plan=None) -> dict[str, float]:
+    """`plan`: build_plan(step, costs, graph, pure_decode=pure_decode) where the caller has it already."""
+    if plan is None:
+        plan = build_plan(step, costs, graph, pure_decode=pure_decode)
     rng = np.random.default_rng(seed)
     sf = costs.profile.host.step_factor
     times = []

@@ -11,7 +11,6 @@ Memory and capture time come from GraphMemoryModel (shared pool captured largest
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 

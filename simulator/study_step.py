@@ -14,6 +14,7 @@ from .plan import LaunchPlan
 from .predict import host_band, run_engine, simulate
 from .profile import load_profile
 from .report import table_html, write_html, write_json
+from .sweep_eval import tiled_plan
 from .timeline import summarize
 from .workload import build_step, decode, kernels_per_layer
 
@@ -24,12 +25,15 @@ def _grid(sc: StepScenario, model, costs, advance) -> list[dict]:
     for fusion in sc.fusion:
         for graph in sc.graph:
             for b in sc.batch:
-                step = build_step(model, decode(b, sc.ctx), fusion)
-                res, _ = simulate(step, costs, graph, sc.engine)
+                # the plan by layer tiling: bitwise build_plan(build_step(...)) from 1- and 2-layer builds
+                plan = tiled_plan(model, decode(b, sc.ctx), fusion, costs, graph)
+                res = summarize(run_engine(plan, sc.engine))
                 row = {"model": model.name, "fusion": fusion, "graph": graph, "batch": b, "ctx": sc.ctx}
                 row.update(res.as_dict())
                 if sc.replicates:
-                    band = host_band(step, costs, graph, sc.replicates, sc.seed)
+                    # the full step only where host noise is sampled per op (eager launches)
+                    step = build_step(model, decode(b, sc.ctx), fusion) if plan.graph_mode == "none" else None
+                    band = host_band(step, costs, graph, sc.replicates, sc.seed, plan=plan)
                     row.update({"step_ms_p10": band["p10"], "step_ms_p90": band["p90"]})
                 rows.append(row)
                 advance()

@@ -16,7 +16,7 @@ import itertools
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .errors import Interrupted
@@ -61,19 +61,64 @@ class Point:
         return ModelSpec(*self.model)
 
     def key(self) -> str:
-        d = asdict(self)
-        d["v"] = CACHE_VERSION
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:24]
+        """sha256 of json.dumps({**asdict(self), "v": CACHE_VERSION}, sort_keys=True), first 24 hex digits.
+
+        Built field by field in that same text (json.dumps's ", " / ": " separators, keys sorted): the long
+        tuples (model, sizes, distribution) are shared by many points and serialised once per object."""
+        h = hashlib.sha256(b"{")
+        for name, head in _KEY_FIELDS:
+            v = CACHE_VERSION if name == "v" else getattr(self, name)
+            t = type(v)
+            if t is int:
+                js = int.__repr__(v)
+            elif t is float and v - v == 0.0:  # finite: json writes float.__repr__
+                js = float.__repr__(v)
+            elif t is str:
+                js = _KEY_STR.get(v)
+                if js is None:
+                    if len(_KEY_STR) > 4096:
+                        _KEY_STR.clear()
+                    js = _KEY_STR[v] = json.dumps(v)
+            elif t is tuple and v:
+                hit = _KEY_JSON.get(id(v))
+                if hit is None or hit[0] is not v:
+                    if len(_KEY_JSON) > 4096:
+                        _KEY_JSON.clear()
+                    hit = _KEY_JSON[id(v)] = (v, json.dumps(v, sort_keys=True).encode())
+                h.update(head.encode())
+                h.update(hit[1])
+                continue
+            else:
+                js = json.dumps(v, sort_keys=True)
+            h.update((head + js).encode())
+        h.update(b"}")
+        return h.hexdigest()[:24]
+
+
+_KEY_FIELDS = tuple((k, ("" if i == 0 else ", ") + json.dumps(k) + ": ")
+                    for i, k in enumerate(sorted([f.name for f in fields(Point)] + ["v"])))
+_KEY_STR: dict[str, str] = {}  # string -> its JSON
+_KEY_JSON: dict[int, tuple[tuple, bytes]] = {}  # id(tuple) -> (the tuple, its JSON): kept alive, so ids stay unique
 
 
 def model_tuple(m: ModelSpec) -> tuple:
-    return tuple(asdict(m).values())
+    """tuple(asdict(m).values()) (ModelSpec's fields are plain scalars), one shared tuple per model."""
+    t = _MODEL_TUPLES.get(m)
+    if t is None:
+        if len(_MODEL_TUPLES) > 1024:
+            _MODEL_TUPLES.clear()
+        t = _MODEL_TUPLES[m] = tuple(asdict(m).values())
+    return t
+
+
+_MODEL_TUPLES: dict[ModelSpec, tuple] = {}
 
 
 def point_for(model: ModelSpec, profile: str, **kw) -> Point:
     return Point(model=model_tuple(model), profile=profile, profile_digest=load_cached_profile(profile)[2], **kw)
 
 
+_MEM: dict[tuple, tuple] = {}  # per process: (layout memory, KV-cache bytes, KV tokens) per layout
 _EXPECT: dict[tuple, dict] = {}  # per process: expectations shared by points that differ only in layout/budget
 
 
@@ -121,8 +166,15 @@ def evaluate_point(p: Point) -> dict:
     m = p.spec
     prof = load_cached_profile(p.profile)[0]
     sizes = tuple(p.sizes)
-    mem = GraphMemoryModel(m, prof, p.fusion, p.graph).layout(sizes, p.shared_pool)
-    kv = kv_cache_bytes(m, prof, mem, p.workspace_bytes, p.gpu_util)
+    mkey = (p.model, p.profile_digest, p.fusion, p.graph, sizes, p.shared_pool, p.workspace_bytes, p.gpu_util)
+    hit = _MEM.get(mkey)  # points that differ only in budget or distribution share the layout's memory
+    if hit is None:
+        mem = GraphMemoryModel(m, prof, p.fusion, p.graph).layout(sizes, p.shared_pool)
+        kv = kv_cache_bytes(m, prof, mem, p.workspace_bytes, p.gpu_util)
+        if len(_MEM) > 100_000:
+            _MEM.clear()
+        hit = _MEM[mkey] = (mem, kv, kv_cache_tokens(m, kv))
+    mem, kv, kv_tokens = hit
     acc = _expectation(p, p.fusion, p.graph, sizes)
     gnone = _expectation(p, p.fusion, "none", sizes)["step"]
     eager = _expectation(p, "none", "none", sizes)["step"]
@@ -134,7 +186,7 @@ def evaluate_point(p: Point) -> dict:
         "shared_pool": p.shared_pool,
         "graphs": mem.graphs, "pool_bytes": mem.pool_bytes, "static_bytes": mem.static_buffer_bytes,
         "graph_bytes": mem.total_bytes, "fits_budget": bool(mem.total_bytes <= p.budget_bytes),
-        "kv_cache_bytes": kv, "kv_tokens": kv_cache_tokens(m, kv), "capture_s": mem.capture_s,
+        "kv_cache_bytes": kv, "kv_tokens": kv_tokens, "capture_s": mem.capture_s,
         "memory_source": mem.source,
         "waste": acc["pad"] / acc["rows"], "waste_mean": acc["wmean"], "padded_rows": acc["pad"],
         "overflow_frac": acc["over"],

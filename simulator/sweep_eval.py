@@ -58,8 +58,7 @@ def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel
     L = model.num_hidden_layers
     if L <= 3:
         return build_plan(build_step(model, shape, fusion), costs, mode, pure_decode=pure_decode)
-    p1, p2 = (build_plan(build_step(replace(model, num_hidden_layers=k), shape, fusion), costs, mode,
-                         pure_decode=pure_decode) for k in (1, 2))
+    p1, p2 = (build_plan(_small_step(model, k, shape, fusion), costs, mode, pure_decode=pure_decode) for k in (1, 2))
     reps = L - 1
     dk = p2.kernels - p1.kernels
     ak = min(_lcp(p1.gpu_s, p2.gpu_s), _lcp(p1.gap_s, p2.gap_s), _lcp(p1.kernel_names, p2.kernel_names))
@@ -82,4 +81,19 @@ def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel
         return build_plan(build_step(model, shape, fusion), costs, mode, pure_decode=pure_decode)
     return LaunchPlan(host_s=host, kernels_per_launch=counts, gpu_s=gpu, gap_s=gap, queue_depth=p1.queue_depth,
                       host_tail_s=p1.host_tail_s, launch_labels=labels, kernel_names=names,
-                      host_calls=p1.host_calls + reps * (p2.host_calls - p1.host_calls), graph_mode=p1.graph_mode)
+                      host_calls=p1.host_calls + reps * (p2.host_calls - p1.host_calls), graph_mode=p1.graph_mode,
+                      extra_kernels=p1.extra_kernels + reps * (p2.extra_kernels - p1.extra_kernels))
+
+
+_SMALL_STEPS: dict[tuple, object] = {}  # the 1- and 2-layer steps of recent shapes: shared by the graph modes
+
+
+def _small_step(model: ModelSpec, layers: int, shape: StepShape, fusion: str):
+    """build_step of the model cut to `layers` layers (memoised: a sweep plans one shape in several modes)."""
+    key = (model, layers, shape, fusion)
+    st = _SMALL_STEPS.get(key)
+    if st is None:
+        if len(_SMALL_STEPS) > 8192:
+            _SMALL_STEPS.clear()
+        st = _SMALL_STEPS[key] = build_step(replace(model, num_hidden_layers=layers), shape, fusion)
+    return st

@@ -11,7 +11,6 @@ from typing import Optional
 import typer
 
 from . import app
-from ..config import load_scenario, scenario_json_schema
 from ..errors import UserError
 from ..report import dumps
 
@@ -50,6 +49,7 @@ def run(
 ) -> None:
     """Validate and run a scenario; print a summary, write DIR/result.json and DIR/report.html."""
     from ..outpaths import check_out_dir, out_lock
+    from ..config import load_scenario  # pydantic scenario models: only when a scenario file is loaded
     from ..runner import run_scenario
 
     sc = load_scenario(scenario, overrides=overrides)
@@ -192,4 +192,6 @@ def predict(
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of scenario files."""
+    from ..config import scenario_json_schema
+
     print(scenario_json_schema())
