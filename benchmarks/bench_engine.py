@@ -17,13 +17,13 @@ import time
 
 import numpy as np
 
-from simulator.costs import CostModel
-from simulator.des import simulate_des
-from simulator.fastpath import simulate_fast
-from simulator.models import PRESETS
-from simulator.plan import LaunchPlan, build_plan
-from simulator.profile import load_profile
-from simulator.workload import build_step, decode
+from simulator.model.costs import CostModel
+from simulator.engine.des import simulate_des
+from simulator.engine.fastpath import simulate_fast
+from simulator.model.models import PRESETS
+from simulator.engine.plan import LaunchPlan, build_plan
+from simulator.model.profile import load_profile
+from simulator.model.workload import build_step, decode
 
 
 def uniform_plan(n: int, host_us: float, gpu_us: float) -> LaunchPlan:

@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 
-from simulator import optimizer as opt
-from simulator.buckets import preset_sizes
-from simulator.distribution import from_histogram
-from simulator.study_optimize import Inputs, build_problem, setup
+from simulator.optimizer import exact as opt
+from simulator.layouts.buckets import preset_sizes
+from simulator.layouts.distribution import from_histogram
+from simulator.studies.optimize import Inputs, build_problem, setup
 
 
 def dists(n: int) -> dict:

@@ -18,9 +18,9 @@ import platform
 import statistics
 import time
 
-from simulator.buckets import preset_sizes
-from simulator.models import load_model
-from simulator.profile import load_profile
+from simulator.layouts.buckets import preset_sizes
+from simulator.model.models import load_model
+from simulator.model.profile import load_profile
 from simulator.serving.arrivals import ArrivalSpec, LengthSpec, make_workload
 from simulator.serving.replica import ServeConfig, prepare, simulate_serving
 from simulator.serving.steptime import clear_step_cache

@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.config import parse_scenario
-from simulator.study_sweep import build_points
-from simulator.sweep import run_points
+from simulator.studies.sweep import build_points
+from simulator.sweep.grid import run_points
 
 LAYOUTS = [{"name": "vllm", "sizes": "vllm"}, {"name": "sglang", "sizes": "sglang"},
            {"name": "trtllm", "sizes": "trtllm"}, {"name": "seed", "sizes": "seed"},

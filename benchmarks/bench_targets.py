@@ -98,8 +98,8 @@ def sweep_scenario() -> dict:
 def case_sweep(tmp: Path, info: dict):
     def go():
         from simulator.config import parse_scenario
-        from simulator.study_sweep import build_points
-        from simulator.sweep import run_points
+        from simulator.studies.sweep import build_points
+        from simulator.sweep.grid import run_points
 
         sc = parse_scenario(sweep_scenario())
         pts = build_points(sc)
@@ -111,9 +111,9 @@ def case_sweep(tmp: Path, info: dict):
 
 def case_serve(tmp: Path, info: dict):
     def go():
-        from simulator.buckets import preset_sizes
-        from simulator.models import load_model
-        from simulator.profile import load_profile
+        from simulator.layouts.buckets import preset_sizes
+        from simulator.model.models import load_model
+        from simulator.model.profile import load_profile
         from simulator.serving.arrivals import ArrivalSpec, LengthSpec, make_workload
         from simulator.serving.replica import ServeConfig, prepare, simulate_serving
         from simulator.serving.steptime import clear_step_cache
@@ -131,14 +131,14 @@ def case_serve(tmp: Path, info: dict):
 def case_fast(tmp: Path, info: dict):
     import numpy as np
 
-    from simulator.plan import LaunchPlan
+    from simulator.engine.plan import LaunchPlan
 
     n = 1_000_000
     plan = LaunchPlan(np.full(n, 3e-6), np.ones(n, dtype=np.int64), np.full(n, 6e-6), np.full(n, 1e-6), 1024)
     info["kernels"] = n
 
     def go():
-        from simulator.fastpath import simulate_fast
+        from simulator.engine.fastpath import simulate_fast
         simulate_fast(plan)
     return go
 

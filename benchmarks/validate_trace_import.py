@@ -28,14 +28,14 @@ import sys
 import time
 from pathlib import Path
 
-from simulator.costs import CostModel
-from simulator.predict import simulate
-from simulator.profile import Profile, load_profile
-from simulator.report import atomic_write_text, write_json
-from simulator.trace_import import import_trace
-from simulator.trace_read import read_trace
-from simulator.trace_whatif import workload_step
-from simulator.trace_workload import workload_from_trace
+from simulator.model.costs import CostModel
+from simulator.engine.predict import simulate
+from simulator.model.profile import Profile, load_profile
+from simulator.report.html import atomic_write_text, write_json
+from simulator.traces.importer import import_trace
+from simulator.traces.read import read_trace
+from simulator.traces.whatif import workload_step
+from simulator.traces.workload import workload_from_trace
 
 TARGET = 0.05
 MEASURED = Path("calibration/measured")

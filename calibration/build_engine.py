@@ -13,7 +13,7 @@ pass, graph full, where the forward is one replay and the engine's parts stand a
 - tolist: the sync `tolist` part (on an idle GPU: it launches the D2H copy, waits for it and converts) minus
   one copy launch and one copy's device time, which the loop model charges separately (never below 0).
 `startup_figures` collects the capture and compile rows (and the compiles that did not finish) for the start-up
-model; simulator/startup.py's `derive` turns them into the profile's `host.startup` (make_profiles.py).
+model; simulator/engine/startup.py's `derive` turns them into the profile's `host.startup` (make_profiles.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Turn a calibration round's raw output (calibration/round.py: timing.json from the clean timing
 process, counts_eager.json from the counts process) into a profile that validates against
-simulator/profile.py, and derive other devices from it.
+simulator/model/profile.py, and derive other devices from it.
 
 No torch here: this runs on any machine. `build` says how each profile figure is made; in short,
 every figure is a microbenchmark of its own, timed with CUDA events or host clocks in a process that
@@ -18,8 +18,8 @@ EAGER_PATHS = ("eager_elementwise", "eager_reduction", "eager_gemm", "eager_atte
 
 
 def write_json_atomic(obj, path) -> None:
-    """Write JSON atomically (simulator.report's temp file + os.replace; stdlib only)."""
-    from simulator.report import atomic_write_text
+    """Write JSON atomically (simulator.report.html's temp file + os.replace; stdlib only)."""
+    from simulator.report.html import atomic_write_text
 
     atomic_write_text(path, json.dumps(obj, indent=1) + "\n")
 
@@ -152,11 +152,11 @@ def with_decoder_figures(p: dict, depth: dict, fit_row: dict | None) -> tuple[di
     import copy
     import dataclasses
 
-    from simulator.costs import CostModel
-    from simulator.models import PRESETS
-    from simulator.plan import build_plan
-    from simulator.profile import parse_profile
-    from simulator.workload import build_step, decode
+    from simulator.model.costs import CostModel
+    from simulator.model.models import PRESETS
+    from simulator.engine.plan import build_plan
+    from simulator.model.profile import parse_profile
+    from simulator.model.workload import build_step, decode
 
     q = copy.deepcopy(p)
     cm = CostModel(parse_profile(q))

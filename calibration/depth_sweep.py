@@ -34,7 +34,7 @@ CONFIGS = (("qwen3-0.6b", "none", 1, False), ("qwen3-0.6b", "packed", 1, False),
 def run_config(name, fusion, batch, dyn, depth):
     import torch
 
-    from simulator.models import PRESETS
+    from simulator.model.models import PRESETS
 
     from .reference_decoder import Runner, make_weights
 

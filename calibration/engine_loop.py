@@ -491,7 +491,7 @@ def compile_child(spec: dict, out_path: str) -> int:
     import torch
 
     forbid_profiler()
-    from simulator.models import PRESETS
+    from simulator.model.models import PRESETS
 
     from .reference_decoder import Runner, make_weights
 

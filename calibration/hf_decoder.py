@@ -11,7 +11,7 @@ call, so the cache is sized with room for every decode call and replay a measure
 
 from __future__ import annotations
 
-from simulator.models import PRESETS
+from simulator.model.models import PRESETS
 
 
 def hf_config(name: str):

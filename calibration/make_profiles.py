@@ -6,7 +6,7 @@ reads the clean timing process's output (calibration/measured/h200-round-b/timin
 process's output (h200-round-a/counts_eager.json: cuBLAS kernels per GEMM call, CUPTI kernel durations
 for the trace node gap), plus the graph-memory measurements where calibration/build_memory.py exists,
 and, where calibration/measured/h200-engine/engine_loop.json exists, the engine loop's host work
-(calibration/build_engine.py) and the start-up figures (simulator/startup.py `derive`), and writes calibration/profiles/h200.json (measured) and h100-sxm.json (derived by datasheet ratios).
+(calibration/build_engine.py) and the start-up figures (simulator/engine/startup.py `derive`), and writes simulator/profiles/h200.json (measured) and h100-sxm.json (derived by datasheet ratios).
 Nothing is fitted on decode rows.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from simulator.profile import parse_profile
+from simulator.model.profile import parse_profile
 
 from .build_engine import engine_section, startup_figures
 from .build_memory import memory_section
@@ -23,7 +23,7 @@ from .build_profile import build, derive_h100, with_decoder_figures, write_json_
 
 ROOT = Path(__file__).resolve().parent
 MEASURED = ROOT / "measured"
-PROFILES = ROOT / "profiles"
+PROFILES = ROOT.parent / "simulator" / "profiles"
 TIMING = MEASURED / "h200-round-b" / "timing.json"
 COUNTS = MEASURED / "h200-round-a" / "counts_eager.json"
 MEMORY_DIR = MEASURED / "h200-round-a"
@@ -50,7 +50,7 @@ def build_h200() -> tuple[dict, str]:
     if ENGINE.exists():
         p["host"]["engine_step_us"] = engine_section(json.loads(ENGINE.read_text()),
                                                      str(ENGINE.relative_to(ROOT.parent)))
-        from simulator.startup import derive
+        from simulator.engine.startup import derive
 
         # start-up figures: the eager-pass predictions they are scaled on come from this very profile
         p["host"]["startup"] = derive(startup_figures(json.loads(ENGINE.read_text())), parse_profile(p, "h200"),

@@ -1,4 +1,4 @@
-"""A plain-PyTorch decoder with random bf16 weights, written op for op as simulator/workload.py
+"""A plain-PyTorch decoder with random bf16 weights, written op for op as simulator/model/workload.py
 describes the fusion levels, so that torch.profiler can check the workload model's kernel lists.
 
 - `none`: Hugging Face transformers-style eager code: RMSNorm as 8 kernels (to fp32, pow, mean,
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.models import PRESETS, ModelSpec  # stdlib-only module, safe on the GPU machine
+from simulator.model.models import PRESETS, ModelSpec  # stdlib-only module, safe on the GPU machine
 
 EPS = 1e-6
 

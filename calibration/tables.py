@@ -5,7 +5,7 @@ Each figure is the time per op of R back-to-back copies of the op inside one rep
 one graph-node gap; build_profile.py subtracts the measured node gap. Weights (GEMM) and KV slices
 (attention) rotate over R distinct buffers of together well over the 60 MB L2, as a decode step's
 layers do; activations stay hot, as they are in a decode step. GEMM (n, k) pairs come from
-simulator/workload.py's own step lists (stdlib-only import), so the tables cover exactly the
+simulator/model/workload.py's own step lists (stdlib-only import), so the tables cover exactly the
 shapes the model asks for. torch is imported inside functions only.
 """
 
@@ -21,8 +21,8 @@ ROT_BYTES = 192 << 20  # rotate over at least this much distinct memory where po
 
 def gemm_shapes(models=("qwen3-0.6b", "llama3-8b")):
     """(n, k) of every GEMM the workload builder emits for these models, all fusion levels."""
-    from simulator.models import PRESETS
-    from simulator.workload import FUSION_LEVELS, build_step, decode
+    from simulator.model.models import PRESETS
+    from simulator.model.workload import FUSION_LEVELS, build_step, decode
 
     out = set()
     for name in models:

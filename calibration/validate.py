@@ -83,7 +83,7 @@ def mode_of(fusion: str, graph: str, dynamic: bool | None = None) -> str:
 
 
 def _predict(row, graph, profile, replicates, seed=0):
-    from simulator.predict import predict
+    from simulator.engine.predict import predict
 
     # the reference decoder's ctx counts the new token (it attends over ctx keys, ctx-1 of them past);
     # the workload's ctx is the past context, so the same step is ctx - 1 there
@@ -98,7 +98,7 @@ def pipelined_ms(result) -> float:
 
 def validate(measured: dict, profile, replicates: int = 60, source: str = "") -> dict:
     """Prediction rows for every measured row, graph mode and regime, plus the summary per mode."""
-    from simulator.costs import CostModel
+    from simulator.model.costs import CostModel
 
     costs = CostModel(profile)
     out = []
@@ -134,9 +134,9 @@ def validate(measured: dict, profile, replicates: int = 60, source: str = "") ->
 
 def kernel_rows(counts: dict, compiled: list[dict], profile) -> list[dict]:
     """Kernels per step: the counts process's profiler figures against the workload + profile."""
-    from simulator.costs import CostModel
-    from simulator.models import load_model
-    from simulator.workload import build_step, decode
+    from simulator.model.costs import CostModel
+    from simulator.model.models import load_model
+    from simulator.model.workload import build_step, decode
 
     costs = CostModel(profile)
     rows = []
@@ -207,7 +207,7 @@ def html_report(result: dict, title: str = "launchsim validation") -> str:
     row labels, rotated, ran over the next panel when they shared a figure)."""
     import plotly.graph_objects as go
 
-    from simulator.report import html_page
+    from simulator.report.html import html_page
 
     rows = result["rows"]
     colors = {"graph replay": "#1f77b4", "compiled + graph": "#9467bd", "compiled, no graph": "#2ca02c",

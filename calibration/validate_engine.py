@@ -28,8 +28,8 @@ import json
 import sys
 from pathlib import Path
 
-from simulator.profile import load_profile
-from simulator.report import atomic_write_text, write_json
+from simulator.model.profile import load_profile
+from simulator.report.html import atomic_write_text, write_json
 
 ENGINE = Path("calibration/measured/h200-engine/engine_loop.json")
 STEPS = 50
@@ -41,7 +41,7 @@ def _err(pred: float, meas: float) -> float:
 
 
 def loop_rows(data: dict, profile) -> list[dict]:
-    from simulator.predict import predict_loop
+    from simulator.engine.predict import predict_loop
 
     rows = []
     for row in data.get("loop", []):
@@ -65,12 +65,12 @@ def loop_rows(data: dict, profile) -> list[dict]:
 
 def hf_rows(data: dict, profile) -> list[dict]:
     """HF generate(): the imported HF forward + the loop's greedy sync engine work, per token."""
-    from simulator.steploop import engine_costs
+    from simulator.engine.steploop import engine_costs
 
-    from simulator.costs import CostModel
-    from simulator.predict import simulate
-    from simulator.trace_whatif import workload_step
-    from simulator.trace_workload import workload_from_trace
+    from simulator.model.costs import CostModel
+    from simulator.engine.predict import simulate
+    from simulator.traces.whatif import workload_step
+    from simulator.traces.workload import workload_from_trace
 
     from .validate_hf import ROUND_A
 

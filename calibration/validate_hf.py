@@ -26,16 +26,16 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from simulator.costs import CostModel
-from simulator.kernels import LaunchPath, Op, OpClass
-from simulator.models import PRESETS
-from simulator.predict import simulate
-from simulator.profile import Profile, load_profile
-from simulator.report import atomic_write_text, write_json
-from simulator.trace_host import describe, host_breakdown
-from simulator.trace_whatif import _gpu_s, cost_op, workload_step
-from simulator.trace_workload import workload_from_trace
-from simulator.workload import build_step, decode
+from simulator.model.costs import CostModel
+from simulator.model.kernels import LaunchPath, Op, OpClass
+from simulator.model.models import PRESETS
+from simulator.engine.predict import simulate
+from simulator.model.profile import Profile, load_profile
+from simulator.report.html import atomic_write_text, write_json
+from simulator.traces.host import describe, host_breakdown
+from simulator.traces.whatif import _gpu_s, cost_op, workload_step
+from simulator.traces.workload import workload_from_trace
+from simulator.model.workload import build_step, decode
 
 ROUND_A = Path("calibration/measured/h200-round-a")
 TIMING = Path("calibration/measured/h200-round-b/timing.json")

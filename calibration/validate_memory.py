@@ -1,4 +1,4 @@
-"""Score the graph-memory model (simulator/graph_memory.py) on every measured layout. CPU only.
+"""Score the graph-memory model (simulator/layouts/graph_memory.py) on every measured layout. CPU only.
 
     python3 -m calibration.validate_memory [--measured DIR] [--out calibration/validation]
 
@@ -34,7 +34,7 @@ MEASURED_DIR = "calibration/measured/h200-round-a"
 
 def _profile(section: dict):
     """A copy of the h200 profile whose graph-memory section is `section` (nothing is written)."""
-    from simulator.profile import GraphMemoryTable, load_profile
+    from simulator.model.profile import GraphMemoryTable, load_profile
 
     p = load_profile("h200")
     gm = {k: GraphMemoryTable(**v) for k, v in section.items()}
@@ -52,8 +52,8 @@ def _summ(rows: list[dict]) -> dict:
 
 
 def validate(measured_dir: str = MEASURED_DIR) -> dict:
-    from simulator.graph_memory import GraphMemoryModel
-    from simulator.models import load_model
+    from simulator.layouts.graph_memory import GraphMemoryModel
+    from simulator.model.models import load_model
 
     section = memory_section(measured_dir)
     full_prof = _profile(section)
@@ -116,9 +116,9 @@ def validate(measured_dir: str = MEASURED_DIR) -> dict:
 
 def _with_constants(prof, name, consts):
     """A profile whose table for `name` has only the constants (no measured pools): the formula path."""
-    from simulator.profile import GraphMemoryTable
+    from simulator.model.profile import GraphMemoryTable
 
-    from simulator.profile import GraphMemoryLayoutTable
+    from simulator.model.profile import GraphMemoryLayoutTable
 
     # an empty `layouts` would mean an old profile (its legacy table): one layout of no real fusion level
     dummy = GraphMemoryLayoutTable(fusion="-", mode="full", batch=[1], private_reserved=[0.0])
@@ -130,8 +130,8 @@ def _with_constants(prof, name, consts):
 def issue_compare(section: dict, prof) -> list[dict]:
     """The issue's independent qwen3-0.6b none full figures against our measurement and our model (engine
     view: W in the pool, since an engine's first capture is its shared pool's largest graph)."""
-    from simulator.graph_memory import GraphMemoryModel
-    from simulator.models import load_model
+    from simulator.layouts.graph_memory import GraphMemoryModel
+    from simulator.model.models import load_model
 
     lay = next(x for x in section["qwen3-0.6b"]["layouts"] if x["fusion"] == "none" and x["mode"] == "full")
     b = lay["batch"]

@@ -1,4 +1,4 @@
-"""The start-up model (simulator/startup.py) against every measured start-up row (CPU only, no torch):
+"""The start-up model (simulator/engine/startup.py) against every measured start-up row (CPU only, no torch):
 
     python -m calibration.validate_startup [ENGINE_LOOP_JSON] [--profile h200]
 
@@ -56,8 +56,8 @@ def summary(rows: list[dict]) -> tuple[list[str], bool]:
 
 
 def main(argv=None) -> int:
-    from simulator.profile import load_profile
-    from simulator.startup import figures, validation_rows
+    from simulator.model.profile import load_profile
+    from simulator.engine.startup import figures, validation_rows
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("engine_loop", nargs="?", default=str(ENGINE))

@@ -35,7 +35,7 @@ def _md_table(rows: list[dict], cols: list[str]) -> str:
 
 
 def build(profile_name: str = "h200", replicates: int = 40) -> dict:
-    from simulator.profile import load_profile
+    from simulator.model.profile import load_profile
 
     from .validate import load_measured
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from simulator.plan import LaunchPlan
+from simulator.engine.plan import LaunchPlan
 
 
 def make_plan(host_us, gpu_us, gap_us=0.0, counts=None, queue_depth=1024):

@@ -20,7 +20,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
-PROFILE = ROOT / "calibration" / "profiles" / "h200.json"
+PROFILE = ROOT / "simulator" / "profiles" / "h200.json"
 BIG = "1" + "0" * 30
 FIELD = r":\d+: field '"
 
@@ -75,8 +75,8 @@ def make_fixtures(d: Path) -> None:
     (d / "latin1.txt").write_bytes("caf\xe9: 1\n".encode("latin-1"))
     (d / "a_file").write_text("x")
     (d / "folder").mkdir()
-    from simulator.trace_workload import workload_from_trace
-    from simulator.workload_file import save_workload
+    from simulator.traces.workload import workload_from_trace
+    from simulator.model.workload_file import save_workload
 
     wl, _ = workload_from_trace(d / "trace.json", "auto", 1)
     save_workload(d / "workload.json", wl)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 from typer.testing import CliRunner
 
-from simulator.buckets import BucketError, pad, parse_layout, preset_sizes
+from simulator.layouts.buckets import BucketError, pad, parse_layout, preset_sizes
 from simulator.cli import app, main
 
 runner = CliRunner()

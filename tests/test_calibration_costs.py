@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.costs import CostModel, _loglog
-from simulator.kernels import LaunchPath, Op, OpClass
-from simulator.predict import predict
-from simulator.profile import load_profile
+from simulator.model.costs import CostModel, _loglog
+from simulator.model.kernels import LaunchPath, Op, OpClass
+from simulator.engine.predict import predict
+from simulator.model.profile import load_profile
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 
 from calibration.build_engine import engine_section
 from calibration.validate_engine import ENGINE, loop_rows
-from simulator.profile import load_profile
+from simulator.model.profile import load_profile
 
 COMMITTED = Path("calibration/validation/engine_loop_validation.json")
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
 from calibration.build_profile import build, derive_h100
-from simulator.profile import DEFAULT_PROFILE, PROFILE_DIR, ProfileError, load_profile, parse_profile
+from simulator.model.profile import DEFAULT_PROFILE, PROFILE_DIR, ProfileError, load_profile, parse_profile
 
-MEASURED = PROFILE_DIR.parent / "measured"
+MEASURED = Path(__file__).resolve().parents[1] / "calibration" / "measured"
 
 
 @pytest.fixture(scope="module")
@@ -111,10 +112,10 @@ def test_profile_figures_come_from_a_clean_run():
 
 def test_older_profiles_without_new_fields_still_cost_compiled_extern(h200_raw):
     """A profile without compiled_extern / graph_launch_latency_us / compiled_wrapper_us still runs."""
-    from simulator.costs import CostModel
-    from simulator.kernels import LaunchPath
-    from simulator.workload import build_step, decode
-    from simulator.models import PRESETS
+    from simulator.model.costs import CostModel
+    from simulator.model.kernels import LaunchPath
+    from simulator.model.workload import build_step, decode
+    from simulator.model.models import PRESETS
 
     raw = copy.deepcopy(h200_raw)
     raw["host"]["launch_us"].pop("compiled_extern")

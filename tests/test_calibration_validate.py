@@ -9,8 +9,8 @@ import pytest
 
 from calibration.validate import ValidationError, fit_split, load_measured, summarize, validate
 from simulator.cli import main
-from simulator.predict import predict
-from simulator.profile import load_profile
+from simulator.engine.predict import predict
+from simulator.model.profile import load_profile
 
 
 def _spread(v):

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from simulator.config import parse_scenario
-from simulator.runner import run_scenario
+from simulator.studies.runner import run_scenario
 from tests.conftest import cli_error
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
-from simulator.costs import CostModel
-from simulator.kernels import LaunchPath, Op, OpClass
-from simulator.models import PRESETS
-from simulator.plan import PlanError, build_plan, sample_host
-from simulator.predict import predict, simulate
-from simulator.profile import load_profile
-from simulator.workload import StepShape, build_step, decode
+from simulator.model.costs import CostModel
+from simulator.model.kernels import LaunchPath, Op, OpClass
+from simulator.model.models import PRESETS
+from simulator.engine.plan import PlanError, build_plan, sample_host
+from simulator.engine.predict import predict, simulate
+from simulator.model.profile import load_profile
+from simulator.model.workload import StepShape, build_step, decode
 
 PROF = load_profile("datasheet-h200")
 

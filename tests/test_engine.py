@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.des import simulate_des
-from simulator.fastpath import simulate_fast
-from simulator.timeline import summarize
+from simulator.engine.des import simulate_des
+from simulator.engine.fastpath import simulate_fast
+from simulator.engine.timeline import summarize
 from tests.conftest import make_plan
 
 ENGINES = [simulate_des, simulate_fast]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from simulator.config import load_scenario
-from simulator.runner import run_scenario
+from simulator.studies.runner import run_scenario
 
 GOLDEN = Path(__file__).parent / "golden"
 

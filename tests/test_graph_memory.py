@@ -7,10 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from simulator.cli import app, main
-from simulator.graph_memory import (GraphMemoryError, GraphMemoryModel, kv_cache_bytes, kv_cache_tokens,
-                                    live_tensors, segment_bytes)
-from simulator.models import ModelSpec
-from simulator.profile import GraphMemoryTable, load_profile
+from simulator.layouts.graph_memory import GraphMemoryError, GraphMemoryModel, kv_cache_bytes, kv_cache_tokens, live_tensors, segment_bytes
+from simulator.model.models import ModelSpec
+from simulator.model.profile import GraphMemoryTable, load_profile
 
 MiB = 1 << 20
 # q = kv = 1024, I = 4096, V = 2^20: every tensor size below is easy to do by hand.
@@ -73,8 +72,8 @@ def test_full_and_piecewise_doubles():
 
 def test_capture_time_is_the_startup_model():
     # capture time of a size = warm-up runs x launchsim's eager step + capture ratio x its eager host time
-    # (simulator/startup.py); piecewise is one pass per size, full_and_piecewise two
-    from simulator.startup import DEFAULT_STARTUP, eager_pass
+    # (simulator/engine/startup.py); piecewise is one pass per size, full_and_piecewise two
+    from simulator.engine.startup import DEFAULT_STARTUP, eager_pass
 
     p = prof()
     f = DEFAULT_STARTUP  # the datasheet profile has no host.startup section
@@ -88,7 +87,7 @@ def test_capture_time_is_the_startup_model():
 
 
 def test_measured_table_exact_sizes_formula_elsewhere():
-    from simulator.startup import eager_pass
+    from simulator.engine.startup import eager_pass
 
     t = GraphMemoryTable(batch=[64, 8], private_pool_bytes=[800e6, 100e6], capture_s=[0.4, 0.1])
     g = GraphMemoryModel(HAND, prof(graph_memory={"hand": t}), "fused", "full")
@@ -156,8 +155,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as hs  # noqa: E402
 
 from calibration.build_memory import memory_section  # noqa: E402
-from simulator.graph_memory import DEFAULT_CONSTANTS, default_retention, piece_output_bytes  # noqa: E402
-from simulator.models import load_model  # noqa: E402
+from simulator.layouts.graph_memory import DEFAULT_CONSTANTS, default_retention, piece_output_bytes  # noqa: E402
+from simulator.model.models import load_model  # noqa: E402
 
 MEASURED = "calibration/measured/h200-round-a"
 
@@ -172,7 +171,7 @@ def test_piece_outputs_and_default_retention_by_hand():
 
 
 def test_shared_formula_with_a_measured_layout_by_hand():
-    from simulator.profile import GraphMemoryConstants, GraphMemoryLayoutTable
+    from simulator.model.profile import GraphMemoryConstants, GraphMemoryLayoutTable
 
     lay = GraphMemoryLayoutTable(fusion="fused", mode="full", batch=[1, 2, 4], workspace_in_first=True,
                                  private_reserved=[(10 + 16) * MiB, 12 * MiB, 30 * MiB])

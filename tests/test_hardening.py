@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simulator.outpaths import LOCK_NAME, out_lock
+from simulator.common.outpaths import LOCK_NAME, out_lock
 from tests.test_fuzz_inputs import assert_one_line_error, invoke
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,16 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from simulator import optimizer as opt
-from simulator.buckets import preset_sizes
+from simulator.optimizer import exact as opt
+from simulator.layouts.buckets import preset_sizes
 from simulator.cli import main
 from simulator.config import load_scenario
-from simulator.distribution import from_histogram
-from simulator.graph_memory import GraphMemoryModel
-from simulator.models import load_model
-from simulator.profile import load_profile
-from simulator.runner import run_scenario
-from simulator.study_optimize import Inputs, build_problem, engine_syntax, parse_memory_budget, run, setup
+from simulator.layouts.distribution import from_histogram
+from simulator.layouts.graph_memory import GraphMemoryModel
+from simulator.model.models import load_model
+from simulator.model.profile import load_profile
+from simulator.studies.runner import run_scenario
+from simulator.studies.optimize import Inputs, build_problem, engine_syntax, parse_memory_budget, run, setup
 
 GOLDEN = Path(__file__).parent / "golden"
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -4,8 +4,8 @@ null KV block that dummy rows write to (hypothesis: no padded write lands on a r
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from simulator.distribution import from_histogram
-from simulator.padding import NULL_BLOCK, NullBlockAllocator, PaddingError, expected_padding, step_padding
+from simulator.layouts.distribution import from_histogram
+from simulator.layouts.padding import NULL_BLOCK, NullBlockAllocator, PaddingError, expected_padding, step_padding
 
 SIZES = [1, 2, 4, 8]
 
@@ -39,7 +39,7 @@ def test_expected_padding_by_hand():
 
 
 def test_vllm_case_257():
-    from simulator.buckets import preset_sizes
+    from simulator.layouts.buckets import preset_sizes
 
     s = step_padding(257, preset_sizes("vllm"), "full", linear_ms)
     assert s.padded == 272 and s.waste == pytest.approx(15 / 272)

@@ -1,4 +1,4 @@
-"""Tensor parallelism (simulator/parallel.py): sharding arithmetic by hand, collectives in the step, the
+"""Tensor parallelism (simulator/model/parallel.py): sharding arithmetic by hand, collectives in the step, the
 all-reduce formula by hand, tp = 1 bit-identical to the single-GPU model, monotonicity, CLI and YAML."""
 
 import json
@@ -7,14 +7,13 @@ import pytest
 from typer.testing import CliRunner
 
 from simulator.cli import app
-from simulator.costs import CostModel
-from simulator.kernels import OpClass
-from simulator.models import PRESETS
-from simulator.parallel import (DEFAULT_COLLECTIVE, ParallelError, collective_gpu_s, kv_bytes_per_token_per_gpu,
-                                shard, tp_of, weight_bytes_per_gpu)
-from simulator.predict import predict
-from simulator.profile import load_profile
-from simulator.workload import FUSION_LEVELS, build_step, decode
+from simulator.model.costs import CostModel
+from simulator.model.kernels import OpClass
+from simulator.model.models import PRESETS
+from simulator.model.parallel import DEFAULT_COLLECTIVE, ParallelError, collective_gpu_s, kv_bytes_per_token_per_gpu, shard, tp_of, weight_bytes_per_gpu
+from simulator.engine.predict import predict
+from simulator.model.profile import load_profile
+from simulator.model.workload import FUSION_LEVELS, build_step, decode
 
 from tests.conftest import cli_error
 
@@ -167,7 +166,7 @@ def test_launch_share_grows_with_tp_eager():
 
 
 def test_sglang_capture_default_follows_tp():
-    from simulator.buckets import preset_sizes
+    from simulator.layouts.buckets import preset_sizes
 
     assert max(preset_sizes("sglang")) == 256 and max(preset_sizes("sglang", tp=2)) == 256
     assert max(preset_sizes("sglang", tp=4)) == 512 and max(preset_sizes("sglang", tp=8)) == 512
@@ -209,7 +208,7 @@ def test_bad_tp_cli_exit2_one_line(capsys, argv):
 
 def test_step_scenario_tensor_parallel_size(tmp_path):
     from simulator.config import load_scenario
-    from simulator.runner import run_scenario
+    from simulator.studies.runner import run_scenario
 
     p = tmp_path / "s.yaml"
     p.write_text("kind: step\nname: tp\nmodel: llama3-70b\ntensor_parallel_size: 8\nprofile: datasheet-h200\n"
@@ -219,7 +218,7 @@ def test_step_scenario_tensor_parallel_size(tmp_path):
     assert all(r["model"] == "llama3-70b-tp8" for r in res["rows"])
     bad = tmp_path / "b.yaml"
     bad.write_text(p.read_text().replace("tensor_parallel_size: 8", "tensor_parallel_size: 3"))
-    from simulator.errors import UserError
+    from simulator.common.errors import UserError
 
     with pytest.raises(UserError, match="tensor_parallel_size"):
         load_scenario(bad)

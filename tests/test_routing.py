@@ -4,20 +4,20 @@ one step: predict, the sweep, the optimizer's cost and serving agree (issue 12 i
 import pytest
 from typer.testing import CliRunner
 
-from simulator.buckets import preset_sizes
+from simulator.layouts.buckets import preset_sizes
 from simulator.cli import app
-from simulator.costs import CostModel
-from simulator.distribution import from_histogram
-from simulator.models import load_model
-from simulator.plan import PlanError, build_plan
-from simulator.predict import predict
-from simulator.profile import load_profile
-from simulator.routing import GRAPH_MODES, Route, RoutingError, padded_shape, plan_mode, route, route_shape
+from simulator.model.costs import CostModel
+from simulator.layouts.distribution import from_histogram
+from simulator.model.models import load_model
+from simulator.engine.plan import PlanError, build_plan
+from simulator.engine.predict import predict
+from simulator.model.profile import load_profile
+from simulator.engine.routing import GRAPH_MODES, Route, RoutingError, padded_shape, plan_mode, route, route_shape
 from simulator.serving.steptime import StepTimer
-from simulator.stepcost import routed_step, step_time
-from simulator.study_optimize import Inputs, metrics, setup
-from simulator.sweep import evaluate_point, point_for
-from simulator.workload import StepShape, build_step, decode
+from simulator.engine.stepcost import routed_step, step_time
+from simulator.studies.optimize import Inputs, metrics, setup
+from simulator.sweep.grid import evaluate_point, point_for
+from simulator.model.workload import StepShape, build_step, decode
 
 SIZES = [1, 2, 4, 8]
 PROFILE = "datasheet-h200"
@@ -154,7 +154,7 @@ def test_full_decode_only_accepted():
     assert '"graph": "none"' in res.output
     res = CliRunner().invoke(app, ["predict", "--model", "qwen3-0.6b", "--graph", "full_decode_only", "--json"])
     assert res.exit_code == 0 and '"graph": "full"' in res.output
-    from simulator.graph_memory import GraphMemoryModel
+    from simulator.layouts.graph_memory import GraphMemoryModel
 
     gm = GraphMemoryModel(QWEN, load_profile(PROFILE), "none", "full_decode_only")
     assert gm.layout((1, 2, 4), True).total_bytes == \

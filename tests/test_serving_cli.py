@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from simulator.cli import app
 from simulator.config import ConfigError, load_scenario, parse_scenario
-from simulator.distribution import from_csv
-from simulator.runner import run_scenario
+from simulator.layouts.distribution import from_csv
+from simulator.studies.runner import run_scenario
 
 from tests.conftest import cli_error  # noqa: E402
 

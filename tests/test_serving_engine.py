@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.models import load_model
-from simulator.profile import load_profile
+from simulator.model.models import load_model
+from simulator.model.profile import load_profile
 from simulator.serving.arrivals import Workload
 from simulator.serving.kv import Cohort, KVCapacity, KVError, kv_capacity
 from simulator.serving.replica import Prepared, ServeConfig, simulate_serving
@@ -263,7 +263,7 @@ def test_cohort_block_demand_matches_brute_force(bases, g, k, free):
 
 
 def test_kv_capacity_follows_the_memory_model():
-    from simulator.graph_memory import GraphMemoryModel, kv_cache_bytes
+    from simulator.layouts.graph_memory import GraphMemoryModel, kv_cache_bytes
 
     kv = kv_capacity(MODEL, PROFILE, "fused", "full", [1, 2, 4, 8])
     lm = GraphMemoryModel(MODEL, PROFILE, "fused", "full").layout([1, 2, 4, 8])

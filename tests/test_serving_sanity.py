@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from simulator.buckets import preset_sizes
-from simulator.models import load_model
-from simulator.profile import load_profile
+from simulator.layouts.buckets import preset_sizes
+from simulator.model.models import load_model
+from simulator.model.profile import load_profile
 from simulator.serving.arrivals import ArrivalSpec, LengthSpec, make_workload
 from simulator.serving.capacity import Slo, find_capacity
 from simulator.serving.replica import ServeConfig, prepare, simulate_serving

@@ -5,12 +5,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.costs import CostModel
-from simulator.models import PRESETS, load_model
-from simulator.predict import simulate
-from simulator.profile import load_profile
+from simulator.model.costs import CostModel
+from simulator.model.models import PRESETS, load_model
+from simulator.engine.predict import simulate
+from simulator.model.profile import load_profile
 from simulator.serving.steptime import C_GRID, D_GRID, L_GRID, StepTimer, bracket
-from simulator.workload import StepShape, build_step
+from simulator.model.workload import StepShape, build_step
 
 COSTS = CostModel(load_profile("datasheet-h200"))
 QWEN = load_model("qwen3-0.6b")

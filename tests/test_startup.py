@@ -1,4 +1,4 @@
-"""Start-up cost (simulator/startup.py): the formula by hand, the derivation of its constants, every measured
+"""Start-up cost (simulator/engine/startup.py): the formula by hand, the derivation of its constants, every measured
 row against its target, the `startup` command, and that graph-memory / optimizer / sweep use the same figures."""
 
 import json
@@ -9,11 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from simulator.cli import app
-from simulator.graph_memory import GraphMemoryModel
-from simulator.models import load_model
-from simulator.profile import CompileFit, StartupFigures, load_profile
-from simulator.startup import (DEFAULT_STARTUP, StartupError, StartupModel, compile_nodes, derive, eager_pass,
-                               validation_rows)
+from simulator.layouts.graph_memory import GraphMemoryModel
+from simulator.model.models import load_model
+from simulator.model.profile import CompileFit, StartupFigures, load_profile
+from simulator.engine.startup import DEFAULT_STARTUP, StartupError, StartupModel, compile_nodes, derive, eager_pass, validation_rows
 
 from tests.conftest import cli_error
 
@@ -80,9 +79,9 @@ def test_eager_pass_exact_at_powers_of_two_linear_between():
     p = load_profile("h200")
     a, b, mid = eager_pass(QWEN, p, "fused", 256), eager_pass(QWEN, p, "fused", 512), eager_pass(QWEN, p, "fused", 384)
     assert mid[0] == pytest.approx((a[0] + b[0]) / 2) and mid[1] == pytest.approx((a[1] + b[1]) / 2)
-    from simulator.costs import CostModel
-    from simulator.predict import simulate
-    from simulator.workload import build_step, decode
+    from simulator.model.costs import CostModel
+    from simulator.engine.predict import simulate
+    from simulator.model.workload import build_step, decode
 
     r, _ = simulate(build_step(QWEN, decode(256, 512), "fused"), CostModel(p), "none")
     assert a == (r.step_s, r.cpu_busy_s)
@@ -148,7 +147,7 @@ def test_graph_memory_optimizer_and_sweep_use_the_same_figures():
     lay, res = gm.layout(sizes), st.layout(sizes)
     assert lay.capture_s == pytest.approx(res.warmup_s + res.capture_s, rel=1e-12)
     assert all(gm.capture_s(b) == pytest.approx(st.size_s(b), rel=1e-12) for b in sizes)  # optimizer's per size
-    from simulator.sweep import evaluate_point, point_for
+    from simulator.sweep.grid import evaluate_point, point_for
 
     row = evaluate_point(point_for(m, "h200", fusion="compiled", graph="full_and_piecewise", layout="L",
                                    sizes=tuple(sizes), distribution="d", dist_sizes=(8,), dist_weights=(1.0,),

@@ -1,4 +1,4 @@
-"""The multi-step engine loop (simulator/steploop.py): hand-computed 2- and 3-step timelines under sync and
+"""The multi-step engine loop (simulator/engine/steploop.py): hand-computed 2- and 3-step timelines under sync and
 async scheduling, DES == fast path on random multi-step workloads, async never slower than sync, and a step
 never shorter than its GPU work."""
 
@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.des import simulate_des
-from simulator.fastpath import simulate_fast
-from simulator.steploop import EngineCosts, build_loop, run_loop, summarize_loop
+from simulator.engine.des import simulate_des
+from simulator.engine.fastpath import simulate_fast
+from simulator.engine.steploop import EngineCosts, build_loop, run_loop, summarize_loop
 from tests.conftest import make_plan
 
 US = 1e-6
@@ -138,8 +138,8 @@ def test_async_never_slower_and_step_never_shorter_than_gpu(args):
 # --- interfaces: profile field, predict --steps, serving's per-step time ------------------------------------------
 
 def test_old_profile_loads_and_engine_field_validates():
-    from simulator.profile import load_profile, parse_profile
-    from simulator.steploop import ESTIMATE, engine_costs
+    from simulator.model.profile import load_profile, parse_profile
+    from simulator.engine.steploop import ESTIMATE, engine_costs
 
     p = load_profile("h200")
     ec = engine_costs(p, 8)
@@ -154,7 +154,7 @@ def test_old_profile_loads_and_engine_field_validates():
 
 
 def test_by_batch_interpolates_and_extrapolates():
-    from simulator.profile import ByBatch
+    from simulator.model.profile import ByBatch
 
     b = ByBatch(batch=[1, 8, 64], us=[10, 24, 80])
     assert b.at(1) == 10 and b.at(8) == 24 and b.at(4.5) == pytest.approx(17)
@@ -164,13 +164,13 @@ def test_by_batch_interpolates_and_extrapolates():
 
 def test_closed_form_matches_engine_loop_for_graph_replays():
     """Serving's closed-form steady state agrees with the simulated engine loop (graph full, both schedulings)."""
-    from simulator.costs import CostModel
-    from simulator.models import load_model
-    from simulator.plan import build_plan
-    from simulator.profile import load_profile
-    from simulator.steploop import engine_costs, steady_step_s
-    from simulator.timeline import summarize
-    from simulator.workload import build_step, decode
+    from simulator.model.costs import CostModel
+    from simulator.model.models import load_model
+    from simulator.engine.plan import build_plan
+    from simulator.model.profile import load_profile
+    from simulator.engine.steploop import engine_costs, steady_step_s
+    from simulator.engine.timeline import summarize
+    from simulator.model.workload import build_step, decode
 
     prof = load_profile("h200")
     costs = CostModel(prof)
@@ -211,9 +211,9 @@ def test_predict_steps_bad_flags(capsys):
 
 
 def test_serving_step_includes_engine_work():
-    from simulator.costs import CostModel
-    from simulator.models import load_model
-    from simulator.profile import load_profile
+    from simulator.model.costs import CostModel
+    from simulator.model.models import load_model
+    from simulator.model.profile import load_profile
     from simulator.serving.steptime import StepTimer
 
     m, costs = load_model("qwen3-0.6b"), CostModel(load_profile("h200"))
@@ -253,8 +253,8 @@ def _fake_engine_loop() -> dict:
 
 def test_build_engine_section_into_profile():
     from calibration.build_engine import engine_section, startup_figures
-    from simulator.profile import load_profile, parse_profile
-    from simulator.steploop import engine_costs
+    from simulator.model.profile import load_profile, parse_profile
+    from simulator.engine.steploop import engine_costs
 
     sec = engine_section(_fake_engine_loop())
     assert sec["copy_launch_us"] == pytest.approx(8) and sec["tolist"]["us"] == [pytest.approx(20)] * 3

@@ -10,14 +10,14 @@ from typer.testing import CliRunner
 
 from simulator.cli import app
 from simulator.config import ConfigError, load_scenario, parse_scenario
-from simulator.costs import CostModel
-from simulator.models import load_model
-from simulator.plan import build_plan
-from simulator.predict import simulate
-from simulator.profile import load_profile
-from simulator.sweep import CACHE_FILE, evaluate_point, load_cache, point_for, run_points
-from simulator.sweep_eval import tiled_plan
-from simulator.workload import StepShape, build_step, decode
+from simulator.model.costs import CostModel
+from simulator.model.models import load_model
+from simulator.engine.plan import build_plan
+from simulator.engine.predict import simulate
+from simulator.model.profile import load_profile
+from simulator.sweep.grid import CACHE_FILE, evaluate_point, load_cache, point_for, run_points
+from simulator.sweep.evaluate import tiled_plan
+from simulator.model.workload import StepShape, build_step, decode
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = "datasheet-h200"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from simulator.config import load_scenario, parse_scenario
-from simulator.runner import run_scenario
+from simulator.studies.runner import run_scenario
 from tests.conftest import cli_error
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,8 +96,8 @@ HF = ROOT / "calibration/measured/h200-round-a/hf_qwen3-0.6b_eager_b1.trace.json
 
 def test_import_trace_prints_the_aten_op_histogram(tmp_path, capsys):
     from simulator.cli import main
-    from simulator.trace_import import import_trace, op_histogram
-    from simulator.trace_read import read_trace
+    from simulator.traces.importer import import_trace, op_histogram
+    from simulator.traces.read import read_trace
 
     hist = {r["op"]: r for r in op_histogram(import_trace(read_trace(HF)))}
     # the seed's counts for this model (mini_llm): mul 368, linear 197, mean 113, pow 114

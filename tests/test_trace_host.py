@@ -1,4 +1,4 @@
-"""Host-time policies of trace import (simulator/trace_host.py) on a hand-built trace with exact figures."""
+"""Host-time policies of trace import (simulator/traces/host.py) on a hand-built trace with exact figures."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from simulator.cli import app, main
-from simulator.costs import CostModel
-from simulator.predict import simulate
-from simulator.profile import load_profile, parse_profile
-from simulator.trace_host import HostPolicyError, host_breakdown
-from simulator.trace_whatif import workload_step
-from simulator.trace_workload import workload_from_trace
-from simulator.workload_file import load_workload
+from simulator.model.costs import CostModel
+from simulator.engine.predict import simulate
+from simulator.model.profile import load_profile, parse_profile
+from simulator.traces.host import HostPolicyError, host_breakdown
+from simulator.traces.whatif import workload_step
+from simulator.traces.workload import workload_from_trace
+from simulator.model.workload_file import load_workload
 from tests.test_trace_import import PID, TID, Trace
 
 PATHS = {"eager_gemm": 10.0, "eager_elementwise": 4.0, "eager_reduction": 6.0, "eager_view": 1.0, "raw": 2.0,

@@ -10,18 +10,18 @@ import pytest
 from typer.testing import CliRunner
 
 from simulator.cli import app, main
-from simulator.costs import CostModel
-from simulator.kernels import OpClass
-from simulator.predict import predict, simulate
-from simulator.profile import load_profile, parse_profile
-from simulator.trace_export import chrome_trace
-from simulator.trace_fusion import fuse, summary
-from simulator.trace_import import import_trace
-from simulator.trace_read import TraceError, read_trace
-from simulator.trace_steps import find_period
-from simulator.trace_whatif import workload_step
-from simulator.trace_workload import workload_from_trace
-from simulator.workload_file import load_workload, save_workload
+from simulator.model.costs import CostModel
+from simulator.model.kernels import OpClass
+from simulator.engine.predict import predict, simulate
+from simulator.model.profile import load_profile, parse_profile
+from simulator.traces.export import chrome_trace
+from simulator.traces.fusion import fuse, summary
+from simulator.traces.importer import import_trace
+from simulator.traces.read import TraceError, read_trace
+from simulator.traces.steps import find_period
+from simulator.traces.whatif import workload_step
+from simulator.traces.workload import workload_from_trace
+from simulator.model.workload_file import load_workload, save_workload
 
 runner = CliRunner()
 PID, TID = 4242, 4242
@@ -427,8 +427,8 @@ def test_find_period_is_a_real_period(step, reps, cut):
 @given(st.lists(st.tuples(st.sampled_from(_CLASSES), st.floats(0.5, 40.0), st.floats(0.0, 30.0)),
                 min_size=1, max_size=25), st.sampled_from(["none", "full", "piecewise"]))
 def test_export_import_round_trip_property(tmp_path_factory, items, graph):
-    from simulator.kernels import Op, Step
-    from simulator.trace_classify import EAGER_PATH
+    from simulator.model.kernels import Op, Step
+    from simulator.traces.classify import EAGER_PATH
 
     ops = tuple(Op(f"op{i}", c, EAGER_PATH[c], fixed_gpu_s=g * 1e-6, fixed_host_s=h * 1e-6)
                 for i, (c, g, h) in enumerate(items))
@@ -447,8 +447,8 @@ def test_export_import_round_trip_property(tmp_path_factory, items, graph):
 
 
 def test_rescale_dims_handles_tensor_lists_and_attention_ctx():
-    from simulator.trace_whatif import cost_op, rescale_dims
-    from simulator.workload_file import KernelEntry
+    from simulator.traces.whatif import cost_op, rescale_dims
+    from simulator.model.workload_file import KernelEntry
 
     cat = [[[1, 16, 1, 64], [1, 16, 1, 64]], []]
     assert rescale_dims(cat, 1, 4, 1, None, None, False) == [[[4, 16, 1, 64], [4, 16, 1, 64]], []]

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from simulator.cli import main
-from simulator.engine_syntax import engine_lines, engine_syntax, parse_engine_layout
+from simulator.layouts.engine_syntax import engine_lines, engine_syntax, parse_engine_layout
 from tests.conftest import cli_error
 
 
@@ -111,7 +111,7 @@ def test_unmodelled_config_fields_are_refused(tmp_path, capsys, field, value):
 
 
 def test_dense_config_with_inactive_fields_still_loads(tmp_path):
-    from simulator.models import load_model
+    from simulator.model.models import load_model
 
     cfg = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 512,
            "vocab_size": 1000, "sliding_window": None, "use_sliding_window": False, "torch_dtype": "bfloat16",
@@ -122,7 +122,7 @@ def test_dense_config_with_inactive_fields_still_loads(tmp_path):
 
 
 def test_progress_is_quiet_without_a_terminal_and_under_json(capsys):
-    from simulator import progress
+    from simulator.report import progress
 
     with progress.task("x", total=2) as advance:  # pytest's stderr is not a terminal
         advance()

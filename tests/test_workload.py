@@ -5,10 +5,9 @@ from collections import Counter
 
 import pytest
 
-from simulator.kernels import OpClass
-from simulator.models import PRESETS, ModelError, load_model
-from simulator.workload import (FUSION_LEVELS, StepShape, WorkloadError, build_step, decode,
-                                kernels_per_layer, toy_step)
+from simulator.model.kernels import OpClass
+from simulator.model.models import PRESETS, ModelError, load_model
+from simulator.model.workload import FUSION_LEVELS, StepShape, WorkloadError, build_step, decode, kernels_per_layer, toy_step
 
 QWEN = PRESETS["qwen3-0.6b"]
 LLAMA = PRESETS["llama3-8b"]
@@ -18,8 +17,8 @@ def test_qwen3_eager_step_matches_seed_count():
     """The seed counted ~1617 kernel-launching aten calls in a Qwen3-0.6B HF eager decode step; the
     H200 profiler counted 1615 kernels (calibration/measured/h200-decode.json), 28 of them cuBLAS
     split-K reduce kernels that the profile's GEMM table records."""
-    from simulator.costs import CostModel
-    from simulator.profile import load_profile
+    from simulator.model.costs import CostModel
+    from simulator.model.profile import load_profile
 
     s = build_step(QWEN, decode(1, 512), "none")
     assert s.kernels == 1587

@@ -11,7 +11,7 @@ replays (graph_replay_b1.json.gz). Writes OUT/own.json with the timings.
 import gzip, json, os, shutil, time, torch
 from torch.profiler import profile, ProfilerActivity
 from calibration.reference_decoder import Runner, make_weights
-from simulator.models import PRESETS
+from simulator.model.models import PRESETS
 OUT = os.environ["OUT"]; res = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
 w = make_weights(PRESETS["qwen3-0.6b"])
 def prof(fn, name, shapes=False, n=3):

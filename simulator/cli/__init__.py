@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from ..errors import Interrupted, UserError
+from simulator.common.errors import Interrupted, UserError
 
 app = typer.Typer(
     add_completion=False,
@@ -43,7 +43,7 @@ from . import buckets  # noqa: E402,F401  (registers buckets, pad, graph-memory)
 from . import trace  # noqa: E402,F401  (registers import-trace, export-trace)
 from . import optimize  # noqa: E402,F401  (registers optimize)
 from . import startup  # noqa: E402,F401  (registers startup)
-from ..cli_calibration import register as _register_calibration; _register_calibration(app)  # noqa: E402,E702
+from simulator.cli.calibration import register as _register_calibration  ; _register_calibration(app)  # noqa: E402,E702
 
 
 def _one_line(msg: str) -> str:
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
 def _run(argv) -> None:
     import os
 
-    from ..progress import set_quiet
+    from simulator.report.progress import set_quiet
 
     set_quiet("--json" in (sys.argv[1:] if argv is None else argv))  # --json: stdout and stderr stay machine-clean
 

@@ -10,10 +10,10 @@ from typing import Optional
 import typer
 
 from . import app
-from ..buckets import pad as _pad
-from ..buckets import parse_layout, preset_sizes
-from ..errors import UserError
-from ..report import dumps
+from simulator.layouts.buckets import pad as _pad
+from simulator.layouts.buckets import parse_layout, preset_sizes
+from simulator.common.errors import UserError
+from simulator.report.html import dumps
 
 MiB = 1 << 20
 LAYOUT_HELP = ("capture sizes: a preset name, 1,2,4,8, '[1, 2, 8]', a vLLM compilation_config JSON "
@@ -30,8 +30,8 @@ def buckets(
     as_json: bool = typer.Option(False, "--json", help='print {"sizes": [...]}'),
 ) -> None:
     """Print the capture sizes of a layout preset (or any layout) and the same sizes in each engine's syntax."""
-    from ..buckets import LAYOUT_PRESETS
-    from ..engine_syntax import engine_lines, engine_syntax
+    from simulator.layouts.buckets import LAYOUT_PRESETS
+    from simulator.layouts.engine_syntax import engine_lines, engine_syntax
     from .checks import named
 
     if (preset is None) == (layout is None):
@@ -58,7 +58,7 @@ def pad(
     as_json: bool = typer.Option(False, "--json", help='print {"batch", "padded", "waste"}'),
 ) -> None:
     """Pad a batch to the smallest captured size >= it (padded null: no captured size fits, no graph)."""
-    from .. import limits as L
+    from simulator.common import limits as L
     from .checks import count, named
 
     count("batch", batch, L.MAX_BATCH)
@@ -108,16 +108,16 @@ def graph_memory(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Pinned graph memory, capture time and KV capacity of a layout; exit 1 when over --budget."""
-    from ..graph_memory import GraphMemoryModel, default_retention, kv_cache_bytes, kv_cache_tokens
-    from ..models import load_model
-    from ..profile import load_profile
+    from simulator.layouts.graph_memory import GraphMemoryModel, default_retention, kv_cache_bytes, kv_cache_tokens
+    from simulator.model.models import load_model
+    from simulator.model.profile import load_profile
 
     from .checks import model_flag, modes, named, number, profile_flag
 
     number("--gpu-util", gpu_util, 1.0, "a fraction in (0, 1]")
     modes(fusion, graph)
     b, ws = _bytes(budget, "--memory-budget (alias --budget)"), _bytes(workspace, "--workspace")
-    from ..parallel import check_tp, shard, tp_fields
+    from simulator.model.parallel import check_tp, shard, tp_fields
 
     check_tp(tp)
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)

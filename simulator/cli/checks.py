@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 
-from .. import limits as L
-from ..errors import UserError
-from ..routing import GRAPH_MODES
+from simulator.common import limits as L
+from simulator.common.errors import UserError
+from simulator.engine.routing import GRAPH_MODES
 
 
 def count(flag: str, v: int | None, cap: int, low: int = 1) -> int | None:
@@ -57,14 +57,14 @@ def model_flag(flag: str, v: str | None):
     """Load a --model value (preset or config.json) with errors naming the flag."""
     if v is None:
         return None
-    from ..models import load_model
+    from simulator.model.models import load_model
 
     with named(flag):
         return load_model(v)
 
 
 def profile_flag(flag: str, v: str | None):
-    from ..profile import load_profile
+    from simulator.model.profile import load_profile
 
     with named(flag):
         if v is not None and not v.strip():

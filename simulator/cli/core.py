@@ -11,8 +11,8 @@ from typing import Optional
 import typer
 
 from . import app
-from ..errors import UserError
-from ..report import dumps
+from simulator.common.errors import UserError
+from simulator.report.html import dumps
 
 from .tables import console, print_record, print_rows, say  # noqa: F401  (print_rows: used by other commands)
 
@@ -48,12 +48,12 @@ def run(
                                              "work per step, none | sync | async (overrides the file's)"),
 ) -> None:
     """Validate and run a scenario; print a summary, write DIR/result.json and DIR/report.html."""
-    from ..outpaths import check_out_dir, out_lock
+    from simulator.common.outpaths import check_out_dir, out_lock
     from ..config import load_scenario  # pydantic scenario models: only when a scenario file is loaded
-    from ..runner import run_scenario
+    from simulator.studies.runner import run_scenario
 
     sc = load_scenario(scenario, overrides=overrides)
-    from ..report import set_inline_plotly
+    from simulator.report.html import set_inline_plotly
 
     set_inline_plotly(inline_plotly)
     if scheduling is not None:
@@ -78,7 +78,7 @@ def run(
     print_rows(rows, f"{sc.name} ({sc.kind})", cols, limit=rows_shown,
                where=f"{out / 'result.json'} (\"summary\")", more="--rows 0")
     if sc.kind == "buckets" and result.get("sizes"):
-        from ..engine_syntax import engine_lines
+        from simulator.layouts.engine_syntax import engine_lines
         from .tables import raw_lines
 
         say(f"chosen sizes ({len(result['sizes'])}): {', '.join(map(str, result['sizes']))}")
@@ -117,8 +117,8 @@ def predict(
     """Predict one decode (or mixed decode + prefill) step: step time, CPU/GPU split, kernels, launches.
     With --steps N: the steady-state step of the engine loop (step_ms), its host work per step and which lane
     bounds it (cpu: the forward's launches, gpu, or engine: the engine's own host work)."""
-    from ..predict import predict as _predict
-    from .. import limits as L
+    from simulator.engine.predict import predict as _predict
+    from simulator.common import limits as L
     from .checks import count, ctx_fits, model_flag, modes, profile_flag, seed as check_seed
 
     count("--batch", batch, L.MAX_BATCH)
@@ -132,7 +132,7 @@ def predict(
         raise UserError(f"--scheduling must be sync or async, got '{scheduling}'")
     if steps and sampling not in ("greedy", "top_p"):
         raise UserError(f"--sampling must be greedy or top_p, got '{sampling}'")
-    from ..parallel import check_tp, shard, tp_fields
+    from simulator.model.parallel import check_tp, shard, tp_fields
 
     check_tp(tp)
     if tp != 1 and (workload is not None or model is None):
@@ -159,7 +159,7 @@ def predict(
         raise UserError(f"--replicates must be >= 0, got {replicates}")
     if prefill_seqs < 0 or prefill_len < 0 or (prefill_seqs > 0) != (prefill_len > 0):
         raise UserError("--prefill-seqs and --prefill-len must both be positive (a mixed step) or both 0")
-    from ..workload import StepShape
+    from simulator.model.workload import StepShape
 
     modes(fusion, graph, engine)
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
@@ -168,7 +168,7 @@ def predict(
     shape = StepShape(batch, ctx, prefill_seqs, prefill_len)
     sizes = None
     if layout is not None:
-        from ..buckets import parse_layout
+        from simulator.layouts.buckets import parse_layout
 
         sizes = parse_layout(layout)
     p = _predict(m, batch, ctx, fusion, graph, prof, engine, replicates, seed, shape=shape, sizes=sizes)
@@ -179,7 +179,7 @@ def predict(
     if prefill_seqs:
         d.update(prefill_seqs=prefill_seqs, prefill_len=prefill_len, tokens=shape.tokens)
     if steps:
-        from ..predict import predict_loop
+        from simulator.engine.predict import predict_loop
 
         loop, fwd = predict_loop(m, batch, ctx, fusion, graph, prof, engine, steps, scheduling, sampling, shape)
         d.update(forward_step_ms=d["step_ms"], forward_bound=d["bound"], sampling=sampling, **loop.as_dict())

@@ -11,8 +11,8 @@ from typing import Optional
 import typer
 
 from . import app
-from ..errors import UserError
-from ..report import dumps
+from simulator.common.errors import UserError
+from simulator.report.html import dumps
 
 
 @app.command()
@@ -46,14 +46,14 @@ def optimize(
     """Exact best CUDA-graph capture sizes for a batch-size distribution (dynamic programming)."""
     from ..config import load_scenario
     from ..config.buckets import BucketsScenario
-    from ..distribution import from_csv
-    from ..study_optimize import Inputs, inputs_from_scenario, parse_memory_budget, run, write_outputs
+    from simulator.layouts.distribution import from_csv
+    from simulator.studies.optimize import Inputs, inputs_from_scenario, parse_memory_budget, run, write_outputs
 
-    from .. import limits as L
-    from ..report import set_inline_plotly
+    from simulator.common import limits as L
+    from simulator.report.html import set_inline_plotly
 
     set_inline_plotly(inline_plotly)
-    from ..outpaths import check_out_dir, out_lock
+    from simulator.common.outpaths import check_out_dir, out_lock
     from .checks import count, model_flag, modes, named, number, profile_flag
 
     if (dist is None) == (scenario is None):
@@ -104,7 +104,7 @@ def optimize(
 
 
 def _print(result: dict, out: Optional[Path]) -> None:
-    from ..engine_syntax import engine_lines
+    from simulator.layouts.engine_syntax import engine_lines
     from .tables import print_rows, raw_lines, say
 
     unit = result["objective_unit"]

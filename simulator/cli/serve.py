@@ -9,8 +9,8 @@ from typing import Optional
 import typer
 
 from . import app
-from ..errors import UserError
-from ..report import dumps
+from simulator.common.errors import UserError
+from simulator.report.html import dumps
 from .buckets import LAYOUT_HELP
 
 
@@ -21,7 +21,7 @@ FLAGS = {"scheduling": "--scheduling", "model": "--model", "profile": "--profile
 
 def _layout(spec: str):
     """A preset name stays a string; "1,2,4,8" becomes a list (bad items are reported by the layout parser)."""
-    from ..buckets import LAYOUT_PRESETS, parse_layout
+    from simulator.layouts.buckets import LAYOUT_PRESETS, parse_layout
 
     from .checks import named
 
@@ -57,11 +57,11 @@ def serve(
     from ..config.serve import ServeScenario
     from ..serving.study import serve as run_serve, write_outputs
 
-    from .. import limits as L
-    from ..report import set_inline_plotly
+    from simulator.common import limits as L
+    from simulator.report.html import set_inline_plotly
 
     set_inline_plotly(inline_plotly)
-    from ..outpaths import check_out_dir, out_lock
+    from simulator.common.outpaths import check_out_dir, out_lock
     from .checks import named, number, seed as check_seed
 
     number("--rate", rate, L.MAX_RATE, "a positive number of requests/s")

@@ -1,5 +1,5 @@
 """`launchsim startup`: an engine's start-up cost (torch.compile, warm-up runs, CUDA-graph capture) for a model
-and capture layout, from the measured start-up model (simulator/startup.py)."""
+and capture layout, from the measured start-up model (simulator/engine/startup.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Optional
 import typer
 
 from . import app
-from ..buckets import parse_layout
-from ..report import dumps
+from simulator.layouts.buckets import parse_layout
+from simulator.report.html import dumps
 from .buckets import LAYOUT_HELP
 
 
@@ -35,8 +35,8 @@ def startup(
                                                        '"graphs", ...}'),
 ) -> None:
     """Start-up seconds of an engine: torch.compile + warm-up runs + graph capture over a capture layout."""
-    from .. import limits as L
-    from ..startup import COMPILE_CACHES, COMPILE_MODES, StartupModel
+    from simulator.common import limits as L
+    from simulator.engine.startup import COMPILE_CACHES, COMPILE_MODES, StartupModel
     from .checks import choice, count, ctx_fits, model_flag, modes, named, profile_flag
 
     modes(fusion, graph)
@@ -71,6 +71,6 @@ def startup(
 
 
 def _runs(prof, warmups: Optional[int]) -> int:
-    from ..startup import figures
+    from simulator.engine.startup import figures
 
     return figures(prof)[0].warmup_runs if warmups is None else warmups

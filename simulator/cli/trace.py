@@ -12,8 +12,8 @@ from rich.table import Table
 
 from . import app
 from .core import console, print_rows
-from ..errors import UserError
-from ..report import dumps
+from simulator.common.errors import UserError
+from simulator.report.html import dumps
 
 
 @app.command("import-trace")
@@ -31,12 +31,12 @@ def import_trace_cmd(
     top_ops: int = typer.Option(10, "--top-ops", help="how many aten ops the launch histogram lists (0: all)"),
 ) -> None:
     """Import a torch.profiler trace as a workload; print per-step figures (kernels, host, GPU, step time)."""
-    from ..trace_host import check_policy, describe
-    from ..trace_workload import workload_from_trace
-    from ..workload_file import save_workload
+    from simulator.traces.host import check_policy, describe
+    from simulator.traces.workload import workload_from_trace
+    from simulator.model.workload_file import save_workload
 
-    from .. import limits as L
-    from ..outpaths import check_out_file
+    from simulator.common import limits as L
+    from simulator.common.outpaths import check_out_file
     from .checks import count, profile_flag
 
     count("--batch", batch, L.MAX_BATCH)
@@ -56,7 +56,7 @@ def import_trace_cmd(
     parts = ", ".join(f"{k} {v:.3f}" for k, v in ch.items() if k != "total")
     console.print(f"host time policy: {describe(host_time, prof)}; charged host {ch['total']:.3f} ms ({parts}) "
                   f"vs traced {wl.host_ms:.3f} ms", soft_wrap=True)
-    from ..trace_import import op_histogram
+    from simulator.traces.importer import op_histogram
 
     hist = op_histogram(imp)
     if hist:
@@ -88,10 +88,10 @@ def export_trace_cmd(
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
 ) -> None:
     """Simulate one step and write it as a Chrome trace: a CPU launch lane and a GPU stream lane."""
-    from ..trace_export import write_chrome_trace
+    from simulator.traces.export import write_chrome_trace
 
-    from .. import limits as L
-    from ..outpaths import check_out_file
+    from simulator.common import limits as L
+    from simulator.common.outpaths import check_out_file
     from .checks import count, model_flag, modes, named, profile_flag
 
     if (model is None) == (workload is None):
@@ -109,20 +109,20 @@ def export_trace_cmd(
 
             ctx_fits(m, ctx or 1024)
     if workload is not None:
-        from ..trace_predict import predict_workload
+        from simulator.traces.predict import predict_workload
 
         with named("--workload"):
-            from ..workload_file import load_workload
+            from simulator.model.workload_file import load_workload
 
             wl0 = load_workload(workload)
         p, _, wl = predict_workload(wl0, batch, ctx, fusion, graph, profile)
         what = f"workload {wl.name}"
     else:
-        from ..predict import predict
+        from simulator.engine.predict import predict
 
         p = predict(model, batch or 1, ctx or 1024, fusion, graph, profile)
         what = f"model {model}"
-    from ..profile import load_profile
+    from simulator.model.profile import load_profile
 
     prof = load_profile(profile)
     info = {"source": what, "batch": batch, "ctx": ctx, "fusion": fusion, "graph": graph, "profile": prof.name,
@@ -138,7 +138,7 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
     """`launchsim predict --workload W`: the imported step under graph / fusion / batch what-ifs."""
     import json
 
-    from ..trace_predict import predict_workload, result_dict
+    from simulator.traces.predict import predict_workload, result_dict
 
     if model is not None and workload is not None:
         raise UserError("give either --model or --workload, not both")
@@ -151,7 +151,7 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
     from .checks import named, profile_flag
 
     with named("--workload"):
-        from ..workload_file import load_workload
+        from simulator.model.workload_file import load_workload
 
         wl0 = load_workload(workload)
     prof = profile_flag("--profile", profile)

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import UserError
+from simulator.common.errors import UserError
 
 
 class ConfigError(UserError):
@@ -23,7 +23,7 @@ from typing import Annotated  # noqa: E402
 
 from pydantic import Field  # noqa: E402
 
-from .. import limits as L  # noqa: E402
+from simulator.common import limits as L  # noqa: E402
 
 Batch = Annotated[int, Field(gt=0, le=L.MAX_BATCH)]  # a batch size / capture size
 Tokens = Annotated[int, Field(gt=0, le=L.MAX_CTX)]  # a context or length in tokens
@@ -129,7 +129,7 @@ def load_yaml(path: str | Path) -> tuple[Any, dict[tuple, int]]:
 
     Safe and bounded: size, nesting depth and alias expansion are capped; recursive aliases and duplicate keys
     are refused (a duplicated `kind` would otherwise silently switch the scenario type)."""
-    from ..jsonfile import read_text_file
+    from simulator.common.jsonfile import read_text_file
 
     p = Path(path)
     text = read_text_file(p, "scenario", ConfigError, MAX_YAML_BYTES)

@@ -9,7 +9,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from .base import Batch, Strict, Tokens
-from .. import limits as L
+from simulator.common import limits as L
 from .step import FusionName, GraphName
 
 PresetName = Literal["vllm", "sglang", "trtllm", "seed", "pow2"]
@@ -46,7 +46,7 @@ class BucketsScenario(Strict):
         None, description="pinned graph-memory budget: bytes, '512MiB', '1GiB', or a preset name meaning "
                           "'as much as that preset's layout needs'")
     capture_budget: PositiveFloat | None = Field(None, le=L.MAX_SECONDS, description="start-up capture budget, seconds: "
-                                          "warm-up runs + capture of every graph (simulator/startup.py), compile excluded")
+                                          "warm-up runs + capture of every graph (simulator/engine/startup.py), compile excluded")
     max_size: Annotated[int, Field(gt=0, le=L.MAX_OPTIMIZE_SIZE)] | None = Field(None, description="largest candidate size (default: largest batch seen)")
     shared_pool: bool = Field(True, description="graphs share one memory pool (vLLM, SGLang); false: private pools")
     presets: list[PresetName] = Field(["vllm", "sglang", "trtllm", "seed"], description="presets to compare")

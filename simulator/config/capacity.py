@@ -8,13 +8,13 @@ from typing import Annotated, Literal
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from .base import Strict
-from .. import limits as L
+from simulator.common import limits as L
 from .serve import LayoutSpec, RunModel
 from .step import FusionName, GraphName
 
 
 class OptimizeAt(Strict):
-    """A layout the study optimizes at its own operating point (simulator/study_capacity.py)."""
+    """A layout the study optimizes at its own operating point (simulator/studies/capacity.py)."""
 
     against: str = Field(description="label of another layout of this scenario (one with `sizes`): the optimized "
                                      "layout gets its graph memory and graph count, starts from its best rate, and "
@@ -75,7 +75,7 @@ class CapacityScenario(RunModel):
     tensor_parallel_size: Literal[1, 2, 4, 8] = Field(
         1, description="applies to every model: tensor-parallel GPUs of one NVLink node: each GPU runs a shard "
                        "(heads, KV heads, MLP and vocab / N) plus an all-reduce per attention and MLP block; figures are one GPU's. The "
-                       "collective figures are published, not measured (simulator/parallel.py)")
+                       "collective figures are published, not measured (simulator/model/parallel.py)")
     profiles: list[str | None] = Field([None], min_length=1, description="profiles (null: h200, else datasheet-h200)")
     fusion: list[FusionName] = Field(["fused"], min_length=1, description="fusion levels")
     graph: list[GraphName] = Field(["none", "full_and_piecewise"], min_length=1, description="CUDA-graph modes")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from ..errors import UserError
+from simulator.common.errors import UserError
 from .base import ConfigError, format_loc
 
 Check = tuple[tuple, Callable[[], object]]
@@ -26,7 +26,7 @@ def _line(lines: dict, loc: tuple) -> int | None:
 
 def _ctx_fits(model_name: str, ctx: int, extra: int = 1) -> Callable[[], None]:
     def check():
-        from ..models import load_model
+        from simulator.model.models import load_model
 
         m = load_model(model_name)
         if ctx + extra > m.max_position_embeddings:
@@ -36,13 +36,13 @@ def _ctx_fits(model_name: str, ctx: int, extra: int = 1) -> Callable[[], None]:
 
 
 def _model(name: str):
-    from ..models import load_model
+    from simulator.model.models import load_model
 
     return lambda: load_model(name)
 
 
 def _profile(name):
-    from ..profile import load_profile
+    from simulator.model.profile import load_profile
 
     return lambda: load_profile(name)
 
@@ -54,8 +54,8 @@ def _step(sc) -> Iterator[Check]:
 
 
 def _sweep(sc) -> Iterator[Check]:
-    from ..buckets import parse_layout
-    from ..study_sweep import build_distribution
+    from simulator.layouts.buckets import parse_layout
+    from simulator.studies.sweep import build_distribution
 
     for i, m in enumerate(sc.models):
         yield ("models", i), _model(m)
@@ -70,14 +70,14 @@ def _sweep(sc) -> Iterator[Check]:
 
 
 def _workload(sc) -> Iterator[Check]:
-    from ..workload_file import load_workload
+    from simulator.model.workload_file import load_workload
 
     yield ("workload",), lambda: load_workload(sc.workload)
     yield ("profile",), _profile(sc.profile)
 
 
 def _serving(sc, models, profiles, layouts) -> Iterator[Check]:
-    from ..buckets import parse_layout
+    from simulator.layouts.buckets import parse_layout
     from ..serving.arrivals import load_trace
 
     for loc, m in models:
@@ -115,14 +115,14 @@ def _capacity(sc) -> Iterator[Check]:
 
 
 def _buckets(sc) -> Iterator[Check]:
-    from ..study_optimize import load_distribution, parse_memory_budget
+    from simulator.studies.optimize import load_distribution, parse_memory_budget
 
     yield ("model",), _model(sc.model)
     yield ("profile",), _profile(sc.profile)
     yield ("ctx",), _ctx_fits(sc.model, sc.ctx)
     src = next(k for k in ("histogram", "samples", "csv") if getattr(sc.distribution, k) is not None)
     def dist():
-        from ..limits import MAX_OPTIMIZE_SIZE
+        from simulator.common.limits import MAX_OPTIMIZE_SIZE
 
         d = load_distribution(sc.distribution)
         if sc.max_size is None and d.max_batch > MAX_OPTIMIZE_SIZE:

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from .base import Batch, Seed, Strict, Tokens
-from .. import limits as L
+from simulator.common import limits as L
 from .step import FusionName, GraphName
 
 LayoutSpec = str | list[Batch]
@@ -95,7 +95,7 @@ class RunModel(Strict):
     output: LengthModel = Field(default_factory=default_output, description="output length distribution")
     engine: EngineLimits = Field(default_factory=EngineLimits, description="serving-engine limits")
     scheduling: Literal["none", "sync", "async"] = Field(
-        "none", description="the engine's own host work per step (simulator/steploop.py): none = the forward pass "
+        "none", description="the engine's own host work per step (simulator/engine/steploop.py): none = the forward pass "
                             "only; sync = schedule, input copies, sampling, .tolist() and detokenise run back to back "
                             "with the forward; async = that host work overlaps the previous step's GPU work")
     sampling: Literal["greedy", "top_p"] = Field("greedy", description="sampling the engine runs each step "
@@ -110,7 +110,7 @@ class ServeScenario(RunModel):
     tensor_parallel_size: Literal[1, 2, 4, 8] = Field(
         1, description="tensor-parallel GPUs of one NVLink node: each GPU runs a shard (heads, KV heads, MLP and "
                        "vocab / N) plus an all-reduce per attention and MLP block; figures are one GPU's. The "
-                       "collective figures are published, not measured (simulator/parallel.py)")
+                       "collective figures are published, not measured (simulator/model/parallel.py)")
     profile: str | None = Field(None, description="profile name or path (default: h200, else datasheet-h200)")
     fusion: FusionName = Field("fused", description="fusion level of the served model")
     graph: GraphName = Field("full_and_piecewise", description="CUDA-graph mode")

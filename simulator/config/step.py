@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, PositiveInt, model_validator
 
 from .base import Batch, Micros, Seed, Strict, Tokens
-from .. import limits as L
+from simulator.common import limits as L
 
 MAX_STEP_SIMULATIONS = 50_000  # about a minute of fast-engine steps
 FusionName = Literal["none", "packed", "compiled", "fused"]
@@ -31,7 +31,7 @@ class StepScenario(Strict):
     tensor_parallel_size: Literal[1, 2, 4, 8] = Field(
         1, description="tensor-parallel GPUs of one NVLink node: each GPU runs a shard (heads, KV heads, MLP and "
                        "vocab / N) plus an all-reduce per attention and MLP block; figures are one GPU's. The "
-                       "collective figures are published, not measured (simulator/parallel.py)")
+                       "collective figures are published, not measured (simulator/model/parallel.py)")
     profile: str | None = Field(None, description="profile name or path (default: h200)")
     fusion: list[FusionName] = Field(["none"], min_length=1, description="fusion levels to compare")
     graph: list[GraphName] = Field(["none"], min_length=1, description="graph modes to compare")

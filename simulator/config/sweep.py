@@ -9,7 +9,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from .base import Batch, Strict, Tokens
-from .. import limits as L
+from simulator.common import limits as L
 from .step import FusionName, GraphName
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}

@@ -11,7 +11,7 @@ Modules (each small, each owns one thing):
 - `replica`:   the SimPy model tying them together (`simulate_serving`);
 - `capacity`:  highest SLO-meeting arrival rate by bisection, replicas for a target rate;
 - `setup`, `study`: from validated scenario settings to runs, and the `serve` report (the capacity report is
-               simulator/study_capacity.py). The modules above them know nothing of YAML, flags or reports.
+               simulator/studies/capacity.py). The modules above them know nothing of YAML, flags or reports.
 """
 
 from .arrivals import ArrivalSpec, LengthSpec, Workload, load_trace, make_workload

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UserError, read_text
-from ..limits import MAX_CTX
+from simulator.common.errors import UserError, read_text
+from simulator.common.limits import MAX_CTX
 
 PROCESSES = ("poisson", "gamma", "trace")
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")

@@ -17,10 +17,10 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 
-from ..errors import UserError
-from ..graph_memory import DEFAULT_WORKSPACE_BYTES, GraphMemoryModel, kv_cache_bytes
-from ..models import ModelSpec
-from ..profile import Profile
+from simulator.common.errors import UserError
+from simulator.layouts.graph_memory import DEFAULT_WORKSPACE_BYTES, GraphMemoryModel, kv_cache_bytes
+from simulator.model.models import ModelSpec
+from simulator.model.profile import Profile
 
 BLOCK_SIZE = 16
 GiB = float(1 << 30)

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from ..costs import CostModel
-from ..graph_memory import DEFAULT_WORKSPACE_BYTES
-from ..models import ModelSpec
-from ..profile import Profile
+from simulator.model.costs import CostModel
+from simulator.layouts.graph_memory import DEFAULT_WORKSPACE_BYTES
+from simulator.model.models import ModelSpec
+from simulator.model.profile import Profile
 from .arrivals import Workload
 from .kv import BLOCK_SIZE, KVCapacity, kv_capacity
 from .metrics import Collector, finite, summarize

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..buckets import parse_layout
-from ..graph_memory import GiB
-from ..models import load_model
-from ..profile import load_profile
+from simulator.layouts.buckets import parse_layout
+from simulator.layouts.graph_memory import GiB
+from simulator.model.models import load_model
+from simulator.model.profile import load_profile
 from .arrivals import Trace, child_seeds, load_trace, make_workload
 from .replica import Prepared, ServeConfig, ServeResult, prepare, simulate_serving
 
@@ -23,7 +23,7 @@ _SUMMED = ("requests", "completed", "unfinished", "rejected", "preemptions", "st
 def build_config(run, model: str, profile: str | None, fusion: str, graph: str, layout, layout_label: str | None = None
                  ) -> ServeConfig:
     """A `ServeConfig` from a scenario's run settings (`RunModel`) and one configuration."""
-    from ..parallel import shard
+    from simulator.model.parallel import shard
 
     tp = getattr(run, "tensor_parallel_size", 1)  # per-GPU shard: weights, KV and step time are one GPU's
     m = shard(load_model(model), tp, "tensor_parallel_size")

@@ -15,7 +15,7 @@ largest captured size a step runs eager at its own size.
 - mixed step: a piecewise replay runs with the token count padded to pad(T), the padding counted as prefill
   tokens of the step's chunks.
 Engine results come from `stepcost.step_time` (one memo per process, keyed by the profile digest).
-Engine host work (`scheduling` sync or async, simulator/steploop.py): each step's forward figures are turned
+Engine host work (`scheduling` sync or async, simulator/engine/steploop.py): each step's forward figures are turned
 into the engine loop's steady-state step time by `steploop.steady_step_s` with the engine's costs at the step's
 sequence count (decode rows, or decode rows + prefill chunks); `none` keeps the forward alone.
 Buckets of the memo key (stated here because they are approximations):
@@ -36,12 +36,12 @@ import bisect
 from dataclasses import replace
 from typing import NamedTuple
 
-from ..costs import CostModel
-from ..models import ModelSpec
-from ..predict import simulate
-from ..routing import check_mode, route
-from ..stepcost import resolve, step_time
-from ..workload import StepShape, build_step
+from simulator.model.costs import CostModel
+from simulator.model.models import ModelSpec
+from simulator.engine.predict import simulate
+from simulator.engine.routing import check_mode, route
+from simulator.engine.stepcost import resolve, step_time
+from simulator.model.workload import StepShape, build_step
 
 CTX_BUCKET = 256
 
@@ -53,7 +53,7 @@ _SHARED: dict[tuple, dict] = {}
 
 def clear_step_cache() -> None:
     """Forget every memoised step time, here and in stepcost.py (benchmarks use it to measure cold runs)."""
-    from ..stepcost import reset_memo
+    from simulator.engine.stepcost import reset_memo
 
     _SHARED.clear()
     reset_memo()
@@ -146,7 +146,7 @@ class StepTimer:
         """The forward's figures turned into the engine loop's steady-state step (scheduling sync/async)."""
         if self.scheduling == "none":
             return c
-        from ..steploop import engine_costs, steady_step_s
+        from simulator.engine.steploop import engine_costs, steady_step_s
 
         ec = self._ec.get(seqs)
         if ec is None:

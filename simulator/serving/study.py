@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 
-from .. import charts
-from ..report import table_html, write_csv, write_html, write_json
+from simulator.report import charts
+from simulator.report.html import table_html, write_csv, write_html, write_json
 from .setup import build_config, load_run_trace, mean_metrics, merged_batch_log, run_replications
 
 SUMMARY_COLUMNS = ["replication", "throughput_req_s", "throughput_tok_s", "ttft_p99_s", "tpot_p99_ms", "gpu_busy_frac",
@@ -23,12 +23,12 @@ SUMMARY_COLUMNS = ["replication", "throughput_req_s", "throughput_tok_s", "ttft_
 
 def serve(sc) -> dict:
     """Run a `ServeScenario`; return the result dict (no files)."""
-    from ..parallel import tp_fields
+    from simulator.model.parallel import tp_fields
 
     t0 = time.perf_counter()
     cfg = build_config(sc, sc.model, sc.profile, sc.fusion, sc.graph, sc.layout)
     trace = load_run_trace(sc)
-    from ..progress import task
+    from simulator.report.progress import task
 
     what = f"{sc.rate:g} req/s" if sc.rate is not None else "trace"
     with task(f"serve {sc.model} at {what}, {sc.duration_s:g} s simulated x {sc.replications}"):

@@ -1,0 +1,163 @@
+"""Reading users' JSON files (profiles, workloads, config.json, traces) safely, and pointing at a field.
+
+`read_json(path, what, error)` returns (data, text): every problem is one `error` line naming the file (no such
+file, a directory, binary or non-UTF-8 bytes, too large, malformed JSON with its line, nested too deep, NaN or
+Infinity constants, which are not JSON). `field_error(where, text, loc, msg)` formats the house style
+`FILE:LINE: field 'a.b[2]': msg`, with LINE found by walking the JSON text (`line_of`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from simulator.common.errors import UserError
+
+MAX_JSON_BYTES = 512 << 20  # a torch.profiler trace of a few steps is tens of MB; this is far above
+_DEC = json.JSONDecoder()
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _first_non_finite(data):
+    """Location of the first NaN / Infinity (or 1e999, read as inf) in parsed JSON, or None (iterative walk)."""
+    stack = [((), data)]
+    while stack:
+        loc, x = stack.pop()
+        if isinstance(x, float) and not math.isfinite(x):
+            return loc, x
+        if isinstance(x, dict):
+            stack.extend((loc + (k,), v) for k, v in reversed(list(x.items())))
+        elif isinstance(x, list):
+            stack.extend((loc + (i,), v) for i, v in reversed(list(enumerate(x))))
+    return None
+
+
+def parse_json_text(text: str, where: str, error: type[UserError] = UserError):
+    """json.loads with NaN/Infinity (and numbers too large for a float) refused as `FILE:LINE: field` errors and
+    any syntax or nesting problem as one `error` line."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{where}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
+    except RecursionError:
+        raise error(f"{where}: JSON nested too deep") from None
+    bad = _first_non_finite(data)
+    if bad is not None:
+        loc, x = bad
+        raise field_error(where, text, loc, f"{x!r} is not a finite number (JSON has no NaN or Infinity)", error)
+    return data
+
+
+def read_bytes(path, what: str, error: type[UserError] = UserError, limit: int = MAX_JSON_BYTES) -> bytes:
+    """A user's file as bytes, or one `error` line (missing, a directory, unreadable, too large)."""
+    p = Path(path)
+    if str(path) == "":
+        raise error(f"no {what} file given (empty path)")
+    try:
+        if p.is_dir():
+            raise error(f"{p}: is a directory, not a {what} file")
+        if p.exists() and not p.is_file():
+            raise error(f"{p}: not a regular file (a {what} file must be one)")
+        size = p.stat().st_size
+        if size > limit:
+            raise error(f"{p}: {size:,} bytes is too large for a {what} file (limit {limit:,})")
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise error(f"{p}: no such {what} file") from None
+    except OSError as e:
+        raise error(f"{p}: cannot read {what} file ({e.strerror or e.__class__.__name__})") from None
+
+
+def decode_text(raw: bytes, where: str, what: str, error: type[UserError] = UserError) -> str:
+    if b"\x00" in raw[:8192]:
+        raise error(f"{where}: binary data, not a {what} file (text)")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise error(f"{where}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x})") from None
+
+
+def read_text_file(path, what: str, error: type[UserError] = UserError, limit: int = MAX_JSON_BYTES) -> str:
+    return decode_text(read_bytes(path, what, error, limit), str(path), what, error)
+
+
+def read_json(path, what: str, error: type[UserError] = UserError, limit: int = MAX_JSON_BYTES):
+    """(data, text) of a JSON file; any problem is one `error` line naming the file (and line)."""
+    text = read_text_file(path, what, error, limit)
+    if not text.strip():
+        raise error(f"{path}: empty file, not a {what} file (JSON)")
+    return parse_json_text(text, str(path), error), text
+
+
+def format_loc(loc) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top>"
+
+
+def _skip_ws(text: str, i: int) -> int:
+    n = len(text)
+    while i < n and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def position_of(text: str, loc) -> int:
+    """Character offset of the value at `loc` (keys and list indices) in JSON `text`; as deep as it exists."""
+    pos = _skip_ws(text, 0)
+    try:
+        for part in loc:
+            pos = _skip_ws(text, pos)
+            if pos >= len(text):
+                break
+            if text[pos] == "{" and not isinstance(part, int):
+                i = _skip_ws(text, pos + 1)
+                found = None
+                while i < len(text) and text[i] != "}":
+                    key, i = _DEC.raw_decode(text, i)
+                    i = _skip_ws(text, i) + 1  # ':'
+                    i = _skip_ws(text, i)
+                    if key == str(part):
+                        found = i
+                        break
+                    _, i = _DEC.raw_decode(text, i)
+                    i = _skip_ws(text, i)
+                    if i < len(text) and text[i] == ",":
+                        i = _skip_ws(text, i + 1)
+                if found is None:
+                    break
+                pos = found
+            elif text[pos] == "[" and isinstance(part, int):
+                i = _skip_ws(text, pos + 1)
+                k = 0
+                while i < len(text) and text[i] != "]" and k < part:
+                    _, i = _DEC.raw_decode(text, i)
+                    i = _skip_ws(text, i)
+                    if i < len(text) and text[i] == ",":
+                        i = _skip_ws(text, i + 1)
+                    k += 1
+                if k != part or i >= len(text) or text[i] == "]":
+                    break
+                pos = i
+            else:
+                break
+    except (ValueError, RecursionError, IndexError):
+        pass
+    return pos
+
+
+def line_of(text: str | None, loc) -> int:
+    if not text:
+        return 1
+    return text.count("\n", 0, position_of(text, tuple(loc))) + 1
+
+
+def field_error(where: str, text: str | None, loc, msg: str, error: type[UserError] = UserError) -> UserError:
+    """`FILE:LINE: field 'a.b[2]': msg` as an `error`."""
+    return error(f"{where}:{line_of(text, loc)}: field '{format_loc(loc)}': {msg}")

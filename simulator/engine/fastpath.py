@@ -1,0 +1,166 @@
+"""The vectorised engine: the same model as `des.py` as max-plus recurrences in numpy.
+
+With c_i = gap_i + gpu_i and a_i the submission time of kernel i's launch, the stream obeys
+    end_i = max(a_i, end_{i-1}) + c_i,
+a max-plus scan: end_i = C_i + max(end_init, max_{k<=i}(a_k - C_k + c_k)), with C the running sum
+of c. The host obeys submit_j = max(submit_{j-1} + host_j, leave_{j-Q}) (Q = queue depth, leave =
+start of a launch's last kernel). Without stalls both scans run over the whole step at once. Where
+the queue fills, launches are processed in blocks of Q: inside a block every leave_{j-Q} it needs is
+already final, so each block is again two vectorised scans; once a block ends with no stall in force
+the rest is tried unconstrained again.
+
+Host syncs (`wait_kernel`, multi-step plans): launch j with a sync starts its host work no earlier than
+the end of the kernel it waits for, submit_j = max(max(submit_{j-1}, end_w) + host_j, leave_{j-Q}). No
+block crosses a synced launch: each block starts at one, where that kernel's end is already final, and
+the block's starting host time is lifted to it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.engine.plan import LaunchPlan
+from simulator.engine.timeline import Timeline
+
+
+def simulate_fast(plan: LaunchPlan) -> Timeline:
+    host, counts, gpu = plan.host_s, plan.kernels_per_launch, plan.gpu_s
+    c = plan.gap_s + gpu
+    n_l, Q = host.size, plan.queue_depth
+    single = c.size == n_l  # every launch submits one kernel: launch and kernel indices coincide
+    if single:  # launch j is kernel j: index maps, not arrays
+        last_k = first_k = _SAME
+    else:
+        last_k = np.cumsum(counts) - 1  # each launch's last kernel
+        first_k = last_k - counts + 1
+    # global prefix sums: a block [j0, j1) needs only slices of these
+    H = np.cumsum(host)  # host time up to and including launch j
+    C = np.cumsum(c)  # stream time up to and including kernel i
+    D = C - c  # ... excluding kernel i
+    submit = np.empty(n_l)
+    end = np.empty(c.size)
+
+    def run_block(j0: int, j1: int, floor, sub_prev: float, end_prev: float) -> None:
+        """submit_j = max(submit_{j-1} + host_j, floor_j); end_i = max(ready_i, end_{i-1}) + c_i."""
+        hj = H[j0:j1]
+        h_prev = H[j0 - 1] if j0 else 0.0
+        if floor is None:
+            sub = hj + (sub_prev - h_prev)
+        else:
+            sub = hj + np.maximum(np.maximum.accumulate(floor - hj), sub_prev - h_prev)
+        k0, k1 = first_k[j0], last_k[j1 - 1] + 1
+        ready = sub if single else np.repeat(sub, counts[j0:j1])
+        e = C[k0:k1] + np.maximum(np.maximum.accumulate(ready - D[k0:k1]), end_prev - D[k0])
+        submit[j0:j1] = sub
+        end[k0:k1] = e
+
+    def leave(j0: int, j1: int) -> np.ndarray:
+        if single:
+            return end[j0:j1] - gpu[j0:j1]
+        lk = last_k[j0:j1]
+        return end[lk] - gpu[lk]
+
+    wk = plan.wait_kernel
+    bounds = np.flatnonzero(wk >= 0) if wk is not None else np.empty(0, dtype=np.int64)
+
+    def cap(j0: int, j1: int) -> int:
+        """j1 cut at the first synced launch after j0: no block crosses a sync."""
+        if not bounds.size:
+            return j1
+        i = int(np.searchsorted(bounds, j0, side="right"))
+        return min(j1, int(bounds[i])) if i < bounds.size else j1
+
+    def lifted(j0: int, sub_prev: float) -> float:
+        """The host time launch j0's work starts from: after the previous submit and any kernel it waits for."""
+        if wk is not None and wk[j0] >= 0:
+            return max(sub_prev, float(end[wk[j0]]))
+        return sub_prev
+
+    j0, sub_prev, end_prev = 0, 0.0, 0.0
+    window = 8 * Q  # optimistic windows grow while no stall shows up
+    while j0 < n_l:
+        # optimistic pass: no queue stalls in [j0, j1); keep it up to the first launch that would stall
+        j1 = cap(j0, min(n_l, j0 + window))
+        sub_prev = lifted(j0, sub_prev)
+        run_block(j0, j1, None, sub_prev, end_prev)
+        js0 = max(j0, Q)
+        bad = np.empty(0, dtype=np.int64)
+        if js0 < j1:
+            bound = submit[js0 - 1:j1 - 1] + host[js0:j1]  # the host-only chain: previous submit + host work
+            if js0 == j0:
+                bound[0] = sub_prev + host[j0]
+            bad = np.flatnonzero(leave(js0 - Q, j1 - Q) > bound)
+        if bad.size == 0:
+            sub_prev, end_prev = float(submit[j1 - 1]), float(end[last_k[j1 - 1]])
+            j0 = j1
+            window *= 2
+            continue
+        window = 8 * Q
+        j0 = js0 + int(bad[0])
+        sub_prev = float(submit[j0 - 1])
+        end_prev = float(end[first_k[j0] - 1])
+        # blocked mode: blocks of Q launches, each needing only leave times already final
+        if single and wk is None:
+            j0, sub_prev, end_prev = _blocked_single(j0, Q, H, C, D, host, gpu, submit, end)
+            continue
+        while j0 < n_l:
+            j1 = cap(j0, min(n_l, j0 + Q))
+            sub_prev = lifted(j0, sub_prev)
+            floor = leave(j0 - Q, j1 - Q)
+            run_block(j0, j1, floor, sub_prev, end_prev)
+            # the bound binds where the floor lifted submit above the host-only chain
+            binding = floor[0] > sub_prev + host[j0] or bool(
+                np.greater(floor[1:], submit[j0:j1 - 1] + host[j0 + 1:j1]).any())
+            sub_prev, end_prev = float(submit[j1 - 1]), float(end[last_k[j1 - 1]])
+            j0 = j1
+            if not binding:
+                break
+    start_cpu = np.concatenate(([0.0], submit[:-1]))
+    wait = None
+    if wk is not None:
+        wait = np.zeros(n_l)
+        m = wk >= 0
+        wait[m] = np.maximum(end[wk[m]] - start_cpu[m], 0.0)
+        start_cpu = start_cpu + wait
+    stall = np.maximum(submit - start_cpu - host, 0.0)
+    return Timeline(plan, submit, stall, end - gpu, end, wait)
+
+
+class _Same:
+    """x[j] == j: the launch -> kernel index maps when every launch is one kernel."""
+
+    def __getitem__(self, j):
+        return j
+
+
+_SAME = _Same()
+
+
+def _blocked_single(j0, Q, H, C, D, host, gpu, submit, end):
+    """Blocked mode when every launch is one kernel (GPU-bound eager steps): the same two scans as
+    `run_block`, written into preallocated buffers. Returns (next launch, its submit and end floors)."""
+    n = host.size
+    fl = np.empty(Q)
+    tmp = np.empty(Q)
+    acc = np.maximum.accumulate
+    while j0 < n:
+        j1 = min(n, j0 + Q)
+        m = j1 - j0
+        f, t = fl[:m], tmp[:m]
+        sub_prev, end_prev = submit[j0 - 1], end[j0 - 1]
+        np.subtract(end[j0 - Q:j1 - Q], gpu[j0 - Q:j1 - Q], out=f)  # leave times of launches j-Q
+        bind0 = f[0] > sub_prev + host[j0]
+        np.subtract(f, H[j0:j1], out=t)
+        acc(t, out=t)
+        np.maximum(t, sub_prev - H[j0 - 1], out=t)
+        sub = submit[j0:j1]
+        np.add(t, H[j0:j1], out=sub)
+        np.subtract(sub, D[j0:j1], out=t)
+        acc(t, out=t)
+        np.maximum(t, end_prev - D[j0], out=t)
+        np.add(t, C[j0:j1], out=end[j0:j1])
+        binding = bind0 or bool(np.greater(f[1:], sub[:-1] + host[j0 + 1:j1]).any())
+        j0 = j1
+        if not binding:
+            break
+    return j0, float(submit[j0 - 1]), float(end[j0 - 1])

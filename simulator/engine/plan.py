@@ -1,0 +1,226 @@
+"""Launch plans: a step + a cost model + a graph mode -> what the host submits and what the GPU runs.
+
+A plan is plain arrays, the common input of both engines:
+- `host_s[j]`: CPU time spent building host launch j before it is pushed into the launch queue
+  (host-only ops such as views are folded into the next launch that submits work);
+- `kernels_per_launch[j]`: GPU kernels launch j submits (1 for an eager op, n for a graph replay);
+- `wait_kernel[j]` (optional): a kernel of an earlier launch whose end the host waits for before it starts
+  launch j's host work (a sync such as `.tolist()`), -1 for none;
+- `gpu_s[i]`, `gap_s[i]`: GPU time of kernel i and the gap the stream pays before it (the in-stream
+  gap for eager kernels and a graph's first node, the per-node cost inside a replayed graph).
+  Inside a graph, an op whose GPU time was read from a trace (CUPTI duration) pays the profile's
+  `graph_node_trace_us` instead: table times already include what identical nodes cost in a graph.
+  An op the profile says runs as several kernels (a split-K GEMM and its reduce kernel) stays one
+  entry whose measured time covers both; it pays one extra gap per extra kernel.
+Graph modes: `build_plan` takes a configured graph mode and asks `routing.plan_mode` which plan the step runs:
+`none` (eager), `full` (one replay) or `piecewise` (graph segments split at attention, attention eager); the
+table of modes is in routing.py. Padding and the largest captured size are routing's too (`routing.route`).
+"""
+
+from __future__ import annotations
+
+from simulator.common.errors import UserError
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulator.model.costs import CostModel
+from simulator.model.kernels import LaunchPath, OpClass, Step
+from simulator.engine.routing import GRAPH_MODES, RoutingError, plan_mode  # noqa: F401  (GRAPH_MODES re-exported)
+_COMPILED_PATHS = (LaunchPath.COMPILED, LaunchPath.COMPILED_EXTERN)
+
+
+class PlanError(UserError):
+    """An unknown graph mode or an empty step."""
+
+
+@dataclass
+class LaunchPlan:
+    host_s: np.ndarray
+    kernels_per_launch: np.ndarray
+    gpu_s: np.ndarray
+    gap_s: np.ndarray
+    queue_depth: int
+    host_tail_s: float = 0.0
+    launch_labels: list[str] = field(default_factory=list)
+    kernel_names: list[str] = field(default_factory=list)
+    host_calls: int = 0
+    graph_mode: str = "none"
+    extra_kernels: int = 0  # helper kernels inside one op (cuBLAS split-K reduce), timed with their op
+    # host syncs (multi-step plans, simulator/engine/steploop.py): wait_kernel[j] >= 0 makes the host wait for the end of
+    # that (earlier) kernel before it starts launch j's host work, as `.tolist()` / `event.synchronize()` do
+    wait_kernel: np.ndarray | None = None
+
+    @property
+    def gpu_kernels(self) -> int:
+        """Kernels the GPU runs, as a profiler counts them."""
+        return self.kernels + self.extra_kernels
+
+    @property
+    def launches(self) -> int:
+        return int(self.host_s.size)
+
+    @property
+    def kernels(self) -> int:
+        return int(self.gpu_s.size)
+
+    def with_host(self, host_s: np.ndarray) -> "LaunchPlan":
+        """The same plan with other host times (used for sampled host-noise replicates)."""
+        p = LaunchPlan(**{**self.__dict__})
+        p.host_s = np.asarray(host_s, dtype=float)
+        return p
+
+
+def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: float = 0.5,
+               pure_decode: bool = True) -> LaunchPlan:
+    """Lower a step to launches under a graph mode. `quantile` picks host costs from the profile."""
+    try:
+        mode = plan_mode(graph, pure_decode)
+    except RoutingError as e:
+        raise PlanError(str(e)) from None
+    ops = step.ops
+    if not any(o.launches_kernel for o in ops):
+        raise PlanError("step has no kernels")
+    host, counts, gpu, gap, labels, names = [], [], [], [], [], []
+    extra = [0]
+
+    def add_gap(o, g: float, inner: float) -> None:
+        n = costs.gemm_kernels(o) - 1
+        extra[0] += n
+        gap.append(g + n * inner)
+
+    pending_host = 0.0
+    compiled = any(o.path in _COMPILED_PATHS for o in ops)
+
+    def graph_segment(seg):
+        n = len(seg)
+        host.append(costs.graph_launch_s(n))
+        counts.append(n)
+        labels.append(f"graph replay ({n} nodes)")
+        for k, o in enumerate(seg):
+            gpu.append(costs.gpu_s(o))
+            node = costs.graph_node_trace_s if o.fixed_gpu_s is not None else costs.graph_node_s
+            add_gap(o, costs.graph_launch_latency_s if k == 0 else node, node)
+            names.append(o.name)
+
+    if mode == "full":
+        graph_segment([o for o in ops if o.launches_kernel])
+    elif mode == "piecewise":
+        seg = []
+        for o in ops:
+            if not o.launches_kernel:
+                continue
+            if o.op_class is OpClass.ATTENTION:
+                if seg:
+                    graph_segment(seg)
+                    seg = []
+                host.append(costs.host_s(o, quantile))
+                counts.append(1)
+                labels.append(o.name)
+                gpu.append(costs.gpu_s(o))
+                add_gap(o, costs.eager_gap_s, costs.eager_gap_s)
+                names.append(o.name)
+            else:
+                seg.append(o)
+        if seg:
+            graph_segment(seg)
+    else:
+        pending_host = costs.compiled_entry_s if compiled else 0.0
+        for o in ops:
+            pending_host += costs.host_s(o, quantile)
+            if o.launches_kernel:
+                host.append(pending_host)
+                pending_host = 0.0
+                counts.append(1)
+                labels.append(o.name)
+                gpu.append(costs.gpu_s(o))
+                add_gap(o, costs.eager_gap_s, costs.eager_gap_s)
+                names.append(o.name)
+    return LaunchPlan(
+        host_s=np.asarray(host, dtype=float),
+        kernels_per_launch=np.asarray(counts, dtype=np.int64),
+        gpu_s=np.asarray(gpu, dtype=float),
+        gap_s=np.asarray(gap, dtype=float),
+        queue_depth=costs.queue_depth,
+        host_tail_s=pending_host,
+        launch_labels=labels,
+        kernel_names=names,
+        host_calls=len(ops) if mode == "none" else len(counts),
+        graph_mode=mode,
+        extra_kernels=extra[0],
+    )
+
+
+_SAMPLER: list = [None, None]  # (plan, step, costs) of the last call, its sampler: host_band draws many replicates
+
+
+def _host_sampler(plan: LaunchPlan, step: Step, costs: CostModel):
+    """A function rng -> host times, equal (bitwise, same draws) to the per-op loop it replaces:
+
+        acc += costs.host_s(op, clip(round(u, 2), 0, 1)) for each op; launches take acc and reset it.
+
+    Rounded quantiles take 101 values (k / 100), and an op's host cost depends only on its fixed cost,
+    launch path and whether it launches a kernel, so each op class gets a table of 101 costs computed by
+    `host_s` itself; the per-launch sums keep the loop's order of additions (first op, then the next...).
+    """
+    qs = [k / 100 for k in range(101)]
+    classes: dict[tuple, int] = {}
+    tables: list[list[float]] = []
+    cls = np.empty(len(step.ops), dtype=np.int64)
+    seg_of, launch = [], 0
+    for i, o in enumerate(step.ops):
+        key = (o.fixed_host_s, o.path, o.launches_kernel)
+        c = classes.get(key)
+        if c is None:
+            c = classes[key] = len(tables)
+            tables.append([costs.host_s(o, q) for q in qs])
+        cls[i] = c
+        seg_of.append(launch)
+        if o.launches_kernel:
+            launch += 1
+    n_launch = launch
+    table = np.asarray(tables, dtype=float)
+    entry = costs.compiled_entry_s if any(o.path in _COMPILED_PATHS for o in step.ops) else 0.0
+    seg = np.asarray(seg_of, dtype=np.int64)
+    keep = seg < n_launch  # ops after the last launch (the host tail) are not part of any launch
+    ops_idx = np.nonzero(keep)[0]
+    seg = seg[keep]
+    starts = np.searchsorted(seg, np.arange(n_launch))
+    pos = ops_idx - ops_idx[starts[seg]] if n_launch else ops_idx  # position of each op inside its launch
+    # the k-th op of each launch, for k = 0, 1, ...: added in that order, as the loop does
+    layers = []
+    for k in range(int(pos.max()) + 1 if pos.size else 0):
+        sel = pos == k
+        layers.append((seg[sel], ops_idx[sel]))
+
+    def sample(rng: np.random.Generator) -> np.ndarray:
+        u = rng.random(len(step.ops))
+        k = np.clip(np.rint(u * 100), 0, 100).astype(np.int64)
+        v = table[cls, k]
+        out = np.zeros(n_launch)
+        if n_launch and entry:
+            out[0] = entry
+        for j, (s, o) in enumerate(layers):
+            if j == 0:
+                out[s] = out[s] + v[o]
+            else:
+                out[s] += v[o]
+        return out
+
+    return sample
+
+
+def sample_host(plan: LaunchPlan, step: Step, costs: CostModel, rng: np.random.Generator) -> np.ndarray:
+    """Host times for one replicate: each eager op's cost drawn from its path's distribution.
+
+    The distribution is piecewise-linear through (0.1, p10), (0.5, p50), (0.9, p90) and flat outside;
+    graph replays keep their fixed cost. Only meaningful for graph mode `none`. Quantiles are rounded to
+    0.01 (one of 101 values).
+    """
+    if plan.graph_mode != "none":
+        return plan.host_s.copy()
+    key = _SAMPLER[0]
+    if key is None or key[0] is not plan or key[1] is not step or key[2] is not costs:
+        _SAMPLER[0], _SAMPLER[1] = (plan, step, costs), _host_sampler(plan, step, costs)
+    return _SAMPLER[1](rng)

@@ -1,0 +1,118 @@
+"""One call from a question to an answer: model + shape + fusion + graph mode + profile -> step figures.
+
+`simulate` runs one engine on one step. `predict` adds the host-noise band: with `replicates` > 0 it
+draws each eager op's host cost from the profile's per-path distribution and, where the profile has
+one, a per-step host-speed factor (numpy Generator, seeded), and reports the p10/p50/p90 of step
+time over the replicates (fast path). Which plan a step runs is `routing.route`: without `sizes` every size
+counts as captured (no padding); with `sizes` the step pads to a captured size or runs eager above the largest,
+exactly as the sweep, the optimizer and serving route it.
+"""
+
+from __future__ import annotations
+
+from simulator.common.errors import UserError
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.model.costs import CostModel
+from simulator.engine.fastpath import simulate_fast
+from simulator.model.kernels import Step
+from simulator.model.models import ModelSpec, load_model
+from simulator.engine.plan import build_plan, sample_host
+from simulator.model.profile import Profile, load_profile
+from simulator.engine.routing import Route, padded_shape, route_shape
+from simulator.engine.timeline import StepResult, Timeline, summarize
+from simulator.model.workload import StepShape, build_step, decode
+
+ENGINES = ("des", "fast")
+
+
+class EngineError(UserError):
+    pass
+
+
+def run_engine(plan, engine: str = "fast") -> Timeline:
+    if engine == "des":
+        from simulator.engine.des import simulate_des  # simpy: imported only when the DES engine is asked for
+
+        return simulate_des(plan)
+    if engine == "fast":
+        return simulate_fast(plan)
+    raise EngineError(f"unknown engine '{engine}': use des or fast")
+
+
+def simulate(step: Step, costs: CostModel, graph: str = "none", engine: str = "fast",
+             pure_decode: bool = True) -> tuple[StepResult, Timeline]:
+    plan = build_plan(step, costs, graph, pure_decode=pure_decode)
+    tl = run_engine(plan, engine)
+    return summarize(tl), tl
+
+
+@dataclass
+class Prediction:
+    result: StepResult
+    timeline: Timeline
+    step: Step
+    band_ms: dict[str, float] | None = None  # p10/p50/p90 of step time under host noise
+    route: Route | None = None  # the captured size and plan mode the step ran at
+
+    def as_dict(self) -> dict:
+        d = self.result.as_dict()
+        if self.band_ms:
+            d["step_ms_p10"] = self.band_ms["p10"]
+            d["step_ms_p50"] = self.band_ms["p50"]
+            d["step_ms_p90"] = self.band_ms["p90"]
+        return d
+
+
+def host_band(step: Step, costs: CostModel, graph: str, replicates: int, seed: int,
+              pure_decode: bool = True, plan=None) -> dict[str, float]:
+    """`plan`: build_plan(step, costs, graph, pure_decode=pure_decode) where the caller has it already."""
+    if plan is None:
+        plan = build_plan(step, costs, graph, pure_decode=pure_decode)
+    rng = np.random.default_rng(seed)
+    sf = costs.profile.host.step_factor
+    times = []
+    for _ in range(replicates):
+        host = sample_host(plan, step, costs, rng)
+        if sf is not None:  # one host-speed factor for the whole step
+            host = host * (sf.q(float(rng.random())) / sf.p50)
+        t = simulate_fast(plan.with_host(host))
+        times.append(summarize(t).step_s)
+    q = np.percentile(times, [10, 50, 90]) * 1e3
+    return {"p10": float(q[0]), "p50": float(q[1]), "p90": float(q[2])}
+
+
+def predict(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "none", graph: str = "none",
+            profile: Profile | str | None = None, engine: str = "fast", replicates: int = 0,
+            seed: int = 0, shape: StepShape | None = None, sizes: list[int] | None = None) -> Prediction:
+    """One step's figures; `sizes`: the captured sizes (None: every size captured, the step runs unpadded)."""
+    m = load_model(model) if isinstance(model, str) else model
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    costs = CostModel(prof)
+    shape = shape or decode(batch, ctx)
+    r = route_shape(graph, sizes, shape)
+    shape = padded_shape(shape, r)
+    step = build_step(m, shape, fusion)
+    res, tl = simulate(step, costs, r.mode, engine, pure_decode=shape.is_pure_decode)
+    band = host_band(step, costs, r.mode, replicates, seed, shape.is_pure_decode) if replicates > 0 else None
+    return Prediction(res, tl, step, band, r)
+
+
+def predict_loop(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "none", graph: str = "none",
+                 profile: Profile | str | None = None, engine: str = "fast", steps: int = 8,
+                 scheduling: str = "sync", sampling: str = "greedy", shape: StepShape | None = None):
+    """N steps of the engine loop (simulator/engine/steploop.py) around one forward: (LoopResult, forward StepResult)."""
+    from simulator.engine.steploop import engine_costs, run_loop
+
+    m = load_model(model) if isinstance(model, str) else model
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    costs = CostModel(prof)
+    shape = shape or decode(batch, ctx)
+    step = build_step(m, shape, fusion)
+    plan = build_plan(step, costs, graph, pure_decode=shape.is_pure_decode)
+    ec = engine_costs(prof, max(1, shape.seqs), sampling)
+    res, _, _ = run_loop(plan, ec, steps, scheduling, costs.eager_gap_s, engine)
+    return res, summarize(run_engine(plan, engine))

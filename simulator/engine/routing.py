@@ -1,0 +1,114 @@
+"""Which graph mode a step runs in, and at which padded size: the one owner of that rule.
+
+Pure functions only (no costs): `route(graph, sizes, rows, pure_decode)` takes the configured graph mode, the
+layout of captured sizes and the step's rows (sequences of a decode-only step; decode rows + prefill tokens of
+a mixed step) and returns a `Route`: the captured size the step pads to and the *plan mode* it then runs in,
+`full` (one graph replay), `piecewise` (graph pieces with attention eager between them) or `none` (eager).
+`plan_mode(graph, pure_decode)` is the same rule without a layout (every size captured: no padding, no limit).
+`padded_shape(shape, route)` is the step the GPU runs: the padding rows are dummy decode rows at the step's
+context. Every caller (predict, the sweep, the optimizer, serving, `plan.build_plan`) asks here.
+
+Graph modes (configured) -> plan mode of a step, for a step whose rows fit the largest captured size:
+
+    mode                 decode-only step      mixed prefill + decode step
+    none                 none (eager)          none (eager)
+    full                 full                  none (eager)
+    full_decode_only     full                  none (eager)
+    piecewise            piecewise             piecewise
+    full_and_piecewise   full                  piecewise
+
+- A step pads to the smallest captured size >= its rows (`buckets.pad`, bisect_left as vLLM and SGLang do).
+- Above the largest captured size a step runs eager (`none`) in every mode, unpadded. vLLM's dispatcher runs a
+  batch above max_cudagraph_capture_size without cudagraphs (CUDAGraphMode.NONE; under piecewise the
+  torch.compile'd pieces then run without graphs, which launchsim models as eager launches of the same fusion
+  level). Source: docs.vllm.ai/en/latest/design/cuda_graphs/ and vllm/v1/cudagraph_dispatcher.py.
+- `full` on a mixed step: vLLM captures mixed batches in a full graph only where the attention backend supports
+  it (FlashAttention 3: AttentionCGSupport.ALWAYS); the other backends (FlashInfer, FA2, Triton) capture uniform
+  decode batches only. launchsim models the latter: a mixed step under `full` runs eager, as under
+  `full_decode_only` (vLLM FULL_DECODE_ONLY), because no piecewise graphs are captured in either mode.
+  `full_and_piecewise` (vLLM's default in recent versions) runs mixed steps as piecewise graphs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from simulator.layouts.buckets import pad
+from simulator.common.errors import UserError
+
+GRAPH_MODES = ("none", "full", "full_decode_only", "piecewise", "full_and_piecewise")
+PLAN_MODES = ("none", "full", "piecewise")
+# plan mode per configured mode: (decode-only step, mixed step), for a step that fits a captured size
+_MODES = {"none": ("none", "none"), "full": ("full", "none"), "full_decode_only": ("full", "none"),
+          "piecewise": ("piecewise", "piecewise"), "full_and_piecewise": ("full", "piecewise")}
+
+
+class RoutingError(UserError):
+    """An unknown graph mode or a step with no rows."""
+
+
+def check_mode(graph: str) -> str:
+    if graph not in _MODES:
+        raise RoutingError(f"unknown graph mode '{graph}': use one of {', '.join(GRAPH_MODES)}")
+    return graph
+
+
+def plan_mode(graph: str, pure_decode: bool = True) -> str:
+    """The plan mode a step runs in when its size is captured (no layout limit)."""
+    return _MODES[check_mode(graph)][0 if pure_decode else 1]
+
+
+def graph_kinds(graph: str) -> tuple[str, ...]:
+    """The kinds of graph a mode captures per size: () for none, ('full',), ('piecewise',) or both."""
+    return tuple(dict.fromkeys(m for m in _MODES[check_mode(graph)] if m != "none"))
+
+
+@dataclass(frozen=True)
+class Route:
+    rows: int  # real rows: sequences of a decode-only step, tokens of a mixed step
+    padded: int | None  # captured size the step pads to; None: it runs without a captured graph
+    mode: str  # plan mode it runs in: none | full | piecewise
+    overflow: bool = False  # the mode would capture this step, but its rows exceed the largest captured size
+
+    @property
+    def executed(self) -> int:
+        """Rows the GPU executes: the padded size, or the rows themselves without a captured size."""
+        return self.padded if self.padded is not None else self.rows
+
+    @property
+    def padding(self) -> int:
+        return self.executed - self.rows
+
+
+def route(graph: str, sizes: Sequence[int] | None, rows: int, pure_decode: bool = True) -> Route:
+    """Where a step of `rows` rows goes under graph mode `graph` and the captured sizes `sizes` (ascending).
+
+    `sizes=None` means every size is captured (predict without a layout): the step runs at its own size."""
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows <= 0:
+        raise RoutingError(f"a step needs a positive number of rows, got {rows!r}")
+    mode = plan_mode(graph, pure_decode)
+    if mode == "none":
+        return Route(rows, None, "none")
+    if sizes is None:
+        return Route(rows, rows, mode)
+    p = pad(rows, list(sizes)) if sizes else None
+    if p is None or p.padded is None:
+        return Route(rows, None, "none", overflow=True)  # above the largest captured size: eager (no cudagraph)
+    return Route(rows, p.padded, mode)
+
+
+def step_rows(shape) -> int:
+    """The rows a step pads by: sequences of a decode-only step, all tokens of a mixed step."""
+    return shape.tokens if not shape.is_pure_decode else shape.decode_seqs
+
+
+def route_shape(graph: str, sizes: Sequence[int] | None, shape) -> Route:
+    """`route` for a `workload.StepShape`."""
+    return route(graph, sizes, step_rows(shape), shape.is_pure_decode)
+
+
+def padded_shape(shape, r: Route):
+    """The step the GPU runs: `r.padding` dummy decode rows added at the step's context (the sweep's, predict's
+    and the optimizer's rule; serving's StepTimer runs its dummy rows at no context, see serving/steptime.py)."""
+    return replace(shape, decode_seqs=shape.decode_seqs + r.padding) if r.padding else shape

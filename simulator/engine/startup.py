@@ -1,0 +1,376 @@
+"""Start-up cost of an engine: torch.compile, the warm-up runs before each capture, and CUDA-graph capture.
+
+One model for every command that reports start-up time (`launchsim startup`, `graph-memory`, the sweep's
+`capture_s`, the optimizer's `--capture-budget`, the capacity report): they all call `StartupModel`.
+
+Measured inputs: `profile.host.startup` (a `StartupFigures`, built by calibration/make_profiles.py from the
+`capture` and `compile` sections of calibration/measured/h200-engine/engine_loop.json: H200, clean process,
+no profiler). A profile without one uses `DEFAULT_STARTUP` (the same H200 figures) and `source` says so.
+
+Per capture pass of one size b (fusion F, context `ctx`, default 512 as measured):
+
+    warmup_s  = warmup_runs * eager_step_s(b)        eager_step_s: launchsim's own predicted step time of the
+                                                     step run without graphs at fusion F (fast engine), so it
+                                                     follows the model, the fusion level and the batch
+    capture_s = capture_host_ratio * eager_host_s    eager_host_s: the predicted host time of that eager pass
+                                                     (capture runs the forward's host code once, recording
+                                                     instead of launching; no kernel runs)
+
+`warmup_runs` defaults to 2 (the measurement did 2; SGLang does 2, vLLM 1-2). Why a host-time ratio and
+not a per-graph constant or a per-node figure: capture replays the forward's host code, so a fused step
+(255 nodes) cannot take as long as an eager one (1587); launchsim's host model already knows each fusion
+level's launch path. On the two measured models the capture times are alike (means 19.4 ms both, rows
+17-22 ms) while the node counts differ by 22% (1587 vs 1299) — the data does not resolve per-node
+scaling, and the row-to-row spread (+-15%) is larger than the difference. The ratio is derived from the
+qwen3-0.6b rows only; the llama3-8b rows and the engine loop's full-graph rows (2 warm-ups + capture)
+validate it (calibration/validate_startup.py).
+
+Graph modes: `full` is one capture pass per size; `piecewise` is also one pass per size (the forward runs
+once under capture, each piece is captured as the forward reaches it, attention runs eagerly in between,
+so the host runs the whole forward); `full_and_piecewise` is two passes per size, each with its own
+warm-ups. `none` captures nothing. If the graph-memory table of the profile has measured `capture_s` per
+batch (old profiles), it replaces the capture part (interpolated in batch).
+
+Not modelled: the first eager run of a batch shape new to the process costs more (42-49 ms above the
+modelled eager step on the llama3-8b capture rows, orders 0-2; the qwen3-0.6b shapes had already run in that process). It depends on
+which kernels are new (lazy module loading, cuBLAS heuristics) and shrinks as sizes share kernels, so
+launchsim reports it as a note, not a figure; those first warm-ups are excluded from validation.
+
+torch.compile (fusion `compiled` only; `--compile static|dynamic`, `--compile-cache cold|warm`):
+
+    compile_s = fixed_s + per_node_s * nodes         nodes: the eager (fusion none) kernel count of the step
+                                                     being compiled (what dynamo traces)
+
+Measured: Inductor fullgraph, dynamic=False, qwen3-0.6b cut to 2 and 8 layers, one compile each, cold and
+warm cache. `per_node_s` comes from the two warm rows (they differ by 0.73 s over 336 nodes); the cold
+rows show no depth dependence (15.50 vs 15.47 s), so the cold fit shares the warm per-node figure (the
+tracing it stands for is paid either way) and takes `fixed_s` from the 2-layer row; the 8-layer cold row
+is then the one compile row not used to derive anything. At 28+ layers this is an extrapolation from 8.
+dynamic=True was not measured (it did not finish within the 52 s budget at 2 layers): launchsim refuses
+`--compile dynamic` rather than invent a figure. Static compile specialises on the batch shape; engines
+that compile one graph per captured size pay more — launchsim counts one compile and says so.
+
+total_s = compile_s + the warm-up and capture of every pass over all sizes.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import statistics
+from dataclasses import dataclass, field, replace
+
+from simulator.common.errors import UserError
+from simulator.model.models import ModelSpec, load_model
+from simulator.model.profile import CompileFit, Profile, StartupFigures
+
+DEFAULT_CTX = 512  # context of the measured warm-ups and captures
+COMPILE_MODES = ("static", "dynamic")
+COMPILE_CACHES = ("cold", "warm")
+_H200 = "calibration/measured/h200-engine/engine_loop.json"
+DEFAULT_STARTUP = StartupFigures(
+    warmup_runs=2, capture_host_ratio=1.045639,
+    compile_static_cold=CompileFit(fixed_s=15.215582, per_node_s=0.002161, nodes=[131, 467],
+                                   source="default (H200)"),
+    compile_static_warm=CompileFit(fixed_s=2.55414, per_node_s=0.002161, nodes=[131, 467],
+                                   source="default (H200)"),
+    compile_dynamic_note="not measured: dynamic=True did not finish within the 52 s compile budget at 2 layers "
+                         "(H200)",
+    source=f"default: the H200 figures of {_H200} (profile has no host.startup section)")
+
+
+class StartupError(UserError):
+    """A start-up question launchsim cannot answer from measurements (bad mode, unmeasured compile)."""
+
+
+# --------------------------------------------------------------------------------------------- eager pass
+_EAGER: dict = {}  # (model, id(profile), fusion, ctx) -> (profile, {batch: (step_s, host_s)})
+
+
+def _eager_point(model: ModelSpec, profile: Profile, fusion: str, ctx: int, batch: int) -> tuple[float, float]:
+    """(step_s, host_s) of one decode step run eagerly (graph none), from launchsim's fast engine; memoised."""
+    key = (model, id(profile), fusion, ctx)
+    ent = _EAGER.get(key)
+    if ent is None or ent[0] is not profile:
+        if len(_EAGER) > 256:
+            _EAGER.clear()
+        ent = _EAGER[key] = (profile, {})  # the profile is held so its id is not reused
+    pts = ent[1]
+    if batch not in pts:
+        from simulator.model.costs import CostModel
+        from simulator.engine.predict import simulate
+        from simulator.model.workload import build_step, decode
+
+        res, _ = simulate(build_step(model, decode(batch, ctx), fusion), CostModel(profile), "none")
+        pts[batch] = (float(res.step_s), float(res.cpu_busy_s))
+    return pts[batch]
+
+
+def eager_pass(model: ModelSpec, profile: Profile, fusion: str, batch: int, ctx: int = DEFAULT_CTX
+               ) -> tuple[float, float]:
+    """(step_s, host_s) of an eager pass at `batch`: simulated at powers of two, linear in between (so a
+    search over thousands of sizes costs a dozen simulations; exact at every power of two)."""
+    if batch < 1:
+        raise StartupError(f"captured batch sizes must be positive integers, got {batch!r}")
+    lo = 1 << (int(batch).bit_length() - 1)
+    a = _eager_point(model, profile, fusion, ctx, lo)
+    if lo == batch:
+        return a
+    b = _eager_point(model, profile, fusion, ctx, 2 * lo)
+    f = (batch - lo) / lo
+    return a[0] + f * (b[0] - a[0]), a[1] + f * (b[1] - a[1])
+
+
+def compile_nodes(model: ModelSpec) -> int:
+    """Nodes of the compiled step: its eager (fusion none) kernel count, which follows depth and width."""
+    from simulator.model.workload import build_step, decode
+
+    return len(build_step(model, decode(1, 128), "none").kernel_ops())
+
+
+# --------------------------------------------------------------------------------------------- model
+@dataclass(frozen=True)
+class PassCost:
+    batch: int
+    mode: str  # full | piecewise
+    warmup_s: float
+    capture_s: float
+
+    def as_dict(self) -> dict:
+        return {"batch": self.batch, "mode": self.mode, "warmup_s": self.warmup_s, "capture_s": self.capture_s}
+
+
+@dataclass(frozen=True)
+class StartupResult:
+    compile_s: float
+    warmup_s: float
+    capture_s: float
+    total_s: float
+    graphs: int
+    passes: tuple[PassCost, ...]
+    compile_measured: bool  # compile_s inside the measured range (0 without torch.compile counts as measured)
+    notes: tuple[str, ...] = ()
+    source: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"compile_s": self.compile_s, "warmup_s": self.warmup_s, "capture_s": self.capture_s,
+                "total_s": self.total_s, "graphs": self.graphs, **self.extra,
+                "compile_measured": self.compile_measured, "per_graph": [p.as_dict() for p in self.passes],
+                "notes": list(self.notes), "source": self.source}
+
+
+def figures(profile: Profile) -> tuple[StartupFigures, bool]:
+    """(the profile's start-up figures or DEFAULT_STARTUP, whether they are the profile's own)."""
+    st = profile.host.startup
+    return (st, True) if st is not None else (DEFAULT_STARTUP, False)
+
+
+class StartupModel:
+    def __init__(self, model: ModelSpec, profile: Profile, fusion: str = "fused", graph_mode: str = "full",
+                 ctx: int = DEFAULT_CTX, warmup_runs: int | None = None, eager=None):
+        """`eager(batch) -> (step_s, host_s)` replaces launchsim's eager pass (tests)."""
+        from simulator.engine.plan import GRAPH_MODES
+        from simulator.model.workload import FUSION_LEVELS
+
+        if fusion not in FUSION_LEVELS:
+            raise StartupError(f"unknown fusion level '{fusion}': use one of {', '.join(FUSION_LEVELS)}")
+        if graph_mode not in GRAPH_MODES:
+            raise StartupError(f"unknown graph mode '{graph_mode}': use one of {', '.join(GRAPH_MODES)}")
+        if warmup_runs is not None and warmup_runs < 0:
+            raise StartupError(f"warm-up runs must be >= 0, got {warmup_runs}")
+        self.model, self.profile, self.fusion, self.graph_mode, self.ctx = model, profile, fusion, graph_mode, ctx
+        self.fig, self.own = figures(profile)
+        self.warmup_runs = self.fig.warmup_runs if warmup_runs is None else int(warmup_runs)
+        from simulator.engine.routing import graph_kinds
+
+        self.modes = graph_kinds(graph_mode)  # full_decode_only captures full graphs, as full
+        self._eager = eager or (lambda b: eager_pass(model, profile, fusion, b, ctx))
+        t = profile.device.graph_memory.get(model.name)
+        self._table = None
+        if t is not None and t.capture_s:
+            pts = sorted(zip(t.batch, t.capture_s))
+            self._table = ([int(b) for b, _ in pts], [float(c) for _, c in pts])
+
+    def _capture_one(self, batch: int, host_s: float) -> float:
+        if self._table is not None:
+            return _interp(*self._table, batch)
+        return self.fig.capture_host_ratio * host_s
+
+    def passes(self, batch: int) -> tuple[PassCost, ...]:
+        """The capture passes of one size (none, one, or two under full_and_piecewise)."""
+        if not isinstance(batch, numbers.Integral) or isinstance(batch, bool) or batch <= 0:
+            raise StartupError(f"captured batch sizes must be positive integers, got {batch!r}")
+        batch = int(batch)
+        if not self.modes:
+            return ()
+        step_s, host_s = self._eager(batch)
+        w, c = self.warmup_runs * step_s, self._capture_one(batch, host_s)
+        return tuple(PassCost(batch, m, w, c) for m in self.modes)
+
+    def size_s(self, batch: int) -> float:
+        """Warm-up + capture seconds of one captured size (all its passes): what a capture budget counts."""
+        return float(sum(p.warmup_s + p.capture_s for p in self.passes(batch)))
+
+    def compile(self, mode: str = "static", cache: str = "cold") -> tuple[float, bool, str]:
+        """(compile_s, measured, note) of torch.compile for this model (0 unless fusion is `compiled`); measured is
+        False where the node count lies outside the measured rows' (an extrapolation of the fit)."""
+        if mode not in COMPILE_MODES:
+            raise StartupError(f"--compile: unknown mode {mode!r}: use static or dynamic")
+        if cache not in COMPILE_CACHES:
+            raise StartupError(f"--compile-cache: unknown state {cache!r}: use cold or warm")
+        if self.fusion != "compiled":
+            return 0.0, True, f"fusion {self.fusion} runs without torch.compile: compile_s is 0"
+        if mode == "dynamic":
+            raise StartupError(f"--compile dynamic: {self.fig.compile_dynamic_note or 'not measured'}; launchsim has "
+                               f"no figure for it: use --compile static")
+        fit = self.fig.compile_static_cold if cache == "cold" else self.fig.compile_static_warm
+        if fit is None:
+            raise StartupError(f"profile {self.profile.name} has no measured {cache}-cache compile time")
+        n = compile_nodes(self.model)
+        inside = bool(fit.nodes) and min(fit.nodes) <= n <= max(fit.nodes)
+        where = (f"within the measured {min(fit.nodes)}-{max(fit.nodes)} nodes" if inside else
+                 f"extrapolated beyond the measured {min(fit.nodes)}-{max(fit.nodes)} nodes" if fit.nodes else
+                 "no node range recorded")
+        return (fit.fixed_s + fit.per_node_s * n, inside,
+                f"torch.compile static, {cache} cache: {fit.fixed_s:.4g} s + {fit.per_node_s * 1e3:.3g} ms x {n} "
+                f"nodes, {where} (one compile; engines that compile per captured size pay it per size)")
+
+    def layout(self, sizes, compile_mode: str = "static", cache: str = "cold") -> StartupResult:
+        sizes = tuple(sorted({int(s) for s in sizes}, reverse=True))  # captured largest first
+        if not sizes:
+            raise StartupError("a capture layout needs at least one size")
+        comp, measured, cnote = self.compile(compile_mode, cache)
+        passes = tuple(p for s in sizes for p in self.passes(s))
+        w = float(sum(p.warmup_s for p in passes))
+        c = float(sum(p.capture_s for p in passes))
+        notes = [cnote]
+        if self.graph_mode == "none":
+            notes.append("graph mode none: nothing is captured")
+        if "piecewise" in self.modes:
+            notes.append("piecewise: one capture pass per size (the forward runs once; its pieces are captured "
+                         "in turn, attention eager in between)")
+        notes.append(f"{self.warmup_runs} warm-up run(s) per capture pass, each launchsim's eager step time at "
+                     f"ctx {self.ctx}")
+        notes.append("not included: the first run of a batch shape new to the process (42-49 ms above the eager "
+                     "step on llama3-8b, 3 rows), weights loading, KV-cache allocation")
+        src = self.fig.source if self._table is None else (
+            self.fig.source + "; capture part from the graph-memory table's measured capture_s")
+        return StartupResult(comp, w, c, comp + w + c, len(passes), passes, measured, tuple(notes), src)
+
+
+def _interp(xs: list[int], ys: list[float], x: float) -> float:
+    """Linear interpolation; clamp below; linear extrapolation above the last two points."""
+    if len(xs) == 1 or x <= xs[0]:
+        return float(ys[0])
+    for i in range(1, len(xs)):
+        if x <= xs[i]:
+            return float(ys[i - 1] + (ys[i] - ys[i - 1]) * (x - xs[i - 1]) / (xs[i] - xs[i - 1]))
+    return float(ys[-1] + (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]) * (x - xs[-1]))
+
+
+# --------------------------------------------------------------------------------------------- derivation
+def _spec(name: str, layers: int | None = None) -> ModelSpec:
+    m = load_model(name)
+    return m if layers is None or layers == m.num_hidden_layers else replace(m, num_hidden_layers=int(layers))
+
+
+def derive(startup_rows: dict, profile: Profile, source: str = _H200) -> dict:
+    """The profile's `host.startup` section from calibration/build_engine.startup_figures' rows.
+
+    capture_host_ratio: mean of capture_s / predicted eager host time over the first model's capture rows;
+    compile: see the module docstring. Raises ValueError without usable capture rows."""
+    cap = startup_rows.get("capture", [])
+    if not cap:
+        raise ValueError("no capture rows")
+    first = cap[0]["model"]
+    ratios = []
+    for r in cap:
+        if r["model"] != first:
+            continue
+        host = eager_pass(_spec(r["model"], r.get("layers")), profile, "none", int(r["batch"]), r.get("ctx", DEFAULT_CTX))[1]
+        ratios.append(r["capture_s"] / host)
+    out = {"warmup_runs": 2, "capture_host_ratio": round(statistics.fmean(ratios), 6)}
+    comp = [r for r in startup_rows.get("compile", []) if r.get("dynamic") is False and r.get("compile_s") is not None]
+
+    def pts(cache):
+        return sorted((compile_nodes(_spec(r["model"], r["layers"])), r["compile_s"], r["layers"])
+                      for r in comp if r.get("cache") == cache)
+
+    warm, cold = pts("warm"), pts("cold")
+    per_node = 0.0
+    if len(warm) >= 2 and warm[-1][0] > warm[0][0]:
+        per_node = max(0.0, (warm[-1][1] - warm[0][1]) / (warm[-1][0] - warm[0][0]))
+    desc = f"{comp[0]['model'] if comp else ''} cut to layers"
+    if warm:
+        out["compile_static_warm"] = {
+            "fixed_s": round(max(0.0, warm[0][1] - per_node * warm[0][0]), 6), "per_node_s": round(per_node, 6),
+            "nodes": [w[0] for w in warm], "source": f"{source}: warm rows, {desc} {[w[2] for w in warm]} ({[w[0] for w in warm]} nodes): "
+                      f"per_node_s their slope, fixed_s the rest of the shallowest"}
+    if cold:
+        out["compile_static_cold"] = {
+            "fixed_s": round(max(0.0, cold[0][1] - per_node * cold[0][0]), 6), "per_node_s": round(per_node, 6),
+            "nodes": [c[0] for c in cold], "source": f"{source}: per_node_s from the warm rows; fixed_s from the cold row at {cold[0][2]} layers "
+                      f"({cold[0][0]} nodes); the other cold rows are validation"}
+    dyn = [r for r in startup_rows.get("compile_not_measured", []) if r.get("dynamic") is True]
+    why = "; ".join(f"{r.get('cache', '')} cache: " + (f"{r['error']}" if r.get("error") else f"skipped ({r['skipped']})")
+                    for r in dyn if r.get("error") or r.get("skipped"))
+    out["compile_dynamic_note"] = ("not measured: dynamic=True on the H200 run: " + why) if why else "not measured"
+    out["source"] = (f"{source}: capture rows ({len(cap)}: capture_host_ratio from the {len(ratios)} {first} rows "
+                     f"over launchsim's predicted eager host time), compile rows ({len(comp)}, dynamic=False)")
+    return out
+
+
+# --------------------------------------------------------------------------------------------- validation
+def validation_rows(data: dict, profile: Profile) -> list[dict]:
+    """Every measured start-up row of an engine_loop.json against the model: kind, model, what, measured_s,
+    model_s, err (model/measured - 1), role (derived: used to make a constant; validation; excluded: why)."""
+    fig, _ = figures(profile)
+    out = []
+    cap = [r for r in data.get("capture", []) if "capture_s" in r]
+    first = cap[0]["model"] if cap else None
+    seen: set = set()  # (model, batch) shapes run in the process before the capture section
+    for r in data.get("loop", []):
+        if "batch" in r:
+            seen.add((r.get("model"), r["batch"]))
+    for r in cap:
+        m = _spec(r["model"], r.get("layers"))
+        step, host = eager_pass(m, profile, r.get("fusion", "none"), int(r["batch"]), r.get("ctx", DEFAULT_CTX))
+        what = f"b{r['batch']} order {r['order']}"
+        for i, w in enumerate(r["warmup_s"]):
+            new = i == 0 and (r["model"], r["batch"]) not in seen
+            role = "excluded: first run of a new shape in the process" if new else "validation"
+            out.append({"kind": "warm-up run", "model": r["model"], "what": f"{what} run {i + 1}", "measured_s": w,
+                        "model_s": step, "role": role})
+        seen.add((r["model"], r["batch"]))
+        out.append({"kind": "capture", "model": r["model"], "what": what, "measured_s": r["capture_s"],
+                    "model_s": fig.capture_host_ratio * host,
+                    "role": "derived (capture_host_ratio)" if r["model"] == first else "validation"})
+    for r in data.get("loop", []):
+        if "capture_s" not in r:
+            continue
+        m = _spec(r["model"], r.get("layers"))
+        step, host = eager_pass(m, profile, r.get("fusion", "none"), int(r["batch"]), r.get("ctx", DEFAULT_CTX))
+        out.append({"kind": "graph (2 warm-ups + capture)", "model": r["model"], "what": f"b{r['batch']} loop",
+                    "measured_s": r["capture_s"], "model_s": 2 * step + fig.capture_host_ratio * host,
+                    "role": "validation"})
+    for r in data.get("compile", []):
+        if "compile_s" not in r:
+            continue
+        fit = fig.compile_static_cold if r.get("cache") == "cold" else fig.compile_static_warm
+        if r.get("dynamic") or fit is None:
+            continue
+        n = compile_nodes(_spec(r["model"], r["layers"]))
+        cold_rows = sorted(x["layers"] for x in data["compile"] if x.get("cache") == "cold"
+                           and x.get("dynamic") is False and "compile_s" in x)
+        derived = r.get("cache") == "warm" or r["layers"] == cold_rows[0]
+        out.append({"kind": f"compile {r.get('cache')}", "model": r["model"], "what": f"{r['layers']} layers, {n} nodes",
+                    "measured_s": r["compile_s"], "model_s": fit.fixed_s + fit.per_node_s * n,
+                    "role": "derived (fixed_s, per_node_s)" if derived else "validation"})
+    for r in out:
+        r["err"] = r["model_s"] / r["measured_s"] - 1 if r["measured_s"] > 0 else math.inf
+    return out
+
+
+__all__ = ["StartupModel", "StartupResult", "PassCost", "StartupError", "DEFAULT_STARTUP", "DEFAULT_CTX",
+           "COMPILE_MODES", "COMPILE_CACHES", "eager_pass", "compile_nodes", "derive", "validation_rows", "figures"]

@@ -1,0 +1,191 @@
+"""The cost model: seconds for each op on the host and on the GPU, from one profile.
+
+GPU time: a measured table where the profile has one for the op's class and shape (log-log
+interpolation between grid points: kernel time is close to a power law in bytes and tokens between
+neighbouring points, so this is exact for both the flat small-kernel floor and the linear
+bandwidth-bound tail), else a roofline with efficiency:
+    t = max(flops / (peak * gemm_efficiency), bytes / (hbm * bw_efficiency), min_kernel).
+Host time: the profile's per-launch-path distribution at a quantile (0.5 = median).
+Everything the engines consume goes through `CostModel`; swapping the profile swaps every figure.
+"""
+
+from __future__ import annotations
+
+from simulator.common.errors import UserError
+
+import bisect
+
+import numpy as np
+
+from simulator.model.kernels import LaunchPath, Op, OpClass
+from simulator.model.profile import Curve, Profile
+
+US = 1e-6
+
+
+class CostError(UserError):
+    """A cost the profile cannot give (e.g. a launch path it has no figure for)."""
+
+
+def _loglog(x: float, xs, ys) -> float:
+    """Interpolate y(x) linearly in log-log space (falls back to linear where a value is <= 0)."""
+    if len(xs) == 1:
+        return float(ys[0])
+    if x <= 0 or min(xs) <= 0 or min(ys) <= 0:
+        return float(np.interp(x, xs, ys))
+    return float(np.exp(np.interp(np.log(x), np.log(xs), np.log(ys))))
+
+
+def _interp_curve(c: Curve, x: float) -> float | None:
+    if x < c.bytes[0] or x > c.bytes[-1]:
+        return None
+    return _loglog(x, c.bytes, c.us)
+
+
+class CostModel:
+    def __init__(self, profile: Profile):
+        self.profile = profile
+        d, h = profile.device, profile.host
+        self.peak_flops = d.peak_bf16_tflops * 1e12 * d.gemm_efficiency
+        self.bw = d.hbm_tbps * 1e12 * d.bw_efficiency
+        self.min_kernel_s = d.min_kernel_us * US
+        self.eager_gap_s = d.eager_gap_us * US
+        self.graph_node_s = d.graph_node_us * US
+        self.graph_node_trace_s = (d.graph_node_us if d.graph_node_trace_us is None else d.graph_node_trace_us) * US
+        # device time from a graph launch reaching the GPU to its first node (older profiles: the eager gap)
+        self.graph_launch_latency_s = (d.eager_gap_us if d.graph_launch_latency_us is None
+                                       else d.graph_launch_latency_us) * US
+        self.queue_depth = d.launch_queue_depth
+        self.graph_launch_fixed_s = h.graph_launch_fixed_us * US
+        self.graph_launch_per_node_s = h.graph_launch_per_node_us * US
+        self.compiled_entry_s = h.compiled_entry_us * US
+        self.compiled_wrapper_s = h.compiled_wrapper_us * US
+        self._gemm = {(t.n, t.k): t for t in d.tables.gemm}
+        self._attn = {(t.heads, t.kv_heads, t.head_dim): t for t in d.tables.attention}
+        self._curves = {
+            OpClass.ELEMENTWISE: d.tables.elementwise,
+            OpClass.REDUCTION: d.tables.reduction or d.tables.elementwise,
+            OpClass.COPY: d.tables.memcopy or d.tables.elementwise,
+            OpClass.EMBEDDING: d.tables.embedding or d.tables.memcopy,
+            OpClass.SAMPLING: d.tables.reduction,
+        }
+        from simulator.model.parallel import DEFAULT_COLLECTIVE
+
+        self.collective = d.collective if d.collective is not None else DEFAULT_COLLECTIVE
+        self._gpu_cache: dict[Op, float] = {}
+        self._host_cache: dict[tuple[Op, float], float] = {}
+        self._kernels_cache: dict[tuple[int, int], int] = {}
+
+    # -- GPU --------------------------------------------------------------------------------------
+    def roofline_s(self, op: Op) -> float:
+        return max(op.flops / self.peak_flops if op.op_class in (OpClass.GEMM, OpClass.ATTENTION) else 0.0,
+                   op.bytes / self.bw, self.min_kernel_s)
+
+    def table_s(self, op: Op) -> float | None:
+        """The measured time for this op, or None where the tables do not cover it."""
+        if op.op_class is OpClass.GEMM:
+            t = self._gemm.get((op.dim("n"), op.dim("k")))
+            m = op.dim("m")
+            if t is None or m < t.m[0] or m > t.m[-1]:
+                return None
+            return _loglog(m, t.m, t.us) * US
+        if op.op_class is OpClass.ATTENTION:
+            t = self._attn.get((op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim")))
+            if t is None or op.dim("q_len", 1) != 1:
+                return None
+            return _bilinear(t.batch, t.ctx, t.us, op.dim("batch"), op.dim("ctx"))
+        curve = self._curves.get(op.op_class)
+        if curve is None:
+            return None
+        v = _interp_curve(curve, op.bytes)
+        return None if v is None else v * US
+
+    def gpu_s(self, op: Op) -> float:
+        if op.fixed_gpu_s is not None:
+            return op.fixed_gpu_s
+        if not op.launches_kernel:
+            return 0.0
+        v = self._gpu_cache.get(op)
+        if v is None and op.op_class is OpClass.COLLECTIVE:
+            v = self._gpu_cache[op] = self.collective_s(op)
+        if v is None:
+            t = self.table_s(op)
+            v = self.roofline_s(op) if t is None else max(t, 0.0)
+            self._gpu_cache[op] = v
+        return v
+
+    def collective_s(self, op: Op) -> float:
+        """GPU time of a tensor-parallel collective (simulator/model/parallel.py: custom all-reduce / NCCL ring)."""
+        from simulator.model.parallel import collective_gpu_s
+
+        kind = "all_gather" if op.dim("gather") else "all_reduce"
+        return collective_gpu_s(self.collective, kind, op.bytes, op.dim("ranks", 1))
+
+    # -- host -------------------------------------------------------------------------------------
+    def host_s(self, op: Op, quantile: float = 0.5) -> float:
+        if op.fixed_host_s is not None:
+            return op.fixed_host_s
+        key = (op, quantile)
+        v = self._host_cache.get(key)
+        if v is None:
+            launch = self.profile.host.launch_us
+            spread = launch.get(op.path.value)
+            if spread is None and op.path is LaunchPath.COMPILED_EXTERN:
+                spread = launch.get(LaunchPath.COMPILED.value)  # profiles before the extern path was measured
+            if spread is None and op.path is LaunchPath.COLLECTIVE:
+                spread = launch.get(self.collective.launch_path)  # unmeasured: reuse a measured path's figure
+            if spread is None:
+                raise CostError(f"profile '{self.profile.name}' has no host cost for launch path '{op.path.value}'")
+            v = spread.q(quantile) * US
+            if op.path in (LaunchPath.COMPILED, LaunchPath.COMPILED_EXTERN) and op.launches_kernel:
+                v += self.compiled_wrapper_s
+            self._host_cache[key] = v
+        return v
+
+    def host_spread_s(self, path: LaunchPath) -> tuple[float, float, float]:
+        launch = self.profile.host.launch_us
+        if path is LaunchPath.COLLECTIVE and path.value not in launch:
+            path = LaunchPath(self.collective.launch_path)
+        s = launch.get(path.value) or launch[LaunchPath.COMPILED.value if path is LaunchPath.COMPILED_EXTERN else path.value]
+        return s.q(0.1) * US, s.p50 * US, s.q(0.9) * US
+
+    def gemm_kernels(self, op: Op) -> int:
+        """GPU kernels a GEMM op launches per the profile's table (2 where cuBLAS picks split-K plus a
+        reduce kernel; the table's time already includes both); 1 where the table does not say."""
+        if op.op_class is not OpClass.GEMM:
+            return 1 if op.launches_kernel else 0
+        t = self._gemm.get((op.dim("n"), op.dim("k")))
+        if t is None or t.kernels is None:
+            return 1
+        m = op.dim("m")
+        key = (id(t), m)  # tables live as long as the cost model: their ids are stable keys
+        v = self._kernels_cache.get(key)
+        if v is None:
+            i = int(np.argmin([abs(np.log(max(m, 1) / mm)) for mm in t.m]))
+            v = self._kernels_cache[key] = int(t.kernels[i])
+        return v
+
+    def step_kernels(self, ops) -> int:
+        """GPU kernels a step launches, counting split-K reduce kernels the GEMM tables record."""
+        return sum(self.gemm_kernels(o) for o in ops if o.launches_kernel)
+
+    def graph_launch_s(self, nodes: int) -> float:
+        return self.graph_launch_fixed_s + self.graph_launch_per_node_s * nodes
+
+
+def _bilinear(xs: list[int], ys: list[int], z: list[list[float]], x: float, y: float) -> float | None:
+    if not (xs[0] <= x <= xs[-1] and ys[0] <= y <= ys[-1]):
+        return None
+
+    def bracket(a, v):
+        i = min(max(bisect.bisect_right(a, v) - 1, 0), max(len(a) - 2, 0))
+        if len(a) == 1:
+            return 0, 0, 0.0
+        w = (v - a[i]) / (a[i + 1] - a[i])
+        return i, i + 1, w
+
+    i0, i1, wx = bracket(xs, x)
+    j0, j1, wy = bracket(ys, y)
+    top = z[i0][j0] * (1 - wy) + z[i0][j1] * wy
+    bot = z[i1][j0] * (1 - wy) + z[i1][j1] * wy
+    return (top * (1 - wx) + bot * wx) * US

@@ -1,0 +1,91 @@
+"""The unit of work: one host operation (an aten call, a fused custom op, a Triton launch).
+
+An `Op` either launches one GPU kernel or, for views, launches nothing but still costs host time.
+Op classes group kernels by how their GPU time scales; launch paths group them by host cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class OpClass(str, Enum):
+    """What a kernel does, which decides the cost-model formula or table it uses."""
+
+    GEMM = "gemm"
+    ATTENTION = "attention"
+    ELEMENTWISE = "elementwise"
+    REDUCTION = "reduction"  # norms, mean, softmax-style reductions
+    COPY = "copy"  # cat, dtype casts, contiguous copies, KV-cache writes
+    EMBEDDING = "embedding"
+    SAMPLING = "sampling"
+    VIEW = "view"  # host-only: reshape/transpose/slice launch no kernel
+    COLLECTIVE = "collective"  # tensor-parallel all-reduce / all-gather (simulator/model/parallel.py)
+
+
+class LaunchPath(str, Enum):
+    """How the host issues an op; each path has its own host cost in the profile."""
+
+    EAGER_ELEMENTWISE = "eager_elementwise"
+    EAGER_REDUCTION = "eager_reduction"
+    EAGER_GEMM = "eager_gemm"
+    EAGER_ATTENTION = "eager_attention"
+    EAGER_COPY = "eager_copy"
+    EAGER_EMBEDDING = "eager_embedding"
+    EAGER_VIEW = "eager_view"
+    COMPILED = "compiled"  # an Inductor-generated Triton launch from a compiled wrapper
+    COMPILED_EXTERN = "compiled_extern"  # an extern kernel (aten GEMM / attention) called from a compiled wrapper
+    CUSTOM_OP = "custom_op"  # a serving engine's hand-fused C++/CUDA op
+    RAW = "raw"  # a bare cudaLaunchKernel (toy workloads)
+    COLLECTIVE = "collective"  # a tensor-parallel collective (custom all-reduce / NCCL); graph-capturable
+
+
+@dataclass(frozen=True)
+class Op:
+    """One host operation. `flops` and `bytes` describe its GPU kernel (zero for views).
+
+    `shape` carries the dimensions a calibrated table needs (e.g. GEMM m, n, k; attention
+    batch, ctx, heads, kv_heads, head_dim); the roofline fallback needs only flops and bytes.
+    `fixed_gpu_s`, when set, overrides the cost model (toy workloads, imported traces).
+    """
+
+    name: str
+    op_class: OpClass
+    path: LaunchPath
+    flops: float = 0.0
+    bytes: float = 0.0
+    shape: tuple[tuple[str, int], ...] = field(default=())
+    fixed_gpu_s: float | None = None
+    fixed_host_s: float | None = None
+
+    @property
+    def launches_kernel(self) -> bool:
+        return self.op_class is not OpClass.VIEW
+
+    def dim(self, key: str, default: int = 0) -> int:
+        for k, v in self.shape:
+            if k == key:
+                return v
+        return default
+
+
+@dataclass(frozen=True)
+class Step:
+    """An ordered list of host ops making one forward step, plus what produced it."""
+
+    ops: tuple[Op, ...]
+    label: str = ""
+    layers: int = 0
+    tokens: int = 0  # tokens processed in this step (batch for decode)
+
+    @property
+    def kernels(self) -> int:
+        return sum(1 for o in self.ops if o.launches_kernel)
+
+    @property
+    def host_calls(self) -> int:
+        return len(self.ops)
+
+    def kernel_ops(self) -> list[Op]:
+        return [o for o in self.ops if o.launches_kernel]

@@ -1,0 +1,189 @@
+"""Decoder-only transformer descriptions: built-in presets and Hugging Face `config.json` files."""
+
+from __future__ import annotations
+
+from simulator.common import limits as L
+from simulator.common.errors import UserError
+from simulator.common.jsonfile import field_error, read_json
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ModelError(UserError):
+    """An unknown preset or an unreadable / incomplete config.json."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    qk_norm: bool = False
+    max_position_embeddings: int = 131072
+    dtype_bytes: int = 2  # bf16
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def params(self) -> int:
+        """Parameter count (norm weights included; tied embeddings counted once)."""
+        h, i, L = self.hidden_size, self.intermediate_size, self.num_hidden_layers
+        per_layer = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h + 3 * h * i + 2 * h
+        if self.qk_norm:
+            per_layer += 2 * self.head_dim
+        emb = self.vocab_size * h
+        return L * per_layer + emb * (1 if self.tie_word_embeddings else 2) + h
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.params * self.dtype_bytes
+
+    def kv_bytes_per_token(self) -> int:
+        """KV-cache bytes one token occupies across all layers (K and V)."""
+        return 2 * self.num_hidden_layers * self.kv_dim * self.dtype_bytes
+
+
+# Published configs (Hugging Face `config.json` of each model).
+PRESETS: dict[str, ModelSpec] = {
+    "qwen3-0.6b": ModelSpec("qwen3-0.6b", 1024, 28, 16, 8, 128, 3072, 151936, True, True, 40960),
+    "qwen3-8b": ModelSpec("qwen3-8b", 4096, 36, 32, 8, 128, 12288, 151936, False, True, 40960),
+    "llama3-8b": ModelSpec("llama3-8b", 4096, 32, 32, 8, 128, 14336, 128256, False, False, 8192),
+    "llama3-70b": ModelSpec("llama3-70b", 8192, 80, 64, 8, 128, 28672, 128256, False, False, 8192),
+}
+
+_REQUIRED = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "vocab_size",
+)
+
+
+_LIMITS = {"hidden_size": L.MAX_DIM, "num_hidden_layers": L.MAX_LAYERS, "num_attention_heads": 1 << 14,
+           "intermediate_size": L.MAX_DIM * 4, "vocab_size": 1 << 24, "num_key_value_heads": 1 << 14,
+           "head_dim": 1 << 14, "max_position_embeddings": 1 << 31}
+
+
+_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts",
+                "moe_intermediate_size", "num_shared_experts", "moe_num_experts", "expert_interval")
+_DTYPES_OK = ("bfloat16", "float16", "bf16", "fp16", "half", "auto")
+
+
+def unmodelled_field(cfg: dict) -> tuple[str, str] | None:
+    """(field, what) for the first config.json field describing something launchsim does not model (experts,
+    quantization, MLA, sliding-window or non-attention layers, multimodal towers, encoder-decoder, other dtypes)."""
+    def on(k):
+        v = cfg.get(k)
+        return v not in (None, False, 0, "", [], {})
+
+    for k in _EXPERT_KEYS:
+        if on(k):
+            return k, "Mixture-of-Experts (experts)"
+    for k in ("quantization_config", "quantization", "compression_config"):
+        if on(k):
+            return k, "quantization"
+    for k in ("kv_lora_rank", "q_lora_rank"):
+        if on(k):
+            return k, "multi-head latent attention (MLA)"
+    if cfg.get("use_sliding_window") is True:
+        return "use_sliding_window", "sliding-window attention"
+    if on("sliding_window") and "use_sliding_window" not in cfg:
+        return "sliding_window", "sliding-window attention"
+    lt = cfg.get("layer_types")
+    if isinstance(lt, list) and any(x != "full_attention" for x in lt):
+        return "layer_types", "layers other than full attention"
+    for k in ("vision_config", "audio_config", "text_config"):
+        if on(k):
+            return k, "a multimodal or nested model config"
+    if cfg.get("is_encoder_decoder") is True:
+        return "is_encoder_decoder", "an encoder-decoder model"
+    for k in ("torch_dtype", "dtype"):
+        v = cfg.get(k)
+        if isinstance(v, str) and v not in _DTYPES_OK:
+            return k, f"dtype {v!r} (only bfloat16/float16 weights are modelled)"
+    return None
+
+
+def load_model(name_or_path: str) -> ModelSpec:
+    """A preset name, or a path to a Hugging Face `config.json`. Every problem is one line
+    `FILE:LINE: field 'name': message` (or names the file)."""
+    if name_or_path in PRESETS:
+        return PRESETS[name_or_path]
+    if not str(name_or_path).strip():
+        raise ModelError(f"empty model name: use one of {', '.join(sorted(PRESETS))} or a config.json path")
+    path = Path(name_or_path)
+    if not path.suffix == ".json" and not path.exists():
+        raise ModelError(
+            f"unknown model '{name_or_path}': use one of {', '.join(sorted(PRESETS))} or a config.json path"
+        )
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"  # a model folder, as Hugging Face downloads it
+    cfg, text = read_json(path, "model config", ModelError, limit=64 << 20)
+    where = str(path)
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{where}:1: a config.json must hold a JSON object")
+
+    def bad(key, msg):
+        return field_error(where, text, (key,), msg, ModelError)
+
+    missing = [k for k in _REQUIRED if k not in cfg]
+    if missing:
+        raise ModelError(f"{where}:1: field '{missing[0]}': missing field (required)"
+                         + (f" (also {', '.join(missing[1:])})" if missing[1:] else ""))
+    unmodelled = unmodelled_field(cfg)
+    if unmodelled:
+        key, what = unmodelled
+        raise bad(key, f"{what} is not modelled by launchsim yet: refusing to simulate this model as a dense "
+                       f"bf16/fp16 decoder")
+    for k, cap in _LIMITS.items():
+        if k not in cfg or (cfg[k] is None and k in ("num_key_value_heads", "head_dim")):
+            continue
+        v = cfg[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise bad(k, f"must be a positive integer, got {v!r}")
+        if v > cap:
+            raise bad(k, f"{v:,} is above the limit of {cap:,}")
+    heads = cfg["num_attention_heads"]
+    kv = cfg.get("num_key_value_heads") or heads
+    if heads % kv:
+        raise bad("num_key_value_heads", f"num_attention_heads ({heads}) must be a multiple of it ({kv})")
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    if head_dim <= 0:
+        raise bad("num_attention_heads", f"more heads ({heads}) than hidden_size ({cfg['hidden_size']}) allows")
+    arch = cfg.get("architectures", [])
+    if arch is not None and (not isinstance(arch, list) or not all(isinstance(x, str) for x in arch)):
+        raise bad("architectures", f"must be a list of strings, got {arch!r}")
+    mtype = cfg.get("model_type", "")
+    if mtype is not None and not isinstance(mtype, str):
+        raise bad("model_type", f"must be a string, got {mtype!r}")
+    tie = cfg.get("tie_word_embeddings", False)
+    if tie is not None and not isinstance(tie, bool):
+        raise bad("tie_word_embeddings", f"must be true or false, got {tie!r}")
+    arch_text = " ".join(arch or []) + " " + str(mtype or "")
+    return ModelSpec(
+        name=path.stem if path.stem != "config" else path.parent.name or "custom",
+        hidden_size=cfg["hidden_size"],
+        num_hidden_layers=cfg["num_hidden_layers"],
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=head_dim,
+        intermediate_size=cfg["intermediate_size"],
+        vocab_size=cfg["vocab_size"],
+        tie_word_embeddings=bool(tie),
+        qk_norm="qwen3" in arch_text.lower(),
+        max_position_embeddings=int(cfg.get("max_position_embeddings") or 131072),
+    )

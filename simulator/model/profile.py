@@ -1,0 +1,366 @@
+"""Device profiles: the JSON files that hold every cost figure the simulator uses.
+
+A profile has a `host` section (what the CPU pays to launch, by path: depends on the host CPU) and a
+`device` section (what the GPU pays: ceilings, gaps, measured kernel-time tables). The two can be
+recombined (`combine`) so a user can recalibrate the host on their own box and keep a shipped device.
+Validation on load turns any schema problem into one `ProfileError` line naming file and field.
+"""
+
+from __future__ import annotations
+
+from simulator.common.errors import UserError, validate_versioned
+from simulator.model.profile_check import check_profile, read_profile_file
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION = 1
+PROFILE_DIR = Path(__file__).resolve().parents[1] / "profiles"  # package data of simulator
+DEFAULT_PROFILE = "h200"  # measured; falls back to datasheet-h200 until it exists
+
+
+class ProfileError(UserError):
+    """A profile that cannot be found, parsed or validated."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Spread(_Strict):
+    """A measured distribution in microseconds: median plus percentiles."""
+
+    p50: float = Field(ge=0, description="median, µs")
+    p10: float | None = Field(None, ge=0, description="10th percentile, µs (defaults to p50)")
+    p90: float | None = Field(None, ge=0, description="90th percentile, µs (defaults to p50)")
+    n: int | None = Field(None, description="number of samples behind the figure")
+
+    def q(self, quantile: float) -> float:
+        lo = self.p10 if self.p10 is not None else self.p50
+        hi = self.p90 if self.p90 is not None else self.p50
+        if quantile <= 0.1:
+            return lo
+        if quantile >= 0.9:
+            return hi
+        if quantile <= 0.5:
+            return lo + (self.p50 - lo) * (quantile - 0.1) / 0.4
+        return self.p50 + (hi - self.p50) * (quantile - 0.5) / 0.4
+
+
+class ProfilerOverhead(_Strict):
+    """How much a torch.profiler session inflates host time, measured (same steps, profiled vs not)."""
+
+    factor: float = Field(ge=1, description="profiled host time / un-profiled host time of the same steps")
+    source: str = Field("", description="what was measured, where (file, rows)")
+
+
+class ByBatch(_Strict):
+    """A figure in µs measured at a few batch sizes: linear between points, linear extrapolation from the
+    nearest two outside them (never below 0); one point is a constant."""
+
+    batch: list[int] = Field(min_length=1, description="batch sizes, strictly increasing")
+    us: list[float] = Field(min_length=1, description="µs at each batch size")
+
+    @model_validator(mode="after")
+    def _same_len(self):
+        if len(self.batch) != len(self.us) or any(b2 <= b1 for b1, b2 in zip(self.batch, self.batch[1:])):
+            raise ValueError("batch and us must have equal length, batch strictly increasing")
+        return self
+
+    def at(self, b: float) -> float:
+        xs, ys = self.batch, self.us
+        if len(xs) == 1:
+            return float(ys[0])
+        i = 0 if b <= xs[0] else len(xs) - 2 if b >= xs[-1] else max(i for i in range(len(xs) - 1) if xs[i] <= b)
+        x0, x1, y0, y1 = xs[i], xs[i + 1], ys[i], ys[i + 1]
+        return max(0.0, y0 + (y1 - y0) * (b - x0) / (x1 - x0))
+
+
+class EngineStepUs(_Strict):
+    """The engine's own host work around each forward pass (simulator/engine/steploop.py), measured by
+    calibration/engine_loop.py on a vLLM-style decode loop; µs per step unless named otherwise."""
+
+    schedule: ByBatch = Field(description="scheduling the step (which sequences, block bookkeeping)")
+    prep: ByBatch = Field(description="building the step's inputs in persistent pinned host buffers")
+    copy_launch_us: float = Field(ge=0, description="host cost of one copy_(non_blocking=True) launch (H2D into a "
+                                                    "graph's static input, or the D2H of the sampled tokens)")
+    copy_gpu_us: float = Field(ge=0, description="device time of one such small copy")
+    h2d_copies: int = Field(3, ge=0, description="H2D copies per step (token ids, positions, cache slots)")
+    sample_host: dict[str, ByBatch] = Field(description="host time to launch the sampling ops, by method "
+                                                        "(greedy, top_p)")
+    sample_gpu: dict[str, ByBatch] = Field(description="device time of the sampling kernels, by method")
+    sample_kernels: dict[str, int] = Field(description="kernels the sampling launches, by method")
+    tolist: ByBatch = Field(description="host time of `.tolist()` beyond waiting for the tokens")
+    detokenize: ByBatch = Field(description="detokenising and streaming the new tokens")
+    source: str = Field("", description="where the figures came from")
+
+
+class CompileFit(_Strict):
+    """torch.compile wall time of a decode step as `fixed_s + per_node_s * nodes` (simulator/engine/startup.py)."""
+
+    fixed_s: float = Field(ge=0, description="seconds independent of the model's size")
+    per_node_s: float = Field(ge=0, description="seconds per node of the compiled step (its eager kernel count)")
+    nodes: list[int] = Field(default_factory=list, description="node counts of the measured rows behind the fit; "
+                                                               "outside their range the figure is an extrapolation")
+    source: str = Field("", description="the measured rows behind the two figures")
+
+
+class StartupFigures(_Strict):
+    """Start-up cost figures (simulator/engine/startup.py), from calibration/engine_loop.py's `capture` and `compile`
+    sections; calibration/validate_startup.py compares the model with every measured row."""
+
+    warmup_runs: int = Field(2, ge=0, description="eager warm-up runs before each capture (engines do 1-2; the "
+                                                   "measurement did 2)")
+    capture_host_ratio: float = Field(gt=0, description="capture wall time of one graph / launchsim's predicted host "
+                                                        "time of one eager pass of the same step")
+    compile_static_cold: CompileFit | None = Field(None, description="torch.compile, dynamic=False, empty cache")
+    compile_static_warm: CompileFit | None = Field(None, description="torch.compile, dynamic=False, cache filled")
+    compile_dynamic_note: str = Field("", description="why dynamic=True compile has no figure")
+    source: str = Field("", description="where the figures came from")
+
+
+class HostSection(_Strict):
+    cpu: str = Field(description="host CPU model the host figures were measured on")
+    launch_us: dict[str, Spread] = Field(description="host time per launched op, by launch path")
+    graph_launch_fixed_us: float = Field(ge=0, description="host cost of one CUDA-graph replay call")
+    graph_launch_per_node_us: float = Field(0.0, ge=0, description="extra host cost per graph node")
+    compiled_entry_us: float = Field(0.0, ge=0, description="per-call cost of entering a torch.compile region")
+    compiled_wrapper_us: float = Field(
+        0.0, ge=0, description="extra host cost per kernel of Inductor's generated wrapper beyond the compiled "
+                               "microbenchmarks (buffer allocations, reinterpret views); the profile notes say how "
+                               "it was obtained")
+    capture_per_node_ms: float = Field(0.0, ge=0, description="capture + instantiate time per node of a microbenchmark "
+                                                             "graph (calibration/streams.py), ms; start-up time comes "
+                                                             "from `startup` (simulator/engine/startup.py), not from this")
+    step_factor: Spread | None = Field(
+        None, description="per-step multiplier on all host costs (p50 = 1): host-speed drift between steps "
+                          "(frequency, noisy neighbours) that per-op noise cannot produce")
+    profiler_overhead: ProfilerOverhead | None = Field(
+        None, description="measured host-time inflation under torch.profiler; `import-trace --host-time deflate` "
+                          "divides traced host durations by its factor")
+    engine_step_us: EngineStepUs | None = Field(
+        None, description="the engine's host work around each forward pass (multi-step simulation); without it "
+                          "launchsim uses estimates and says so")
+    startup: StartupFigures | None = Field(
+        None, description="start-up cost: warm-up runs, capture time per graph, torch.compile time (`launchsim "
+                          "startup`); without it simulator/engine/startup.py's H200 defaults apply and say so")
+    source: str = Field("", description="where the host figures came from")
+
+
+class Curve(_Strict):
+    """Kernel time as a function of bytes moved, measured on a grid."""
+
+    bytes: list[float] = Field(min_length=2)
+    us: list[float] = Field(min_length=2)
+
+    @model_validator(mode="after")
+    def _same_len(self):
+        if len(self.bytes) != len(self.us) or any(b2 <= b1 for b1, b2 in zip(self.bytes, self.bytes[1:])):
+            raise ValueError("bytes and us must have equal length, bytes strictly increasing")
+        return self
+
+
+class GemmTable(_Strict):
+    n: int
+    k: int
+    m: list[int] = Field(min_length=1)
+    us: list[float] = Field(min_length=1)
+    kernels: list[int] | None = Field(
+        None, description="GPU kernels one call launches at each m (2 where cuBLAS picks split-K + reduce)")
+
+    @model_validator(mode="after")
+    def _same_len(self):
+        if len(self.m) != len(self.us) or (self.kernels is not None and len(self.kernels) != len(self.m)):
+            raise ValueError("m, us (and kernels) must have equal length")
+        return self
+
+
+class AttentionTable(_Strict):
+    heads: int
+    kv_heads: int
+    head_dim: int
+    batch: list[int] = Field(min_length=1)
+    ctx: list[int] = Field(min_length=1)
+    us: list[list[float]] = Field(description="us[i][j] for batch[i], ctx[j]")
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if len(self.us) != len(self.batch) or any(len(r) != len(self.ctx) for r in self.us):
+            raise ValueError("us must be len(batch) rows of len(ctx) values")
+        return self
+
+
+class Tables(_Strict):
+    gemm: list[GemmTable] = Field(default_factory=list)
+    attention: list[AttentionTable] = Field(default_factory=list)
+    elementwise: Curve | None = None
+    reduction: Curve | None = None
+    memcopy: Curve | None = None
+    embedding: Curve | None = None
+
+
+class GraphMemoryLayoutTable(_Strict):
+    """Measured graph pools of one (fusion, graph mode) for one model (calibration/child_memory.py):
+    `memory_reserved` growth per captured batch, private and shared (largest first, cumulative)."""
+
+    fusion: str
+    mode: Literal["full", "piecewise"]
+    ctx: int | None = None
+    batch: list[int] = Field(min_length=1, description="captured sizes, ascending")
+    private_reserved: list[float] = Field(description="each size in its own fresh pool, in ascending order")
+    private_allocated: list[float] | None = None
+    workspace_in_first: bool = Field(
+        False, description="private_reserved[0] includes the once-per-process capture-stream workspace")
+    shared_keep_reserved: list[float] | None = Field(
+        None, description="one pool, largest first, outputs kept: cumulative after capturing sizes >= batch[i]")
+    shared_drop_reserved: list[float] | None = Field(None, description="as shared_keep, outputs released")
+    shared_keep_allocated: list[float] | None = None
+    shared_drop_allocated: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _lengths(self):
+        n = len(self.batch)
+        for k in ("private_reserved", "private_allocated", "shared_keep_reserved", "shared_drop_reserved",
+                  "shared_keep_allocated", "shared_drop_allocated"):
+            v = getattr(self, k)
+            if v is not None and len(v) != n:
+                raise ValueError(f"{k} must have one value per batch ({n})")
+        return self
+
+
+class GraphMemoryConstants(_Strict):
+    """Constants of the shared-pool formula (simulator/layouts/graph_memory.py), with where they came from."""
+
+    capture_workspace_bytes: float = Field(ge=0, description="cuBLAS workspace of the capture stream, paid "
+                                                             "once per process inside the first pool")
+    reuse_fraction: float = Field(ge=0, le=1, description="share of the largest graph's freed transient "
+                                                          "blocks that smaller graphs' retained outputs reuse")
+    slack_bytes: float = Field(ge=0, description="segment rounding a shared pool adds over its largest graph")
+    source: str = ""
+
+
+class GraphMemoryTable(_Strict):
+    """Measured pool bytes of one captured decode step per batch size, for one model.
+
+    `batch`/`private_pool_bytes` is the original (fusion-agnostic) table; `layouts` (optional) holds the
+    per fusion/graph-mode measurements and `constants` the shared-pool formula's constants."""
+
+    batch: list[int] = Field(min_length=1)
+    private_pool_bytes: list[float] = Field(description="pool bytes when the graph has its own pool")
+    shared_pool_total_bytes: list[float] | None = Field(
+        None, description="cumulative pool bytes when sizes up to batch[i] are captured largest-first into one pool"
+    )
+    capture_s: list[float] | None = Field(None, description="capture + instantiate wall time per graph, s")
+    nodes: int | None = Field(None, description="kernel nodes in the captured graph")
+    layouts: list[GraphMemoryLayoutTable] = Field(default_factory=list)
+    constants: GraphMemoryConstants | None = None
+    static_buffers: dict | None = Field(None, description="measured static buffers: largest, bytes, reserved")
+    formula: str | None = Field(None, description="the shared/private pool formula these figures feed")
+    source: str = ""
+
+
+class CollectiveSection(_Strict):
+    """GPU time of tensor-parallel collectives (simulator/model/parallel.py has the formulas). Optional: without it
+    launchsim uses published figures (parallel.DEFAULT_COLLECTIVE) and marks them unmeasured."""
+
+    measured: bool = Field(False, description="true only when these figures were measured on this device")
+    interconnect: str = Field("", description="the GPU-to-GPU fabric the figures describe")
+    custom_max_bytes: float = Field(8 * 1024 * 1024, ge=0, description="largest all-reduce message the custom "
+                                                                        "(one-/two-shot) all-reduce takes, bytes")
+    custom_world_sizes: list[int] = Field([2, 4, 6, 8], description="GPU counts the custom all-reduce supports")
+    custom_latency_us: dict[int, float] = Field(description="custom all-reduce fixed time by GPU count, µs")
+    custom_algbw_gbps: dict[int, float] = Field(description="custom all-reduce message bytes per second by GPU "
+                                                            "count, GB/s")
+    nccl_latency_us: dict[int, float] = Field(description="NCCL ring fixed time by GPU count, µs")
+    nccl_busbw_gbps: dict[int, float] = Field(description="NCCL ring bus bandwidth by GPU count, GB/s")
+    launch_path: str = Field("custom_op", description="host launch path whose figure a collective's launch reuses "
+                                                      "when host.launch_us has no 'collective' entry")
+    source: str = Field("", description="where each figure comes from")
+
+    @model_validator(mode="after")
+    def _positive(self):
+        for k in ("custom_latency_us", "custom_algbw_gbps", "nccl_latency_us", "nccl_busbw_gbps"):
+            d = getattr(self, k)
+            if not d or any(n < 2 or v < 0 for n, v in d.items()):
+                raise ValueError(f"{k} needs GPU counts >= 2 with non-negative values")
+            if k.endswith("gbps") and any(v <= 0 for v in d.values()):
+                raise ValueError(f"{k} values must be positive")
+        return self
+
+
+class DeviceSection(_Strict):
+    gpu: str
+    memory_gib: float = Field(gt=0)
+    peak_bf16_tflops: float = Field(gt=0, description="dense bf16 tensor-core peak")
+    hbm_tbps: float = Field(gt=0, description="HBM bandwidth, TB/s")
+    gemm_efficiency: float = Field(gt=0, le=1, description="achieved fraction of peak for the roofline fallback")
+    bw_efficiency: float = Field(gt=0, le=1, description="achieved fraction of HBM bandwidth for the fallback")
+    min_kernel_us: float = Field(ge=0, description="floor on any kernel's GPU time")
+    eager_gap_us: float = Field(ge=0, description="GPU gap between back-to-back eager kernels in one stream")
+    graph_node_us: float = Field(ge=0, description="GPU gap per kernel node inside a replayed graph")
+    graph_node_trace_us: float | None = Field(
+        None, ge=0, description="per-node gap between different decoder kernels in a replayed graph as CUPTI "
+                                "shows it; used beside kernel times read from a trace (default graph_node_us)")
+    graph_launch_latency_us: float | None = Field(
+        None, ge=0, description="device time from a graph replay reaching the GPU to its first node starting "
+                                "(1-node graph by events minus one node); default eager_gap_us")
+    launch_queue_depth: int = Field(1024, ge=1, description="pending launches before the host blocks")
+    tables: Tables = Field(default_factory=Tables)
+    graph_memory: dict[str, GraphMemoryTable] = Field(default_factory=dict)
+    collective: CollectiveSection | None = Field(
+        None, description="tensor-parallel collective figures (optional; default: published, unmeasured figures)")
+    source: str = Field("", description="where the device figures came from")
+
+
+class Profile(_Strict):
+    schema_version: int = Field(description="must equal the simulator's profile schema version")
+    name: str
+    source: Literal["datasheet", "measured", "derived"]
+    derived_from: str | None = None
+    date: str
+    notes: str = ""
+    environment: dict = Field(default_factory=dict)
+    host: HostSection
+    device: DeviceSection
+
+
+def profile_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix == ".json" or p.exists():
+        return p
+    return PROFILE_DIR / f"{name_or_path}.json"
+
+
+def available_profiles() -> list[Path]:
+    return sorted(PROFILE_DIR.glob("*.json"))
+
+
+def load_profile(name_or_path: str | None = None) -> Profile:
+    """Load and validate a profile by name (from simulator/profiles) or path."""
+    if name_or_path is None:
+        name_or_path = DEFAULT_PROFILE if profile_path(DEFAULT_PROFILE).exists() else "datasheet-h200"
+    path = profile_path(name_or_path)
+    if not path.exists():
+        names = ", ".join(p.stem for p in available_profiles())
+        raise ProfileError(f"unknown profile '{name_or_path}': no file {path} (available: {names})")
+    raw, text = read_profile_file(path, ProfileError)
+    return parse_profile(raw, str(path), text)
+
+
+def parse_profile(raw: object, where: str = "<profile>", text: str | None = None) -> Profile:
+    check_profile(raw, where, text, ProfileError)  # generic: finite, sorted axes, matching lengths (profile_check)
+    return validate_versioned(Profile, raw, where, "schema_version", SCHEMA_VERSION, ProfileError, "a profile", text)
+
+
+def combine(host_from: Profile, device_from: Profile) -> Profile:
+    """A profile with one profile's host section and another's device section."""
+    return device_from.model_copy(
+        update={
+            "name": f"{host_from.name}-host+{device_from.name}-device",
+            "host": host_from.host,
+            "notes": f"host section from {host_from.name}, device section from {device_from.name}",
+        }
+    )

@@ -1,0 +1,323 @@
+"""Workload builders: a model + a step shape + a fusion level -> an ordered list of host ops.
+
+Fusion levels (names are part of the interface):
+- `none`: Hugging Face transformers-style eager decoder (RMSNorm as 8 kernels, separate projections,
+  RoPE via rotate_half, q/k-norm where the model has it, static KV-cache writes, SDPA with GQA).
+- `packed`: as `none` but QKV is one GEMM and gate/up is one GEMM.
+- `compiled`: what torch.compile (Inductor) leaves: GEMMs and attention stay, neighbouring
+  elementwise/reduction ops fuse into one Triton kernel each (lists checked against torch.profiler
+  on an H200 with torch 2.11: calibration/measured/h200-decode.json).
+- `fused`: a serving engine's hand-fused custom ops (fused add-RMSNorm, fused RoPE + cache write,
+  silu_and_mul, one attention kernel, packed QKV and gate/up).
+The per-layer kernel lists below are the model; calibration/reference_decoder.py implements the
+same lists in PyTorch so that the profiler can check the counts.
+"""
+
+from __future__ import annotations
+
+from simulator.common.errors import UserError
+
+from dataclasses import dataclass
+
+from simulator.model.kernels import LaunchPath as P
+from simulator.model.kernels import Op, OpClass, Step
+from simulator.model.models import ModelSpec
+from simulator.model.parallel import logits_vocab, tp_of
+
+FUSION_LEVELS = ("none", "packed", "compiled", "fused")
+
+
+class WorkloadError(UserError):
+    """A step shape the model cannot run (zero sizes, context beyond the model's limit)."""
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """Who is in the step: `decode_seqs` sequences each adding one token at context `ctx`, plus
+    optionally `prefill_seqs` sequences each adding `prefill_len` tokens (a mixed batch)."""
+
+    decode_seqs: int
+    ctx: int
+    prefill_seqs: int = 0
+    prefill_len: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.decode_seqs + self.prefill_seqs * self.prefill_len
+
+    @property
+    def seqs(self) -> int:
+        return self.decode_seqs + self.prefill_seqs
+
+    @property
+    def is_pure_decode(self) -> bool:
+        return self.prefill_seqs == 0
+
+
+def decode(batch: int, ctx: int) -> StepShape:
+    return StepShape(decode_seqs=batch, ctx=ctx)
+
+
+class _Builder:
+    def __init__(self, m: ModelSpec, shape: StepShape):
+        self.m, self.s, self.ops = m, shape, []
+        self.e = m.dtype_bytes
+        self.pending_embedding = 0.0  # compiled: embedding bytes folded into the first fused norm
+        self.tp = tp_of(m)  # tensor parallelism: `m` is one GPU's shard (simulator/model/parallel.py)
+
+    def add(self, name, cls, path, flops=0.0, nbytes=0.0, **shape):
+        self.ops.append(Op(name, cls, path, float(flops), float(nbytes), tuple(sorted(shape.items()))))
+
+    def gemm(self, name, m, n, k, path=P.EAGER_GEMM):
+        e = self.e
+        self.add(name, OpClass.GEMM, path, 2.0 * m * n * k, e * (m * k + n * k + m * n), m=m, n=n, k=k)
+
+    def ew(self, name, elems, in_b, out_b, path=P.EAGER_ELEMENTWISE, cls=OpClass.ELEMENTWISE):
+        """An elementwise-like kernel touching `elems` elements, `in_b` bytes read and `out_b` written each."""
+        self.add(name, cls, path, elems, elems * (in_b + out_b))
+
+    def red(self, name, elems, in_b, out_b, path=P.EAGER_REDUCTION):
+        self.ew(name, elems, in_b, out_b, path, OpClass.REDUCTION)
+
+    def copy(self, name, elems, in_b, out_b, path=P.EAGER_COPY):
+        self.ew(name, elems, in_b, out_b, path, OpClass.COPY)
+
+    def all_reduce(self, name, rows):
+        """Tensor parallelism: all-reduce `rows` x hidden activations across the tp GPUs (nothing at tp = 1)."""
+        if self.tp > 1:
+            self.add(name, OpClass.COLLECTIVE, P.COLLECTIVE, 0.0, rows * self.m.hidden_size * self.e, ranks=self.tp)
+
+    def all_gather_logits(self, rows):
+        """Tensor parallelism: gather the vocab-sharded logits of `rows` sequences (nothing at tp = 1)."""
+        if self.tp > 1:
+            self.add("lm_head.all_gather", OpClass.COLLECTIVE, P.COLLECTIVE, 0.0,
+                     rows * logits_vocab(self.m) * self.e, ranks=self.tp, gather=1)
+
+    def view(self, name, n=1):
+        for _ in range(n):
+            self.add(name, OpClass.VIEW, P.EAGER_VIEW)
+
+    # -- composite pieces -------------------------------------------------------------------------
+    def rmsnorm_eager(self, name, rows, cols):
+        """HF RMSNorm: upcast, pow, mean, add eps, rsqrt, mul, downcast, mul by weight (8 kernels)."""
+        E = rows * cols
+        self.copy(f"{name}.to_fp32", E, 2, 4)
+        self.ew(f"{name}.pow", E, 4, 4)
+        self.red(f"{name}.mean", E, 4, 4 / cols)
+        self.ew(f"{name}.add_eps", rows, 4, 4)
+        self.ew(f"{name}.rsqrt", rows, 4, 4)
+        self.ew(f"{name}.mul", E, 4 + 4 / cols, 4)
+        self.copy(f"{name}.to_bf16", E, 4, 2)
+        self.ew(f"{name}.mul_weight", E, 2, 2)
+
+    def rope_eager(self, name, elems):
+        """q*cos + rotate_half(q)*sin with rotate_half = cat(-x2, x1): 5 kernels, 4 views."""
+        e = self.e
+        self.view(f"{name}.slice", 2)
+        self.ew(f"{name}.mul_cos", elems, 2 * e, e)
+        self.ew(f"{name}.neg", elems / 2, e, e)
+        self.copy(f"{name}.cat", elems, e, e)
+        self.ew(f"{name}.mul_sin", elems, 2 * e, e)
+        self.ew(f"{name}.add", elems, 2 * e, e)
+
+    def attention(self, path):
+        m, s, e = self.m, self.s, self.e
+        hd, H, KV = m.head_dim, m.num_attention_heads, m.num_key_value_heads
+        # decode rows: one query each over ctx past keys + its own (just written) key;
+        # prefill rows: causal over ctx + own chunk.
+        keys = s.ctx + 1
+        kv_len_pref = s.ctx + s.prefill_len
+        flops = 4.0 * H * hd * (s.decode_seqs * keys + s.prefill_seqs * s.prefill_len * (s.ctx + s.prefill_len / 2))
+        kv_read = 2 * KV * hd * e * (s.decode_seqs * keys + s.prefill_seqs * kv_len_pref)
+        qo = 2 * s.tokens * H * hd * e
+        self.add(
+            "attention", OpClass.ATTENTION, path, flops, kv_read + qo,
+            batch=s.seqs, q_len=max(1, s.tokens // max(1, s.seqs)), ctx=keys,
+            heads=H, kv_heads=KV, head_dim=hd,
+        )
+
+
+def _layer_eager(b: _Builder, packed: bool) -> None:
+    m, T, e = b.m, b.s.tokens, b.e
+    H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
+    hd = m.head_dim
+    b.rmsnorm_eager("input_norm", T, H)
+    if packed:
+        b.gemm("qkv_proj", T, q + 2 * kv, H)
+        b.view("qkv.split", 3)
+    else:
+        b.gemm("q_proj", T, q, H)
+        b.gemm("k_proj", T, kv, H)
+        b.gemm("v_proj", T, kv, H)
+    b.view("qkv.view_transpose", 6)
+    if m.qk_norm:
+        b.rmsnorm_eager("q_norm", T * m.num_attention_heads, hd)
+        b.rmsnorm_eager("k_norm", T * m.num_key_value_heads, hd)
+    b.view("rope.unsqueeze", 2)
+    b.rope_eager("rope_q", T * q)
+    b.rope_eager("rope_k", T * kv)
+    b.copy("cache_write_k", T * kv, e, e)
+    b.copy("cache_write_v", T * kv, e, e)
+    b.view("cache.slice", 2)
+    b.attention(P.EAGER_ATTENTION)
+    b.view("attn.transpose", 1)
+    if b.s.tokens == b.s.seqs:  # one query per sequence: the transposed output is already contiguous
+        b.view("attn.contiguous", 1)
+    else:
+        b.copy("attn.contiguous", T * q, e, e)
+    b.view("attn.reshape", 1)
+    b.gemm("o_proj", T, H, q)
+    b.all_reduce("o_proj.all_reduce", T)
+    b.ew("residual_add", T * H, 2 * e, e)
+    b.rmsnorm_eager("post_norm", T, H)
+    if packed:
+        b.gemm("gate_up_proj", T, 2 * I, H)
+        b.view("gate_up.chunk", 2)
+    else:
+        b.gemm("gate_proj", T, I, H)
+        b.gemm("up_proj", T, I, H)
+    b.ew("silu", T * I, e, e)
+    b.ew("mul", T * I, 2 * e, e)
+    b.gemm("down_proj", T, H, I)
+    b.all_reduce("down_proj.all_reduce", T)
+    b.ew("residual_add", T * H, 2 * e, e)
+
+
+def _layer_compiled(b: _Builder) -> None:
+    """Inductor's partition of the eager layer: each run of pointwise/reduction ops between two
+    extern kernels (GEMM, attention) becomes one Triton kernel."""
+    m, T, e = b.m, b.s.tokens, b.e
+    H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
+    C, X = P.COMPILED, P.COMPILED_EXTERN  # Triton kernels; extern calls (aten GEMM / attention) from the wrapper
+    first = b.pending_embedding  # layer 0's norm also does the embedding gather (Inductor fuses them)
+    b.pending_embedding = 0.0
+    b.red("add_rmsnorm", T * H, 3 * e + first / max(T * H, 1), e, path=C)
+    b.gemm("q_proj", T, q, H, path=X)
+    b.gemm("k_proj", T, kv, H, path=X)
+    b.gemm("v_proj", T, kv, H, path=X)
+    if m.qk_norm:  # measured (torch 2.11): q-norm+RoPE, k-norm, and RoPE-k+cache write are three kernels
+        b.red("qk_norm_rope_q", T * q, 2 * e, e, path=C)
+        b.red("k_norm", T * kv, e, e, path=C)
+        b.ew("rope_k_cache_write_k", T * kv, 2 * e, 2 * e, path=C)
+    else:
+        b.red("rope_q", T * q, 2 * e, e, path=C)
+        b.red("rope_k_cache_write_k", T * kv, 2 * e, 2 * e, path=C)
+    b.copy("cache_write_v", T * kv, e, e, path=C)
+    b.attention(X)
+    b.gemm("o_proj", T, H, q, path=X)
+    b.all_reduce("o_proj.all_reduce", T)
+    b.red("add_rmsnorm", T * H, 3 * e, 2 * e, path=C)
+    b.gemm("gate_proj", T, I, H, path=X)
+    b.gemm("up_proj", T, I, H, path=X)
+    b.ew("silu_mul", T * I, 2 * e, e, path=C)
+    b.gemm("down_proj", T, H, I, path=X)
+    b.all_reduce("down_proj.all_reduce", T)
+
+
+def _layer_fused(b: _Builder) -> None:
+    """vLLM-style custom ops: 9 kernels per layer (q/k-norm folds into the RoPE kernel)."""
+    m, T, e = b.m, b.s.tokens, b.e
+    H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
+    X = P.CUSTOM_OP
+    b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X)
+    b.gemm("qkv_proj", T, q + 2 * kv, H)
+    b.red("fused_rope_cache_write", T * (q + 2 * kv), e, e, path=X)
+    b.attention(P.EAGER_ATTENTION)
+    b.gemm("o_proj", T, H, q)
+    b.all_reduce("o_proj.all_reduce", T)
+    b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X)
+    b.gemm("gate_up_proj", T, 2 * I, H)
+    b.ew("silu_and_mul", T * I, 2 * e, e, path=X)
+    b.gemm("down_proj", T, H, I)
+    b.all_reduce("down_proj.all_reduce", T)
+
+
+def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
+    """The ordered host ops of one forward step of `model` over `shape` at fusion level `fusion`."""
+    if fusion not in FUSION_LEVELS:
+        raise WorkloadError(f"unknown fusion level '{fusion}': use one of {', '.join(FUSION_LEVELS)}")
+    if shape.decode_seqs < 0 or shape.prefill_seqs < 0 or shape.seqs <= 0:
+        raise WorkloadError(f"batch must be a positive integer, got {shape.seqs}")
+    if shape.ctx <= 0 and shape.prefill_seqs == 0:
+        raise WorkloadError(f"context must be a positive integer, got {shape.ctx}")
+    if shape.prefill_seqs and shape.prefill_len <= 0:
+        raise WorkloadError(f"prefill_len must be positive, got {shape.prefill_len}")
+    total_ctx = shape.ctx + max(1, shape.prefill_len)
+    if total_ctx > model.max_position_embeddings:
+        raise WorkloadError(
+            f"context {shape.ctx} (+{max(1, shape.prefill_len)} new) exceeds {model.name}'s "
+            f"max_position_embeddings {model.max_position_embeddings}"
+        )
+    b = _Builder(model, shape)
+    T, H, e = shape.tokens, model.hidden_size, model.dtype_bytes
+    eager = fusion in ("none", "packed")
+    if fusion == "compiled":
+        # measured: Inductor fuses the embedding gather into layer 0's RMSNorm kernel; the rotary
+        # preamble is one Triton kernel (positions to fp32) plus the extern bmm; cos/sin are
+        # recomputed inside each layer's RoPE kernels.
+        b.pending_embedding = float(T * (H * e + 8))
+        b.ew("rotary_pos", T, 8, 4, path=P.COMPILED)
+        b.gemm("rotary.matmul", T, model.head_dim // 2, 1, path=P.COMPILED_EXTERN)
+        b.all_reduce("embedding.all_reduce", T)  # tp > 1: the vocab-parallel embedding's partial rows
+    else:
+        b.add("embedding", OpClass.EMBEDDING, P.EAGER_EMBEDDING, 0.0, T * (H * e + 8))
+        b.all_reduce("embedding.all_reduce", T)
+    if eager:
+        _rotary_preamble_eager(b)
+    for _ in range(model.num_hidden_layers):
+        if eager:
+            _layer_eager(b, packed=(fusion == "packed"))
+        elif fusion == "compiled":
+            _layer_compiled(b)
+        else:
+            _layer_fused(b)
+    last = shape.seqs  # logits only for each sequence's last token
+    if eager:
+        b.rmsnorm_eager("final_norm", T, H)
+        b.gemm("lm_head", last, model.vocab_size, H)
+    elif fusion == "compiled":
+        b.red("final_add_rmsnorm", T * H, 3 * e, e, path=P.COMPILED)
+        b.gemm("lm_head", last, model.vocab_size, H, path=P.COMPILED_EXTERN)
+    else:
+        b.red("final_add_rmsnorm", T * H, 3 * e, e, path=P.CUSTOM_OP)
+        b.gemm("lm_head", last, model.vocab_size, H)
+    b.all_gather_logits(last)
+    label = f"{model.name} {fusion} seqs={shape.seqs} tokens={T} ctx={shape.ctx}"
+    return Step(tuple(b.ops), label=label, layers=model.num_hidden_layers, tokens=T)
+
+
+def _rotary_preamble_eager(b: _Builder) -> None:
+    """HF rotary embedding forward: positions.float(), inv_freq @ pos, cat, cos, sin, scale, cast."""
+    T, hd = b.s.tokens, b.m.head_dim
+    n = T * hd
+    b.view("rotary.expand", 2)
+    b.copy("rotary.pos_float", T, 8, 4)
+    b.gemm("rotary.matmul", T, hd // 2, 1)
+    b.view("rotary.transpose", 1)
+    b.copy("rotary.cat", n, 4, 4)
+    b.ew("rotary.cos", n, 4, 4)
+    b.ew("rotary.sin", n, 4, 4)
+    b.ew("rotary.cos_scale", n, 4, 4)
+    b.ew("rotary.sin_scale", n, 4, 4)
+    b.copy("rotary.cos_cast", n, 4, 2)
+    b.copy("rotary.sin_cast", n, 4, 2)
+
+
+def toy_step(layers: int, kernels_per_layer: int, launch_s: float, kernel_s: float) -> Step:
+    """Textbook arithmetic: `layers * kernels_per_layer` identical raw launches."""
+    if layers <= 0 or kernels_per_layer <= 0:
+        raise WorkloadError("toy workload needs positive layers and kernels_per_layer")
+    if launch_s < 0 or kernel_s < 0:
+        raise WorkloadError("toy launch and kernel times must be non-negative")
+    op = Op("toy_kernel", OpClass.ELEMENTWISE, P.RAW, fixed_gpu_s=kernel_s, fixed_host_s=launch_s)
+    n = layers * kernels_per_layer
+    return Step((op,) * n, label=f"toy {layers}x{kernels_per_layer}", layers=layers, tokens=1)
+
+
+def kernels_per_layer(model: ModelSpec, fusion: str) -> int:
+    """Kernels launched per decoder layer (the preamble and head excluded)."""
+    from dataclasses import replace
+
+    one = build_step(replace(model, num_hidden_layers=1), decode(1, 128), fusion).kernels
+    two = build_step(replace(model, num_hidden_layers=2), decode(1, 128), fusion).kernels
+    return two - one

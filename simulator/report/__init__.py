@@ -1,0 +1,1 @@
+"""Reports: result JSON, the HTML page, plotly charts, and progress on stderr."""

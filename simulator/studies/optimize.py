@@ -1,0 +1,387 @@
+"""Bucket-layout optimization study: step costs and graph memory -> an exact optimizer problem -> the best
+layout, the presets under the same constraints, Pareto frontiers, and the report (`launchsim optimize`,
+scenario kind `buckets`).
+
+Step-time objective: a step of batch b padded to size s costs the simulated step time at batch s under
+the graph mode; above the largest size it runs eagerly (graph none). Both come from `stepcost.routed_step`
+(routing.py decides the mode and size, stepcost.py the memoised fast-engine time, decode at `ctx`).
+Padded-rows objective: padded rows per step; the largest size is fixed at max_size.
+Memory and capture time come from GraphMemoryModel (shared pool captured largest-first, or private).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from simulator.optimizer import exact as opt
+from simulator.layouts.buckets import preset_sizes
+from simulator.model.costs import CostModel
+from simulator.layouts.distribution import BatchDistribution
+from simulator.layouts.engine_syntax import engine_syntax  # noqa: F401  (re-exported: one line per engine)
+from simulator.common.errors import UserError
+from simulator.common.limits import MAX_OPTIMIZE_SIZE
+from simulator.layouts.graph_memory import GraphMemoryModel
+from simulator.model.models import ModelSpec, load_model
+from simulator.model.profile import load_profile
+from simulator.engine.routing import check_mode, route
+from simulator.engine.stepcost import routed_step
+from simulator.model.workload import decode
+
+PRESETS = ("vllm", "sglang", "trtllm", "seed")
+GiB, MiB = float(1 << 30), float(1 << 20)
+
+
+class OptimizeError(UserError):
+    pass
+
+
+@dataclass
+class Inputs:
+    dist: BatchDistribution
+    model: str | ModelSpec = "qwen3-8b"
+    profile: str | None = None
+    fusion: str = "fused"
+    graph: str = "full"
+    ctx: int = 1024
+    objective: str = "step-time"
+    max_graphs: int = 64
+    memory_budget: float | str | None = None  # bytes, or a preset name: that preset's memory
+    capture_budget: float | None = None
+    max_size: int | None = None
+    shared_pool: bool = True
+    presets: tuple[str, ...] = PRESETS
+    cover_max_size: bool = False  # step-time objective: the largest size must be max_size (mixed steps up to it keep a graph)
+
+
+@dataclass
+class Setup:
+    """Everything the optimizer and the report need, computed once."""
+
+    inp: Inputs
+    model: ModelSpec
+    gm: GraphMemoryModel
+    costs: CostModel
+    sizes: np.ndarray
+
+    def step_s(self, b: int, sizes) -> float:
+        """A decode step of batch b under the graph mode and captured `sizes` (routed, memoised: stepcost.py)."""
+        return routed_step(self.model, self.costs, self.inp.fusion, self.inp.graph, sizes,
+                           decode(int(b), self.inp.ctx)).step_s
+
+    def graph_s(self, s: int) -> float:
+        """A step padded to captured size s (the DP's alpha)."""
+        return self.step_s(s, (int(s),))
+
+    def eager_s(self, b: int) -> float:
+        """A step of batch b above the largest captured size (the DP's eager term)."""
+        return self.step_s(b, ())
+
+    def memory(self, sizes) -> tuple[float, float]:
+        lm = self.gm.layout(sizes, self.inp.shared_pool)
+        return lm.total_bytes, lm.capture_s
+
+
+def setup(inp: Inputs) -> Setup:
+    if inp.objective not in ("step-time", "padded-rows"):
+        raise OptimizeError(f"--objective must be step-time or padded-rows, got {inp.objective!r}")
+    if check_mode(inp.graph) == "none":
+        raise OptimizeError("--graph none captures no graphs: pick full, full_decode_only, piecewise or "
+                            "full_and_piecewise")
+    if inp.max_graphs < 1:
+        raise OptimizeError(f"--max-graphs must be >= 1, got {inp.max_graphs}")
+    if inp.ctx <= 0:
+        raise OptimizeError(f"--ctx must be a positive integer, got {inp.ctx}")
+    if inp.max_size is not None and inp.max_size <= 0:
+        raise OptimizeError(f"--max-size must be a positive integer, got {inp.max_size}")
+    if inp.capture_budget is not None and not inp.capture_budget > 0:
+        raise OptimizeError(f"--capture-budget must be a positive number of seconds, got {inp.capture_budget}")
+    if inp.max_size is not None and inp.max_size > MAX_OPTIMIZE_SIZE:
+        raise OptimizeError(f"--max-size {inp.max_size:,} is above the limit of {MAX_OPTIMIZE_SIZE:,}")
+    if inp.max_graphs > MAX_OPTIMIZE_SIZE:
+        raise OptimizeError(f"--max-graphs {inp.max_graphs:,} is above the limit of {MAX_OPTIMIZE_SIZE:,}")
+    if inp.max_size is None and inp.dist.max_batch > MAX_OPTIMIZE_SIZE:
+        raise OptimizeError(f"{inp.dist.label}: the largest batch, {inp.dist.max_batch:,}, is above the "
+                            f"optimizer's limit of {MAX_OPTIMIZE_SIZE:,} candidate sizes: give --max-size (max_size) "
+                            f"<= {MAX_OPTIMIZE_SIZE:,}; larger batches then run without a graph")
+    model = load_model(inp.model) if isinstance(inp.model, str) else inp.model
+    prof = load_profile(inp.profile)
+    gm = GraphMemoryModel(model, prof, inp.fusion, inp.graph)
+    mx = inp.max_size or inp.dist.max_batch
+    return Setup(inp, model, gm, CostModel(prof), np.arange(1, mx + 1))
+
+
+def memory_budget(st: Setup) -> float | None:
+    mb = st.inp.memory_budget
+    if isinstance(mb, str):
+        if mb not in PRESETS + ("pow2",):
+            raise OptimizeError(f"--memory-budget: {mb!r} is neither bytes nor a preset name")
+        return st.memory(preset_sizes(mb, int(st.sizes[-1])))[0]
+    if mb is not None and not mb > 0:
+        raise OptimizeError(f"--memory-budget must be positive, got {mb}")
+    return mb
+
+
+def build_problem(st: Setup, budget: float | None, max_graphs: int | None = None) -> opt.Problem:
+    inp, gm, sizes = st.inp, st.gm, st.sizes
+    b, w = inp.dist.as_arrays()
+    static = np.array([gm.static_buffer_bytes(int(s)) for s in sizes])
+    floor = None
+    if inp.shared_pool:  # memory = static + max(floor, base + outputs of the other sizes): graph_memory.py
+        terms = np.array([gm.shared_terms(int(s)) for s in sizes])
+        chk = inc = np.array([gm.output_bytes(int(s)) for s in sizes])
+        floor, static = static + terms[:, 0], static + terms[:, 1] - inc
+    else:  # memory = static + W + sum of pools
+        chk = inc = np.array([gm.pool_bytes(int(s)) for s in sizes])
+        static = static + gm.constants.capture_workspace_bytes
+    if inp.objective == "step-time":
+        alpha = np.array([st.graph_s(int(s)) for s in sizes])
+        beta, eager = np.zeros(b.size), np.array([st.eager_s(int(x)) for x in b])
+        final_ok = sizes == sizes[-1] if inp.cover_max_size else None
+    else:
+        alpha, beta, eager = sizes.astype(float), -b.astype(float), np.zeros(b.size)
+        final_ok = sizes == sizes[-1]
+    return opt.Problem(sizes, b, w, alpha, beta, eager, max_graphs or inp.max_graphs, final_ok,
+                       static=static, mem_chk=chk, mem_inc=inc, mem_floor=floor,
+                       capture=np.array([gm.capture_s(int(s)) for s in sizes]), memory_budget=budget,
+                       capture_budget=inp.capture_budget)
+
+
+def solve(st: Setup, p: opt.Problem, seeds=()) -> opt.Solution:
+    try:
+        return opt.solve(p, list(seeds))
+    except opt.Infeasible as e:
+        need = []
+        if "memory" in e.smallest:
+            need.append(f"the smallest memory budget any layout meets is {e.smallest['memory']:.0f} bytes "
+                        f"({e.smallest['memory'] / MiB:.1f} MiB)")
+        if "capture" in e.smallest:
+            need.append(f"the smallest capture budget any layout meets is {e.smallest['capture']:.4g} s")
+        raise OptimizeError(f"no layout meets the budgets: {'; '.join(need) or e}") from None
+    except opt.SearchTooLarge as e:
+        raise OptimizeError(f"{e}; loosen a budget, lower --max-size or --max-graphs") from None
+
+
+def metrics(st: Setup, sizes: list[int]) -> dict:
+    """Expected step time, padded rows, waste, eager share, memory and capture time of a layout."""
+    b, w = st.inp.dist.as_arrays()
+    s = sorted(int(x) for x in sizes)
+    routes = [route(st.inp.graph, s, int(x)) for x in b]
+    graphed = np.array([r.padded is not None for r in routes], dtype=bool)
+    padded = np.array([r.executed for r in routes])
+    step = np.array([st.step_s(int(x), s) for x in b])
+    rows = float((w * (padded - b) * graphed).sum())
+    mem, cap = st.memory(sizes)
+    return {"graphs": len(sizes), "step_ms": float((w * step).sum() * 1e3), "padded_rows": rows,
+            "padding_waste": rows / float((w * padded * graphed).sum()) if graphed.any() else 0.0,
+            "eager_share": float(w[~graphed].sum()), "memory_bytes": mem, "memory_mib": mem / MiB,
+            "capture_s": cap}
+
+
+def _violations(st: Setup, p: opt.Problem, sizes: list[int], mem: float, cap: float) -> str | None:
+    why = []
+    if len(sizes) > p.max_graphs:
+        why.append(f"{len(sizes)} graphs > max graphs {p.max_graphs}")
+    if p.memory_budget is not None and mem > p.memory_budget:
+        why.append(f"memory {mem / MiB:.1f} MiB > budget {p.memory_budget / MiB:.1f} MiB")
+    if p.capture_budget is not None and cap > p.capture_budget:
+        why.append(f"capture {cap:.3g} s > budget {p.capture_budget:.3g} s")
+    if st.inp.objective == "padded-rows" and sizes[-1] != int(st.sizes[-1]):
+        why.append(f"largest size {sizes[-1]} != max size {int(st.sizes[-1])} (padded-rows gives every batch a graph)")
+    return "; ".join(why) or None
+
+
+def _count_grid(K: int) -> list[int]:
+    if K <= 16:
+        return list(range(1, K + 1))
+    ks = sorted({int(round(x)) for x in np.geomspace(1, K, 14)} | {K})
+    return ks
+
+
+def run(inp: Inputs, frontier: bool = True) -> dict:
+    st = setup(inp)
+    budget = memory_budget(st)
+    p = build_problem(st, budget)
+    mx = int(st.sizes[-1])
+    preset_layouts = {n: preset_sizes(n, mx) for n in inp.presets}
+    best = solve(st, p, [v for v in preset_layouts.values() if v])
+    m_best = metrics(st, best.sizes)
+    presets = {}
+    for name, lay in preset_layouts.items():
+        if not lay:
+            presets[name] = {"sizes": [], "feasible": False, "reason": f"no preset size <= max size {mx}"}
+            continue
+        m = metrics(st, lay)
+        val = opt.objective(p, lay)
+        why = _violations(st, p, lay, m["memory_bytes"], m["capture_s"])
+        presets[name] = {"sizes": lay, "objective": val, "feasible": why is None, "reason": why,
+                         "gain_pct": 100.0 * (val - best.objective) / val if val > 0 else 0.0, **m}
+    result = {
+        "inputs": {"distribution": inp.dist.label, "steps_support": len(inp.dist.sizes), "model": st.model.name,
+                   "profile": st.gm.profile.name, "fusion": inp.fusion, "graph": inp.graph, "ctx": inp.ctx,
+                   "objective": inp.objective, "max_graphs": inp.max_graphs, "memory_budget_bytes": budget,
+                   "memory_budget_spec": inp.memory_budget, "capture_budget_s": inp.capture_budget,
+                   "max_size": mx, "shared_pool": inp.shared_pool, "candidates": int(st.sizes.size)},
+        "sizes": best.sizes, "objective": best.objective,
+        "objective_unit": "s per step" if inp.objective == "step-time" else "padded rows per step",
+        "method": best.method, "labels": best.labels, **{f"best_{k}": v for k, v in m_best.items()},
+        "engine_syntax": engine_syntax(best.sizes), "presets": presets,
+    }
+    if frontier:
+        result["frontier_graphs"], result["frontier_memory"] = frontiers(st, p, presets)
+    return result
+
+
+def frontiers(st: Setup, p: opt.Problem, presets: dict) -> tuple[list[dict], list[dict]]:
+    """Exact optima (a) at each graph count under the budgets, (b) at each memory budget under the count."""
+    by_k = []
+    for k in _count_grid(p.max_graphs):
+        try:
+            s = opt.solve(replace(p, max_graphs=k))
+        except (opt.Infeasible, opt.SearchTooLarge):
+            continue
+        mem, cap = st.memory(s.sizes)
+        by_k.append({"graphs_max": k, "graphs": len(s.sizes), "objective": s.objective, "memory_mib": mem / MiB,
+                     "capture_s": cap, "sizes": " ".join(map(str, s.sizes))})
+    p0 = replace(p, memory_budget=None)
+    lo = float(min(st.memory([int(c)])[0] for c in (st.sizes if st.inp.objective == "step-time" else st.sizes[-1:])))
+    hi = st.memory(opt.solve(p0).sizes)[0]
+    grid = set(np.linspace(lo, hi, 10).tolist())
+    grid |= {v["memory_bytes"] for v in presets.values() if v.get("memory_bytes") and lo <= v["memory_bytes"] <= hi}
+    by_m = []
+    for m in sorted(grid):
+        try:
+            s = opt.solve(replace(p0, memory_budget=m))
+        except (opt.Infeasible, opt.SearchTooLarge):
+            continue
+        mem, cap = st.memory(s.sizes)
+        by_m.append({"memory_budget_mib": m / MiB, "memory_mib": mem / MiB, "objective": s.objective,
+                     "graphs": len(s.sizes), "capture_s": cap, "sizes": " ".join(map(str, s.sizes))})
+    return by_k, by_m
+
+
+def parse_memory_budget(v) -> float | str | None:
+    """Bytes as an int, '512MiB' / '1GiB', or a preset name (that preset's memory)."""
+    from simulator.config.sweep import parse_bytes
+
+    if v is None:
+        return None
+    if isinstance(v, str) and v.strip() in PRESETS + ("pow2",):
+        return v.strip()
+    try:
+        return float(parse_bytes(int(v) if isinstance(v, str) and v.strip().isdigit() else v))
+    except ValueError as e:
+        raise OptimizeError(f"memory budget: {e} (or a preset name: vllm, sglang, trtllm, seed)") from None
+
+
+def load_distribution(spec):
+    """A scenario's DistributionSpec -> BatchDistribution."""
+    from simulator.layouts.distribution import from_csv, from_histogram, from_samples
+
+    if spec.csv is not None:
+        return from_csv(spec.csv)
+    if spec.samples is not None:
+        return from_samples(spec.samples)
+    return from_histogram(dict(spec.histogram))
+
+
+def inputs_from_scenario(sc, **over):
+    kw = dict(model=sc.model, profile=sc.profile, fusion=sc.fusion, graph=sc.graph, ctx=sc.ctx,
+              objective=sc.objective, max_graphs=sc.max_graphs, memory_budget=parse_memory_budget(sc.memory_budget),
+              capture_budget=sc.capture_budget, max_size=sc.max_size, shared_pool=sc.shared_pool,
+              presets=tuple(sc.presets))
+    kw.update({k: v for k, v in over.items() if v is not None})
+    return Inputs(load_distribution(sc.distribution), **kw)
+
+
+def run_buckets_scenario(sc, out: Path | None) -> dict:
+    """Runner of the `buckets` scenario kind."""
+    inp = inputs_from_scenario(sc)
+    result = run(inp, frontier=out is not None)
+    result["scenario"] = sc.model_dump(mode="json")
+    rows = [{"layout": "optimum", "graphs": result["best_graphs"], "objective": result["objective"],
+             "memory_mib": result["best_memory_mib"], "capture_s": result["best_capture_s"], "gain_pct": 0.0,
+             "feasible": "yes"}]
+    rows += [{"layout": n, "graphs": v.get("graphs", 0), "objective": v.get("objective", float("nan")),
+              "memory_mib": v.get("memory_mib", float("nan")), "capture_s": v.get("capture_s", float("nan")),
+              "gain_pct": v.get("gain_pct", float("nan")), "feasible": "yes" if v["feasible"] else v["reason"]}
+             for n, v in result["presets"].items()]
+    result["summary"] = rows
+    result["summary_columns"] = ["layout", "graphs", "objective", "memory_mib", "capture_s", "gain_pct", "feasible"]
+    if out is not None:
+        write_outputs(result, inp.dist, out, f"launchsim: {sc.name}", sc.description)
+    return result
+
+
+# -- report ----------------------------------------------------------------------------------------
+def write_outputs(result: dict, dist: BatchDistribution, out: Path, title: str, intro: str = "") -> None:
+    from simulator.report import charts
+    from simulator.report.html import table_html, write_csv, write_html, write_json
+    import html
+    import plotly.graph_objects as go
+
+    write_json(out / "result.json", result)
+    fg, fm = result.get("frontier_graphs", []), result.get("frontier_memory", [])
+    write_csv(out / "frontier.csv", [{"axis": "graphs", **r} for r in fg] + [{"axis": "memory", **r} for r in fm])
+    unit = result["objective_unit"]
+    scale = 1e3 if unit.startswith("s") else 1.0
+    ylab = "expected step time (ms)" if scale == 1e3 else unit
+    feas = {n: v for n, v in result["presets"].items() if "objective" in v}
+    figs = []
+    for key, rows, xk, xt in (("graphs", fg, "graphs", "number of graphs"), ("memory", fm, "memory_mib",
+                                                                            "pinned graph memory (MiB)")):
+        f = charts.lines_figure({"exact optimum": ([r[xk] for r in rows], [r["objective"] * scale for r in rows])},
+                                f"Pareto frontier: objective vs {xt}", xt, ylab)
+        px = [v["graphs"] if key == "graphs" else v["memory_mib"] for v in feas.values()]
+        symbols = ["diamond", "square", "triangle-up", "cross", "x", "pentagon", "hexagon", "triangle-down"]
+        for i, (n, v) in enumerate(feas.items()):  # one legend entry per preset: labels never overprint
+            f.add_trace(go.Scatter(x=[px[i]], y=[v["objective"] * scale], mode="markers", name=f"preset {n}",
+                                   marker=dict(size=11, symbol=symbols[i % len(symbols)]),
+                                   hovertext=f"{n}: {v['objective'] * scale:.4g}"))
+        bx = result["best_graphs"] if key == "graphs" else result["best_memory_mib"]
+        f.add_trace(go.Scatter(x=[bx], y=[result["objective"] * scale], mode="markers", name="chosen",
+                               marker=dict(size=14, symbol="star")))
+        f.update_yaxes(rangemode="tozero")  # from zero: a 1% gain looks like 1%
+        figs.append(f)
+    b, w = dist.as_arrays()
+    d = go.Figure(go.Bar(x=b, y=w, name="share of steps"))
+    for s in result["sizes"]:
+        d.add_vline(x=s, line_width=1, line_dash="dot", line_color="#E45756")
+    d.update_layout(title="Batch-size distribution (bars) and the chosen capture sizes (dotted)",
+                    xaxis_title="batch", yaxis_title="share of steps", height=380)
+    figs.insert(0, d)
+    inp = result["inputs"]
+    best_row = {"layout": "optimum", "graphs": result["best_graphs"], "objective": result["objective"],
+                "step_ms": result["best_step_ms"], "padded_rows": result["best_padded_rows"],
+                "padding_waste": result["best_padding_waste"], "eager_share": result["best_eager_share"],
+                "memory_mib": result["best_memory_mib"], "capture_s": result["best_capture_s"],
+                "gain_over_preset_pct": 0.0, "feasible": True, "reason": ""}
+    rows = [best_row] + [{"layout": n, "graphs": v.get("graphs", 0), "objective": v.get("objective", float("nan")),
+                          "step_ms": v.get("step_ms", float("nan")), "padded_rows": v.get("padded_rows", float("nan")),
+                          "padding_waste": v.get("padding_waste", float("nan")),
+                          "eager_share": v.get("eager_share", float("nan")), "memory_mib": v.get("memory_mib", float("nan")),
+                          "capture_s": v.get("capture_s", float("nan")), "gain_over_preset_pct": v.get("gain_pct", float("nan")),
+                          "feasible": v["feasible"], "reason": v["reason"] or ""} for n, v in result["presets"].items()]
+    syn = result["engine_syntax"]
+    snippets = ("<h2>Ready to paste</h2>"
+                f"<p>Chosen sizes ({len(result['sizes'])}): <code>{html.escape(str(result['sizes']))}</code></p>"
+                f"<p>vLLM (<code>compilation_config.cudagraph_capture_sizes</code>):</p><pre>{html.escape(syn['vllm'])}</pre>"
+                f"<p>SGLang 0.5.20+ (per-phase decode flags):</p><pre>{html.escape(syn['sglang_decode'])}</pre>"
+                f"<p>SGLang before 0.5.20:</p><pre>{html.escape(syn['sglang'])}</pre>"
+                f"<p>TensorRT-LLM (extra LLM API options YAML):</p><pre>{html.escape(syn['trtllm'])}</pre>")
+    budget = inp["memory_budget_bytes"]
+    cons = (f"Objective {inp['objective']} ({unit}); model {inp['model']}, fusion {inp['fusion']}, graph "
+            f"{inp['graph']}, ctx {inp['ctx']}, profile {inp['profile']}; candidates 1..{inp['max_size']}; "
+            f"max graphs {inp['max_graphs']}; memory budget "
+            f"{'none' if budget is None else f'{budget / MiB:.1f} MiB'}"
+            f"{' (' + str(inp['memory_budget_spec']) + ' preset)' if isinstance(inp['memory_budget_spec'], str) else ''}; "
+            f"capture budget {inp['capture_budget_s'] or 'none'}; {'shared' if inp['shared_pool'] else 'private'} pools. "
+            f"Exact optimum ({result['method']}).")
+    write_html(out / "report.html", title, figs,
+               [f"<p>{html.escape(cons)}</p>", table_html(rows, "Chosen layout and presets under the same inputs "
+                                                          "(gain = how much lower the optimum's objective is)"),
+                snippets, table_html(fg, "Frontier: exact optimum at each graph limit (same budgets)"),
+                table_html(fm, "Frontier: exact optimum at each memory budget (same graph limit)")],
+               intro=intro)

@@ -1,0 +1,156 @@
+"""Runs `sweep` scenarios: expands the grid into points, runs them (sweep.run_points), and writes
+OUT/results.csv, OUT/results.json, OUT/result.json and a self-contained OUT/report.html with the charts:
+padding waste vs pinned graph memory per layout, expected step time per layout, speedup of each
+fusion/graph toggle over eager, and start-up capture time per layout."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from simulator.layouts.buckets import parse_layout
+from simulator.config.sweep import DistributionSpec, SweepScenario
+from simulator.layouts.distribution import BatchDistribution, from_csv, from_histogram, from_samples, uniform
+from simulator.model.models import load_model
+from simulator.report.html import table_html, write_csv, write_html, write_json
+from simulator.sweep.grid import Point, point_for, run_points
+
+MiB = 1 << 20
+
+
+def build_distribution(d: DistributionSpec) -> BatchDistribution:
+    if d.histogram is not None:
+        dist = from_histogram(d.histogram, d.name)
+    elif d.samples is not None:
+        dist = from_samples(d.samples, d.name)
+    elif d.csv is not None:
+        dist = from_csv(d.csv)
+    else:
+        dist = uniform(*d.uniform)
+    return BatchDistribution(dist.sizes, dist.weights, d.name)
+
+
+def build_points(sc: SweepScenario) -> list[Point]:
+    layouts = [(lay.name, tuple(parse_layout(lay.sizes, lay.max_size, lay.max_num_seqs))) for lay in sc.layouts]
+    dists = [build_distribution(d) for d in sc.distributions]
+    mixed = (sc.mixed.share, sc.mixed.prefill_seqs, sc.mixed.prefill_len) if sc.mixed and sc.mixed.share else None
+    pts = []
+    for mname, prof, fusion, graph, (lname, sizes), dist, budget in itertools.product(
+            sc.models, sc.profiles, sc.fusion, sc.graph, layouts, dists, sc.budgets):
+        pts.append(point_for(load_model(mname), prof, fusion=fusion, graph=graph, layout=lname, sizes=sizes,
+                             distribution=dist.label, dist_sizes=dist.sizes, dist_weights=dist.weights,
+                             budget_bytes=budget, ctx=sc.ctx, mixed=mixed, shared_pool=sc.shared_pool,
+                             gpu_util=sc.gpu_util, workspace_bytes=sc.workspace_bytes))
+    return pts
+
+
+SUMMARY_COLUMNS = ["model", "fusion", "graph", "layout", "dist", "graph_MiB", "budgets", "waste", "step_ms",
+                   "speedup", "capture_s"]
+
+
+def summarize_rows(rows: list[dict]) -> list[dict]:
+    """One compact row per point without the budget axis; `budgets` lists each budget's check."""
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        k = (r["model"], r["profile"], r["fusion"], r["graph"], r["layout"], r["distribution"])
+        s = out.get(k)
+        if s is None:
+            s = out[k] = {"model": r["model"], "fusion": r["fusion"], "graph": r["graph"], "layout": r["layout"],
+                          "dist": r["distribution"], "graph_MiB": r["graph_bytes"] / MiB, "budgets": "",
+                          "waste": r["waste"], "step_ms": r["expected_step_ms"], "speedup": r["speedup_vs_eager"],
+                          "capture_s": r["capture_s"]}
+        check = f"{r['budget_bytes'] / MiB:g}MiB:{'ok' if r['fits_budget'] else 'OVER'}"
+        s["budgets"] = f"{s['budgets']} {check}".strip()
+    return list(out.values())
+
+
+def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = True) -> dict:
+    points = build_points(sc)
+    run = run_points(points, out, sc.executor, sc.workers, sc.chunk, progress=progress)
+    rows = run.rows
+    summary = summarize_rows(rows)
+    over = [r for r in rows if not r["fits_budget"]]
+    result = {
+        "scenario": sc.model_dump(mode="json"),
+        "points": len(points), "computed": run.computed, "cached": run.cached,
+        "step_evals": run.step_evals, "step_lookups": run.step_lookups, "steps_simulated": run.simulated_steps, "wall_s": run.wall_s,
+        "over_budget": len(over),
+        "rows": rows,
+        "summary": summary,
+        "summary_columns": SUMMARY_COLUMNS,
+    }
+    if out is not None:
+        write_csv(out / "results.csv", rows)
+        write_json(out / "results.json", rows)
+        write_json(out / "result.json", result)
+        write_html(out / "report.html", f"launchsim: {sc.name}", figures(rows),
+                   [memory_table(rows), table_html(rows, "All grid points")],
+                   intro=f"{sc.description} {len(points)} points ({run.computed} computed, {run.cached} from "
+                         f"the cache); profiles: {', '.join(sc.profiles)}; context {sc.ctx}.")
+    return result
+
+
+def memory_table(points: list[dict]) -> str:
+    seen, rows = set(), []
+    for r in points:
+        k = (r["model"], r["fusion"], r["graph"], r["layout"], r["budget_bytes"])
+        if k in seen or r["graph"] == "none":
+            continue
+        seen.add(k)
+        rows.append({"model": r["model"], "fusion": r["fusion"], "graph": r["graph"], "layout": r["layout"],
+                     "graphs": r["graphs"], "graph_MiB": r["graph_bytes"] / MiB,
+                     "budget_MiB": r["budget_bytes"] / MiB,
+                     "check": "ok" if r["fits_budget"] else "OVER BUDGET", "kv_tokens": r["kv_tokens"],
+                     "capture_s": r["capture_s"]})
+    return table_html(rows, "Pinned graph memory against each budget")
+
+
+def _first(rows: list[dict], **fixed) -> list[dict]:
+    return [r for r in rows if all(r[k] == v for k, v in fixed.items())]
+
+
+def figures(rows: list[dict]) -> list[go.Figure]:
+    if not rows:
+        return []
+    r0 = rows[0]
+    base = _first(rows, profile=r0["profile"], budget_bytes=r0["budget_bytes"])
+    graphs = [r for r in base if r["graph"] != "none"]
+    figs = []
+    # 1. padding waste vs pinned memory, per layout (one marker per model/graph/fusion/distribution)
+    f1 = go.Figure()
+    models = sorted({r["model"] for r in rows})
+    symbols = ["circle", "square", "diamond", "triangle-up", "x", "star"]
+    for lay in dict.fromkeys(r["layout"] for r in graphs):
+        rs = [r for r in graphs if r["layout"] == lay]
+        f1.add_trace(go.Scatter(
+            x=[r["graph_bytes"] / MiB for r in rs], y=[100 * r["waste"] for r in rs], mode="markers", name=lay,
+            marker=dict(size=10, symbol=[symbols[models.index(r["model"]) % len(symbols)] for r in rs]),
+            text=[f"{r['model']} {r['fusion']}/{r['graph']} {r['distribution']}" for r in rs]))
+    for b in sorted({r["budget_bytes"] for r in rows}):
+        f1.add_vline(x=b / MiB, line_dash="dash", annotation_text=f"budget {b / MiB:g} MiB")
+    f1.update_layout(title="Padding waste vs pinned graph memory, per layout (marker shape: model)",
+                     xaxis_title="pinned graph memory (MiB)", yaxis_title="padded rows / all rows (%)", height=480)
+    figs.append(f1)
+    # 2. expected step time per layout; 4. capture time per layout
+    d0 = r0["distribution"]
+    f2, f4 = go.Figure(), go.Figure()
+    for (m, f, g) in dict.fromkeys((r["model"], r["fusion"], r["graph"]) for r in base):
+        rs = _first(base, model=m, fusion=f, graph=g, distribution=d0)
+        f2.add_trace(go.Bar(x=[r["layout"] for r in rs], y=[r["expected_step_ms"] for r in rs], name=f"{m} {f}/{g}"))
+        if g != "none":
+            f4.add_trace(go.Bar(x=[r["layout"] for r in rs], y=[r["capture_s"] for r in rs], name=f"{m} {f}/{g}"))
+    f2.update_layout(title=f"Expected step time per layout (batch sizes: {d0})", yaxis_title="ms",
+                     barmode="group", height=450)
+    f4.update_layout(title="Start-up capture time per layout", yaxis_title="s", barmode="group", height=450)
+    # 3. speedup of each toggle over eager (fusion none, graph none), first layout
+    l0 = r0["layout"]
+    f3 = go.Figure()
+    for m in models:
+        rs = _first(base, model=m, layout=l0, distribution=d0)
+        f3.add_trace(go.Bar(x=[f"{r['fusion']}/{r['graph']}" for r in rs], y=[r["speedup_vs_eager"] for r in rs],
+                            name=m))
+    f3.update_layout(title=f"Speedup of each fusion/graph toggle over eager (layout {l0}, batch sizes {d0})",
+                     yaxis_title="eager step time / step time", barmode="group", height=450)
+    return [f1, f2, f3, f4]

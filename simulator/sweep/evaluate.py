@@ -1,0 +1,99 @@
+"""Layer-tiled launch plans for fast step evaluations.
+
+Owns `tiled_plan`; the memoised step times built from it live in stepcost.py (`step_time`, `load_cached_profile`,
+`STATS`, `reset_memo` are re-exported here for existing callers). The launch plan is built by layer tiling:
+a decoder step is a preamble, L identical layers and a head, so the plans of the 1- and 2-layer versions
+of the model determine the L-layer plan exactly: with `block` the extra launches (kernels) the second
+layer adds, inserted at the first position where the two plans differ,
+    plan_L = plan_1[:a] + block * (L - 1) + plan_1[a:].
+That needs two small builds instead of one of L layers (about L/3 times less Python work); every array is
+bitwise equal to `build_plan` on the full step (tests/test_sweep.py checks this), and any plan whose two
+versions do not have this form is built in full instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+
+import numpy as np
+
+from simulator.model.costs import CostModel
+from simulator.model.models import ModelSpec, load_model
+from simulator.engine.plan import LaunchPlan, build_plan
+from simulator.engine.routing import plan_mode
+from simulator.engine.stepcost import STATS, load_cached_profile, reset_memo, step_time  # noqa: F401  (re-exported)
+from simulator.model.workload import StepShape, build_step
+
+
+@lru_cache(maxsize=64)
+def load_cached_model(name: str) -> ModelSpec:
+    return load_model(name)
+
+
+def _lcp(a, b) -> int:
+    """Length of the common prefix of two arrays or lists."""
+    if not isinstance(a, np.ndarray):
+        n = min(len(a), len(b))
+        return next((i for i in range(n) if a[i] != b[i]), n)
+    n = min(a.size, b.size)
+    neq = np.nonzero(a[:n] != b[:n])[0]
+    return int(neq[0]) if neq.size else n
+
+
+def _insert(x1, x2, a: int, d: int, reps: int):
+    """x1[:a] + x2[a:a+d] * reps + x1[a:] for numpy arrays or lists; None if x2 is not of that form."""
+    if isinstance(x1, np.ndarray):
+        if not (np.array_equal(x2[:a], x1[:a]) and np.array_equal(x2[a + d:], x1[a:])):
+            return None
+        return np.concatenate([x1[:a], np.tile(x2[a:a + d], reps), x1[a:]])
+    if x2[:a] != x1[:a] or x2[a + d:] != x1[a:]:
+        return None
+    return x1[:a] + x2[a:a + d] * reps + x1[a:]
+
+
+def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel, mode: str,
+               pure_decode: bool = True) -> LaunchPlan:
+    """The same plan as build_plan(build_step(model, shape, fusion), costs, mode), built by layer tiling."""
+    L = model.num_hidden_layers
+    if L <= 3:
+        return build_plan(build_step(model, shape, fusion), costs, mode, pure_decode=pure_decode)
+    p1, p2 = (build_plan(_small_step(model, k, shape, fusion), costs, mode, pure_decode=pure_decode) for k in (1, 2))
+    reps = L - 1
+    dk = p2.kernels - p1.kernels
+    ak = min(_lcp(p1.gpu_s, p2.gpu_s), _lcp(p1.gap_s, p2.gap_s), _lcp(p1.kernel_names, p2.kernel_names))
+    gpu = _insert(p1.gpu_s, p2.gpu_s, ak, dk, reps)
+    gap = _insert(p1.gap_s, p2.gap_s, ak, dk, reps)
+    names = _insert(p1.kernel_names, p2.kernel_names, ak, dk, reps)
+    eff = plan_mode(mode, pure_decode)
+    if eff == "full":
+        k = int(gpu.size) if gpu is not None else 0
+        host, counts, labels = np.array([costs.graph_launch_s(k)]), np.array([k], dtype=np.int64), \
+            [f"graph replay ({k} nodes)"]
+    else:
+        dl = p2.launches - p1.launches
+        al = min(_lcp(p1.host_s, p2.host_s), _lcp(p1.kernels_per_launch, p2.kernels_per_launch),
+                 _lcp(p1.launch_labels, p2.launch_labels))
+        host = _insert(p1.host_s, p2.host_s, al, dl, reps)
+        counts = _insert(p1.kernels_per_launch, p2.kernels_per_launch, al, dl, reps)
+        labels = _insert(p1.launch_labels, p2.launch_labels, al, dl, reps)
+    if any(x is None for x in (gpu, gap, names, host, counts, labels)) or p1.host_tail_s != p2.host_tail_s:
+        return build_plan(build_step(model, shape, fusion), costs, mode, pure_decode=pure_decode)
+    return LaunchPlan(host_s=host, kernels_per_launch=counts, gpu_s=gpu, gap_s=gap, queue_depth=p1.queue_depth,
+                      host_tail_s=p1.host_tail_s, launch_labels=labels, kernel_names=names,
+                      host_calls=p1.host_calls + reps * (p2.host_calls - p1.host_calls), graph_mode=p1.graph_mode,
+                      extra_kernels=p1.extra_kernels + reps * (p2.extra_kernels - p1.extra_kernels))
+
+
+_SMALL_STEPS: dict[tuple, object] = {}  # the 1- and 2-layer steps of recent shapes: shared by the graph modes
+
+
+def _small_step(model: ModelSpec, layers: int, shape: StepShape, fusion: str):
+    """build_step of the model cut to `layers` layers (memoised: a sweep plans one shape in several modes)."""
+    key = (model, layers, shape, fusion)
+    st = _SMALL_STEPS.get(key)
+    if st is None:
+        if len(_SMALL_STEPS) > 8192:
+            _SMALL_STEPS.clear()
+        st = _SMALL_STEPS[key] = build_step(replace(model, num_hidden_layers=layers), shape, fusion)
+    return st

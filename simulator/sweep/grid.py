@@ -1,0 +1,326 @@
+"""Sweeps: grid points, their evaluation, the on-disk cache that makes a sweep resumable, and the run loop.
+
+A `Point` is one configuration (model, profile, fusion, graph mode, layout, batch-size distribution,
+budget, ...). `evaluate_point` is a pure function of it: graph memory and capture time of the layout
+(graph_memory.py), padding waste and expected step time over the distribution, every step routed (routing.py)
+and costed by the memoised fast engine (stepcost.py). `run_points` splits pending points into chunks, runs them
+on an executor (executors.py: local processes or Ray), and appends each finished chunk's rows to
+OUT/cache.jsonl, one JSON line per point keyed by a hash of its configuration. A rerun (or a rerun after
+an interruption) loads the cache and only computes the points that are missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from simulator.common.errors import Interrupted
+from simulator.layouts.graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
+from simulator.model.models import ModelSpec
+from simulator.engine.stepcost import STATS, load_cached_profile, routed_step, step_time
+from simulator.model.workload import StepShape, decode
+
+CACHE_VERSION = 2  # 2: capture_s from simulator/engine/startup.py (warm-ups + capture)
+CACHE_FILE = "cache.jsonl"
+# the keys of evaluate_point's row, in order: cached rows are put back in this order (a resumed run's CSV
+# columns and JSON equal an uninterrupted run's), and a cached line without exactly these keys is recomputed
+ROW_KEYS = ("model", "profile", "fusion", "graph", "layout", "sizes", "max_size", "distribution", "budget_bytes",
+            "ctx", "mixed_share", "shared_pool", "graphs", "pool_bytes", "static_bytes", "graph_bytes",
+            "fits_budget", "kv_cache_bytes", "kv_tokens", "capture_s", "memory_source", "waste", "waste_mean",
+            "padded_rows", "overflow_frac", "expected_step_ms", "unpadded_step_ms", "padding_cost_ms",
+            "graph_none_step_ms", "speedup_vs_graph_none", "eager_step_ms", "speedup_vs_eager", "tokens_per_s",
+            "step_evals")
+
+
+@dataclass(frozen=True)
+class Point:
+    model: tuple  # ModelSpec fields, in order (hashable, picklable, content-addressed)
+    profile: str
+    profile_digest: str
+    fusion: str
+    graph: str
+    layout: str
+    sizes: tuple[int, ...]
+    distribution: str
+    dist_sizes: tuple[int, ...]
+    dist_weights: tuple[float, ...]
+    budget_bytes: int
+    ctx: int
+    mixed: tuple[float, int, int] | None = None  # (share, prefill_seqs, prefill_len)
+    shared_pool: bool = True
+    gpu_util: float = 0.9
+    workspace_bytes: int = 1 << 30
+
+    @property
+    def spec(self) -> ModelSpec:
+        return ModelSpec(*self.model)
+
+    def key(self) -> str:
+        """sha256 of json.dumps({**asdict(self), "v": CACHE_VERSION}, sort_keys=True), first 24 hex digits.
+
+        Built field by field in that same text (json.dumps's ", " / ": " separators, keys sorted): the long
+        tuples (model, sizes, distribution) are shared by many points and serialised once per object."""
+        h = hashlib.sha256(b"{")
+        for name, head in _KEY_FIELDS:
+            v = CACHE_VERSION if name == "v" else getattr(self, name)
+            t = type(v)
+            if t is int:
+                js = int.__repr__(v)
+            elif t is float and v - v == 0.0:  # finite: json writes float.__repr__
+                js = float.__repr__(v)
+            elif t is str:
+                js = _KEY_STR.get(v)
+                if js is None:
+                    if len(_KEY_STR) > 4096:
+                        _KEY_STR.clear()
+                    js = _KEY_STR[v] = json.dumps(v)
+            elif t is tuple and v:
+                hit = _KEY_JSON.get(id(v))
+                if hit is None or hit[0] is not v:
+                    if len(_KEY_JSON) > 4096:
+                        _KEY_JSON.clear()
+                    hit = _KEY_JSON[id(v)] = (v, json.dumps(v, sort_keys=True).encode())
+                h.update(head.encode())
+                h.update(hit[1])
+                continue
+            else:
+                js = json.dumps(v, sort_keys=True)
+            h.update((head + js).encode())
+        h.update(b"}")
+        return h.hexdigest()[:24]
+
+
+_KEY_FIELDS = tuple((k, ("" if i == 0 else ", ") + json.dumps(k) + ": ")
+                    for i, k in enumerate(sorted([f.name for f in fields(Point)] + ["v"])))
+_KEY_STR: dict[str, str] = {}  # string -> its JSON
+_KEY_JSON: dict[int, tuple[tuple, bytes]] = {}  # id(tuple) -> (the tuple, its JSON): kept alive, so ids stay unique
+
+
+def model_tuple(m: ModelSpec) -> tuple:
+    """tuple(asdict(m).values()) (ModelSpec's fields are plain scalars), one shared tuple per model."""
+    t = _MODEL_TUPLES.get(m)
+    if t is None:
+        if len(_MODEL_TUPLES) > 1024:
+            _MODEL_TUPLES.clear()
+        t = _MODEL_TUPLES[m] = tuple(asdict(m).values())
+    return t
+
+
+_MODEL_TUPLES: dict[ModelSpec, tuple] = {}
+
+
+def point_for(model: ModelSpec, profile: str, **kw) -> Point:
+    return Point(model=model_tuple(model), profile=profile, profile_digest=load_cached_profile(profile)[2], **kw)
+
+
+_MEM: dict[tuple, tuple] = {}  # per process: (layout memory, KV-cache bytes, KV tokens) per layout
+_EXPECT: dict[tuple, dict] = {}  # per process: expectations shared by points that differ only in layout/budget
+
+
+def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> dict:
+    """Weighted sums over the distribution (and the mixed share) for one fusion level and graph mode."""
+    key = (p.model, p.profile_digest, fusion, mode, sizes if mode != "none" else (), p.dist_sizes,
+           p.dist_weights, p.ctx, p.mixed)
+    hit = _EXPECT.get(key)
+    if hit is not None:
+        return hit
+    m = p.spec
+    share, ps, pl = p.mixed if p.mixed else (0.0, 0, 0)
+    kinds = [(1.0 - share, True)] + ([(share, False)] if share > 0 else [])
+    acc = dict.fromkeys(("rows", "pad", "wmean", "over", "step", "unpad", "tokens", "evals"), 0.0)
+    for b, w in zip(p.dist_sizes, p.dist_weights):
+        for wk, pure in kinds:
+            if wk <= 0:
+                continue
+            ww = w * wk
+            tokens = b if pure else b + ps * pl
+            shape = decode(b, p.ctx) if pure else StepShape(b, p.ctx, ps, pl)
+            rs = routed_step(m, p.profile, fusion, mode, sizes, shape)
+            r, extra = rs.route, rs.route.padding
+            run = rs.step_s
+            unpad = step_time(m, p.profile, fusion, r.mode, shape).step_s if extra else run
+            acc["rows"] += ww * r.executed
+            acc["pad"] += ww * extra
+            acc["wmean"] += ww * extra / r.executed
+            acc["over"] += ww * r.overflow
+            acc["step"] += ww * run
+            acc["unpad"] += ww * unpad
+            acc["tokens"] += ww * tokens
+            acc["evals"] += 1
+    if len(_EXPECT) > 100_000:
+        _EXPECT.clear()
+    _EXPECT[key] = acc
+    return acc
+
+
+def evaluate_point(p: Point) -> dict:
+    """All figures of one grid point (pure: the same point always gives the same row).
+
+    `step_evals` counts the step times the point's expected step time sums over (one per batch size and
+    step kind in its own mode; the eager baselines and any memoised sums are not counted)."""
+    m = p.spec
+    prof = load_cached_profile(p.profile)[0]
+    sizes = tuple(p.sizes)
+    mkey = (p.model, p.profile_digest, p.fusion, p.graph, sizes, p.shared_pool, p.workspace_bytes, p.gpu_util)
+    hit = _MEM.get(mkey)  # points that differ only in budget or distribution share the layout's memory
+    if hit is None:
+        mem = GraphMemoryModel(m, prof, p.fusion, p.graph).layout(sizes, p.shared_pool)
+        kv = kv_cache_bytes(m, prof, mem, p.workspace_bytes, p.gpu_util)
+        if len(_MEM) > 100_000:
+            _MEM.clear()
+        hit = _MEM[mkey] = (mem, kv, kv_cache_tokens(m, kv))
+    mem, kv, kv_tokens = hit
+    acc = _expectation(p, p.fusion, p.graph, sizes)
+    gnone = _expectation(p, p.fusion, "none", sizes)["step"]
+    eager = _expectation(p, "none", "none", sizes)["step"]
+    ms = 1e3
+    return {
+        "model": m.name, "profile": p.profile, "fusion": p.fusion, "graph": p.graph, "layout": p.layout,
+        "sizes": len(sizes), "max_size": max(sizes), "distribution": p.distribution,
+        "budget_bytes": p.budget_bytes, "ctx": p.ctx, "mixed_share": p.mixed[0] if p.mixed else 0.0,
+        "shared_pool": p.shared_pool,
+        "graphs": mem.graphs, "pool_bytes": mem.pool_bytes, "static_bytes": mem.static_buffer_bytes,
+        "graph_bytes": mem.total_bytes, "fits_budget": bool(mem.total_bytes <= p.budget_bytes),
+        "kv_cache_bytes": kv, "kv_tokens": kv_tokens, "capture_s": mem.capture_s,
+        "memory_source": mem.source,
+        "waste": acc["pad"] / acc["rows"], "waste_mean": acc["wmean"], "padded_rows": acc["pad"],
+        "overflow_frac": acc["over"],
+        "expected_step_ms": acc["step"] * ms, "unpadded_step_ms": acc["unpad"] * ms,
+        "padding_cost_ms": (acc["step"] - acc["unpad"]) * ms,
+        "graph_none_step_ms": gnone * ms, "speedup_vs_graph_none": gnone / acc["step"],
+        "eager_step_ms": eager * ms, "speedup_vs_eager": eager / acc["step"],
+        "tokens_per_s": acc["tokens"] / acc["step"],
+        "step_evals": int(acc["evals"]),
+    }
+
+
+def evaluate_chunk(points: list[Point]) -> tuple[list[dict], dict]:
+    """A worker's task: rows of `points`, plus this process's memo statistics for the chunk."""
+    s0, l0 = STATS["simulated"], STATS["lookups"]
+    rows = [evaluate_point(p) for p in points]
+    return rows, {"simulated": STATS["simulated"] - s0, "lookups": STATS["lookups"] - l0,
+                  "evals": sum(r["step_evals"] for r in rows)}
+
+
+# -- the cache ------------------------------------------------------------------------------------
+def _valid_row(row) -> dict | None:
+    """A cached row with exactly ROW_KEYS and plain JSON scalars, in ROW_KEYS order; None otherwise."""
+    if not isinstance(row, dict) or set(row) != set(ROW_KEYS):
+        return None
+    if not all(v is None or isinstance(v, (str, int, float, bool)) for v in row.values()):
+        return None
+    return {k: row[k] for k in ROW_KEYS}
+
+
+def load_cache(out: Path) -> dict[str, dict]:
+    """Rows by point key from OUT/cache.jsonl. Lines that are torn (an interrupted write), not JSON, not UTF-8,
+    or hold a row of the wrong shape are ignored: those points are computed again."""
+    path = Path(out) / CACHE_FILE
+    if not path.is_file():
+        return {}
+    done = {}
+    for raw in path.read_bytes().splitlines():
+        try:
+            rec = json.loads(raw.decode("utf-8"))
+            row = _valid_row(rec["row"])
+            if row is not None and isinstance(rec["key"], str):
+                done[rec["key"]] = row
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError):
+            continue
+    return done
+
+
+def append_cache(out: Path, rows: list[tuple[str, dict]]) -> None:
+    """Append one line per point in a single write to an O_APPEND file, then fsync."""
+    path = Path(out) / CACHE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps({"key": k, "row": r}) + "\n" for k, r in rows)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size and _last_byte(path) != b"\n":
+            text = "\n" + text  # close a torn line so the new records stay parseable
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _last_byte(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1)
+
+
+# -- the run loop ---------------------------------------------------------------------------------
+@dataclass
+class SweepRun:
+    rows: list[dict]  # in point order
+    computed: int  # points evaluated in this run
+    cached: int  # points taken from the cache
+    simulated_steps: int  # unique step simulations (memo misses) in this run
+    step_lookups: int  # step-time memo lookups in this run
+    step_evals: int = 0  # step times the computed points' expectations sum over
+    wall_s: float = 0.0
+    keys: list[str] = field(default_factory=list)
+
+
+def _chunks(items: list, n: int) -> list[list]:
+    return [items[i:i + n] for i in range(0, len(items), n)]
+
+
+def run_points(points: list[Point], out: Path | None = None, executor: str = "local", workers: int = 2,
+               chunk: int = 64, progress: bool = True, max_points: int | None = None) -> SweepRun:
+    """Evaluate `points` (resuming from OUT/cache.jsonl when `out` is given). `max_points` stops after that
+    many newly computed points (used to test resumption)."""
+    from simulator.sweep.executors import run_chunks
+
+    t0 = time.perf_counter()
+    keys = [p.key() for p in points]
+    done = load_cache(out) if out is not None else {}
+    pending = [i for i, k in enumerate(keys) if k not in done]
+    cached = len(points) - len(pending)
+    if max_points is not None:
+        pending = pending[:max_points]
+    # tasks never straddle a (model, profile, fusion, ctx) group: its points share step evaluations,
+    # so one worker's memo serves the whole task
+    def group(i: int) -> tuple:
+        q = points[i]
+        return (q.model, q.profile, q.fusion, q.ctx)
+
+    pending.sort(key=lambda i: (group(i), points[i].graph, i))
+    tasks = [c for _, g in itertools.groupby(pending, key=group) for c in _chunks(list(g), chunk)]
+    fresh: dict[int, dict] = {}
+    stats = {"simulated": 0, "lookups": 0, "evals": 0}
+
+    def on_done(task_idx: int, rows: list[dict], st: dict) -> None:
+        idx = tasks[task_idx]
+        for i, r in zip(idx, rows):
+            fresh[i] = r
+        if out is not None:
+            append_cache(out, [(keys[i], r) for i, r in zip(idx, rows)])
+        for k in stats:
+            stats[k] += st[k]
+
+    try:
+        run_chunks([[points[i] for i in t] for t in tasks], on_done, executor, workers, progress,
+                   total_points=len(pending), cached_points=cached)
+    except (KeyboardInterrupt, Interrupted) as e:
+        if out is None:
+            raise
+        raise Interrupted(
+            f"{str(e) or 'interrupted'}: {cached + len(fresh)} of {len(points)} points are saved in "
+            f"{Path(out) / CACHE_FILE}; rerun the same command to resume from there",
+            getattr(e, "code", 130)) from None
+    rows = []
+    for i, k in enumerate(keys):
+        r = fresh.get(i, done.get(k))
+        if r is not None:
+            rows.append(r)
+    return SweepRun(rows, computed=len(fresh), cached=cached, simulated_steps=stats["simulated"],
+                    step_lookups=stats["lookups"], step_evals=stats["evals"], wall_s=time.perf_counter() - t0,
+                    keys=keys)

@@ -1,0 +1,168 @@
+"""Reading a Chrome trace file (as `torch.profiler`'s `export_chrome_trace` writes it) into events.
+
+Accepts plain JSON or gzip (detected from the first two bytes, not the suffix), either the object
+form `{"traceEvents": [...]}` or a bare list of events. Every problem a user can cause (missing
+file, gzip damage, truncated or malformed JSON, not a trace, no GPU activity) becomes one
+`TraceError` line naming the file. Only complete ("X") events are kept; metadata, flow and
+instant events are dropped here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import json
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from simulator.common.errors import UserError
+
+CPU_CATS = ("cpu_op", "user_annotation")
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+class TraceError(UserError):
+    """A trace file that cannot be read or holds nothing to import."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One complete event; times in µs as the trace gives them."""
+
+    name: str
+    cat: str
+    ts: float
+    dur: float
+    pid: object
+    tid: object
+    args: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+    @property
+    def correlation(self) -> int | None:
+        c = self.args.get("correlation")
+        return c if isinstance(c, int) else None
+
+
+@dataclass
+class RawTrace:
+    path: str
+    events: list[Event]
+    meta: dict  # top-level keys other than traceEvents (deviceProperties, schemaVersion, ...)
+
+    def by_cat(self, cats: tuple[str, ...]) -> list[Event]:
+        return [e for e in self.events if e.cat in cats]
+
+
+def _read_bytes(p: Path) -> bytes:
+    from simulator.common.jsonfile import MAX_JSON_BYTES, read_bytes
+
+    raw = read_bytes(p, "trace", TraceError)
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as f:
+                raw = f.read(MAX_JSON_BYTES + 1)
+        except (OSError, EOFError, zlib.error) as e:
+            raise TraceError(f"{p}: damaged gzip file ({str(e) or e.__class__.__name__})") from None
+        if len(raw) > MAX_JSON_BYTES:
+            raise TraceError(f"{p}: decompresses to more than {MAX_JSON_BYTES:,} bytes; too large for a trace")
+    elif p.suffix == ".gz":
+        raise TraceError(f"{p}: named .gz but is not gzip data")
+    return raw
+
+
+def _event(d: dict) -> Event | None:
+    if d.get("ph") != "X":
+        return None
+    try:
+        ts = float(d["ts"])
+        dur = float(d.get("dur", 0.0))
+    except (KeyError, TypeError, ValueError):
+        return None
+    args = d.get("args") if isinstance(d.get("args"), dict) else {}
+    return Event(str(d.get("name", "")), str(d.get("cat", "")), ts, max(dur, 0.0), d.get("pid"), d.get("tid"), args)
+
+
+def read_trace(path: str | Path) -> RawTrace:
+    """Parse a Chrome trace; raise `TraceError` (one line, naming the file) on any user-side problem."""
+    p = Path(path)
+    raw = _read_bytes(p)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TraceError(f"{p}: not a Chrome trace (binary data, not JSON text)") from None
+    if not text.strip():
+        raise TraceError(f"{p}: empty file, not a Chrome trace")
+    try:
+        data = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise TraceError(f"{p}: JSON nested too deep, not a Chrome trace") from None
+    except _Constant as e:
+        raise TraceError(f"{p}: not valid JSON ({e} is not a JSON number)") from None
+    except json.JSONDecodeError as e:
+        if e.pos >= len(text.rstrip()) - 2 or e.msg.startswith("Unterminated string"):
+            raise TraceError(f"{p}:{e.lineno}: truncated JSON (the file ends before the trace does)") from None
+        raise TraceError(f"{p}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
+    if isinstance(data, dict):
+        evs = data.get("traceEvents")
+        if not isinstance(evs, list):
+            raise TraceError(f"{p}: not a Chrome trace (a JSON object without a 'traceEvents' list)")
+        meta = {k: v for k, v in data.items() if k != "traceEvents"}
+    elif isinstance(data, list):
+        evs, meta = data, {}
+    else:
+        raise TraceError(f"{p}: not a Chrome trace (top-level JSON is a {type(data).__name__})")
+    events = [e for e in (_event(d) for d in evs if isinstance(d, dict)) if e is not None]
+    _check_times(evs, p, text, isinstance(data, dict))
+    if evs and not any(isinstance(d, dict) and "ph" in d for d in evs):
+        raise TraceError(f"{p}: not a Chrome trace (events have no 'ph' field)")
+    if not any(e.cat in GPU_CATS for e in events):
+        cpu = sum(e.cat in CPU_CATS for e in events)
+        raise TraceError(
+            f"{p}: trace has no CUDA kernels ({cpu} CPU ops, 0 GPU events): record it with "
+            "ProfilerActivity.CUDA on a GPU"
+        )
+    if not any(e.cat in LAUNCH_CATS for e in events):
+        gpu = sum(e.cat in GPU_CATS for e in events)
+        raise TraceError(
+            f"{p}: trace has {gpu} GPU events but no CUDA launch calls (cuda_runtime / cuda_driver): record it "
+            "with ProfilerActivity.CPU as well as ProfilerActivity.CUDA"
+        )
+    return RawTrace(str(p), events, meta)
+
+
+class _Constant(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    raise _Constant(name)
+
+
+def _check_times(evs: list, p: Path, text: str, wrapped: bool) -> None:
+    """Complete events need a finite timestamp and a finite, non-negative duration."""
+    from simulator.common.jsonfile import field_error
+
+    for i, d in enumerate(evs):
+        if not isinstance(d, dict) or d.get("ph") != "X":
+            continue
+        for k in ("ts", "dur"):
+            v = d.get(k)
+            if v is None and k == "dur":
+                continue
+            try:
+                x = float(v)
+            except (TypeError, ValueError):
+                if k == "ts":
+                    continue  # events without a usable timestamp are dropped, as before
+                x = float("nan")
+            if not math.isfinite(x) or (k == "dur" and x < 0):
+                loc = (("traceEvents",) if wrapped else ()) + (i, k)
+                raise field_error(str(p), text, loc, f"must be a finite number{' >= 0' if k == 'dur' else ''}, "
+                                  f"got {v!r} (event '{d.get('name', '')}')", TraceError)
