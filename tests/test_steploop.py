@@ -267,3 +267,17 @@ def test_build_engine_section_into_profile():
     assert st["capture"][0]["capture_s"] == 0.03 and st["compile"][0]["compile_s"] == 12.0
     with pytest.raises(ValueError):
         engine_section({"loop": []})
+
+
+def test_predict_steps_report_draws_the_loop(tmp_path):
+    """`predict --steps N --report F.html` writes the loop's two lanes; --report without --steps is one line, exit 2."""
+    from tests.test_fuzz_inputs import assert_one_line_error, invoke
+
+    page = tmp_path / "loop.html"
+    code, out, err = invoke(["predict", "--model", "qwen3-0.6b", "--batch", "8", "--graph", "full", "--steps", "3",
+                             "--scheduling", "async", "--report", str(page), "--json"])
+    assert code == 0, err
+    html = page.read_text()
+    assert "3 steps, async scheduling" in html and "GPU" in html and "CPU" in html
+    code, _, err = invoke(["predict", "--model", "qwen3-0.6b", "--report", str(tmp_path / "x.html")])
+    assert_one_line_error(code, err, needles=("--steps",))

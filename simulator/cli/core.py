@@ -110,6 +110,8 @@ def predict(
                                          "captured, no padding)"),
     scheduling: str = typer.Option("sync", "--scheduling", help="with --steps: sync | async"),
     sampling: str = typer.Option("greedy", "--sampling", help="with --steps: greedy | top_p"),
+    report: Optional[Path] = typer.Option(None, "--report", help="with --steps: write an HTML page with the loop's "
+                                          "two-lane CPU/GPU timeline across its steps (overlap under async)"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): per-GPU shard of the model plus an "
                            "all-reduce per attention and MLP block (collective figures published, unmeasured)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -137,6 +139,8 @@ def predict(
     check_tp(tp)
     if tp != 1 and (workload is not None or model is None):
         raise UserError("--tp needs --model (imported workloads are single-GPU traces)")
+    if report is not None and not steps:
+        raise UserError("--report draws the engine loop: it needs --steps N")
     if steps and (workload is not None or model is None):
         raise UserError("--steps needs --model (the engine loop is not simulated for imported workloads yet)")
     if layout is not None and (workload is not None or model is None):
@@ -183,10 +187,28 @@ def predict(
 
         loop, fwd = predict_loop(m, batch, ctx, fusion, graph, prof, engine, steps, scheduling, sampling, shape)
         d.update(forward_step_ms=d["step_ms"], forward_bound=d["bound"], sampling=sampling, **loop.as_dict())
+        if report is not None:
+            _loop_report(report, d, loop.timeline)
     if as_json:
         print(dumps(d))
     else:
         print_prediction(d)
+
+
+def _loop_report(path: Path, d: dict, tl) -> None:
+    """The engine loop's CPU and GPU lanes across its steps (at most 4,000 launches drawn)."""
+    from ..report import charts
+    from ..report.html import write_html
+
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise UserError(f"--report {path}: the report is an HTML file (name it .html)")
+    n = min(tl.plan.launches, 4000)
+    title = (f"{d['model']} batch {d['batch']}, {d['graph']} graph, {d['steps']} steps, {d['scheduling']} "
+             f"scheduling: step {d['step_ms']:.3f} ms, bound {d['bound']}")
+    note = (f"host work per step {d['host_ms_per_step']:.3f} ms (engine {d['engine_host_ms_per_step']:.3f} ms), "
+            f"GPU per step {d['gpu_ms_per_step']:.3f} ms, host waiting {d['host_wait_ms_per_step']:.3f} ms; "
+            f"first {n} of {tl.plan.launches} launches drawn")
+    write_html(path, "launchsim: engine loop", [charts.timeline_figure(tl, n, title)], intro=note)
 
 
 @app.command()

@@ -10,6 +10,8 @@ exactly as the sweep, the optimizer and serving route it.
 
 from __future__ import annotations
 
+import dataclasses
+
 from simulator.common.errors import UserError
 
 from dataclasses import dataclass
@@ -114,5 +116,6 @@ def predict_loop(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "no
     step = build_step(m, shape, fusion)
     plan = build_plan(step, costs, graph, pure_decode=shape.is_pure_decode)
     ec = engine_costs(prof, max(1, shape.seqs), sampling)
-    res, _, _ = run_loop(plan, ec, steps, scheduling, costs.eager_gap_s, engine)
+    res, tl, _ = run_loop(plan, ec, steps, scheduling, costs.eager_gap_s, engine)
+    res = dataclasses.replace(res, timeline=tl)  # the whole loop's two lanes (for the step report)
     return res, summarize(run_engine(plan, engine))

@@ -173,6 +173,7 @@ class LoopResult:
     host_wait_per_step_s: float  # host blocked on the token sync, mean per step
     bound: str  # gpu | cpu (forward launches) | engine (the engine's own host work)
     engine_costs_measured: bool
+    timeline: Timeline | None = None  # set by predict_loop: the loop's CPU and GPU lanes
 
     def as_dict(self) -> dict:
         ms = 1e3
