@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 
@@ -24,6 +23,7 @@ from simulator.model.profile import load_profile
 from simulator.serving.arrivals import ArrivalSpec, LengthSpec, make_workload
 from simulator.serving.replica import ServeConfig, prepare, simulate_serving
 from simulator.serving.steptime import clear_step_cache
+from machine import cpu_name  # benchmarks/machine.py (scripts run from benchmarks/)
 
 CASES = [  # model, fusion, graph, rate (req/s)
     ("qwen3-0.6b", "fused", "full_and_piecewise", 10.0),
@@ -33,16 +33,6 @@ CASES = [  # model, fusion, graph, rate (req/s)
     ("llama3-8b", "fused", "full_and_piecewise", 10.0),
     ("llama3-8b", "fused", "full_and_piecewise", 25.0),
 ]
-
-
-def cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main() -> None:

@@ -33,19 +33,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from machine import cpu_name  # benchmarks/machine.py (scripts run from benchmarks/)
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
-
-
-def cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _cpu() -> float:

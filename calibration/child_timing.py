@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from .hygiene import canary, check_canary, forbid_profiler, queued_device_us
+from .hygiene import canary, check_canary, forbid_profiler, queued_device_us, exit_code
 from .microbench import _pct
 from .jsonio import dump as _dump
 
@@ -320,11 +320,7 @@ def main(argv=None):
     c = res["canary"]
     log(f"[timing] canary end: {c['host_end_us']:.2f} us (start {c['host_start_us']:.2f}, ratio {c['ratio']:.3f}, "
         f"tolerance {c['tolerance']:.2f}): {'OK' if c['ok'] else 'FAILED'}")
-    if not c["ok"]:
-        print("CANARY FAILED: the host drifted during this run; its figures are not from one steady machine",
-              file=sys.stderr, flush=True)
-        return 3
-    return 0
+    return exit_code(c)
 
 
 if __name__ == "__main__":

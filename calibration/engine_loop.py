@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 
-from .hygiene import canary, check_canary, forbid_profiler
+from .hygiene import canary, check_canary, forbid_profiler, exit_code
 from .jsonio import dump as _dump
 from .microbench import _pct
 
@@ -659,11 +659,7 @@ def main(argv=None) -> int:
     res["total_s"] = time.time() - clock.t0
     save()
     print("\n".join(summary(res)), flush=True)
-    if not res["canary"]["ok"]:
-        print("CANARY FAILED: the host drifted during this run; its figures are not from one steady machine",
-              file=sys.stderr, flush=True)
-        return 3
-    return 0
+    return exit_code(res["canary"])
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ torch is imported inside functions only.
 
 from __future__ import annotations
 
+import sys
 import time
 
 from .microbench import _pct
@@ -93,3 +94,12 @@ def check_canary(start: dict, end: dict, tol: float = CANARY_TOLERANCE) -> dict:
     return {"ok": abs(ratio - 1.0) <= tol, "host_start_us": a, "host_end_us": b, "ratio": ratio, "tolerance": tol,
             "device_start_us": start["device_queued_kernel_us"]["p50"],
             "device_end_us": end["device_queued_kernel_us"]["p50"]}
+
+
+def exit_code(c: dict) -> int:
+    """0 when the canary held; else say so on stderr and return 3 (the run's figures are not from one steady host)."""
+    if c["ok"]:
+        return 0
+    print("CANARY FAILED: the host drifted during this run; its figures are not from one steady machine",
+          file=sys.stderr, flush=True)
+    return 3
