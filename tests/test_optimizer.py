@@ -20,6 +20,7 @@ from simulator.model.models import load_model
 from simulator.model.profile import load_profile
 from simulator.studies.runner import run_scenario
 from simulator.studies.optimize import Inputs, build_problem, engine_syntax, parse_memory_budget, run, setup
+from tests.brute_force import brute_force
 
 GOLDEN = Path(__file__).parent / "golden"
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -60,7 +61,7 @@ def _fits(p, sizes):
 @SETTINGS
 @given(problems())
 def test_matches_brute_force_under_all_constraints(p):
-    want_sizes, want = opt.brute_force(p)
+    want_sizes, want = brute_force(p)
     if want_sizes is None:
         with pytest.raises(opt.Infeasible):
             opt.solve(p)
@@ -81,7 +82,7 @@ def test_binding_budgets_match_brute_force(p, fm, fc):
     lo_m, lo_c = float((p.static + p.mem_chk)[ok].min()), float(p.capture[ok].min())
     p.memory_budget = lo_m + fm * max(free.memory - lo_m, 0.0)
     p.capture_budget = lo_c + fc * max(free.capture - lo_c, 0.0) if fc < 0.5 else None
-    want_sizes, want = opt.brute_force(p)
+    want_sizes, want = brute_force(p)
     if want_sizes is None:
         with pytest.raises(opt.Infeasible):
             opt.solve(p)

@@ -1,1 +1,1 @@
-"""Capture-size layouts: bucket presets and rules, padding to a captured size, batch-size distributions, graph memory, and the engines' flag syntax for a layout."""
+"""Capture-size layouts: bucket presets and rules, batch-size distributions, graph memory, and the engines' flag syntax for a layout."""

@@ -251,23 +251,4 @@ def _solution(p, idx, value, method, labels, by_count) -> Solution:
     return Solution([int(p.sizes[i - 1]) for i in idx], value, mem, cap, method, labels, by_count)
 
 
-def brute_force(p: Problem) -> tuple[list[int], float]:
-    """Every layout of at most K candidates (tests only: exponential)."""
-    from itertools import combinations
-
-    best, best_s = INF, None
-    N = len(p.sizes)
-    for k in range(1, min(p.max_graphs, N) + 1):
-        for idx in combinations(range(1, N + 1), k):
-            if not p.final_ok[idx[-1] - 1]:
-                continue
-            mem, cap = resources(p, list(idx))
-            if not _fits(p, mem, cap):
-                continue
-            v = objective(p, [int(p.sizes[i - 1]) for i in idx])
-            if v < best - 1e-12:
-                best, best_s = v, [int(p.sizes[i - 1]) for i in idx]
-    return best_s, best
-
-
 from simulator.optimizer.search import LABEL_LIMIT, SearchTooLarge  # noqa: E402  (re-exported: part of this API)
