@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 
-from .hygiene import canary, check_canary, forbid_profiler, exit_code
+from .hygiene import canary, check_canary, exit_code, forbid_profiler, queued_device_us
 from .jsonio import dump as _dump
 from .microbench import _pct
 
@@ -289,21 +289,8 @@ def run_parts(loop: EngineLoop, steps: int) -> dict:
 
 
 def device_us(fn, reps: int = 15, inner: int = 1) -> dict:
-    """Device time of `fn` queued behind a sleeping stream (no host gaps), µs per call."""
-    import torch
-
-    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    out = []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        torch.cuda._sleep(3_000_000)
-        st.record()
-        for _ in range(inner):
-            fn()
-        en.record()
-        en.synchronize()
-        out.append(st.elapsed_time(en) * 1e3 / inner)
-    return _pct(out)
+    """Device time of `fn` queued behind a sleeping stream (no host gaps), µs per call (p10/p50/p90)."""
+    return _pct(queued_device_us(fn, inner, reps, hold_cycles=3_000_000))
 
 
 def loop_section(res, save, quick, clock, log):
