@@ -137,19 +137,11 @@ def _buckets(sc) -> Iterator[Check]:
 
 
 def _checks(sc) -> Iterator[Check]:
-    kind = sc.kind
-    if kind == "step":
-        yield from _step(sc)
-    elif kind == "sweep":
-        yield from _sweep(sc)
-    elif kind == "workload":
-        yield from _workload(sc)
-    elif kind == "serve":
-        yield from _serve(sc)
-    elif kind == "capacity":
-        yield from _capacity(sc)
-    elif kind == "buckets":
-        yield from _buckets(sc)
+    by_kind = {"step": _step, "sweep": _sweep, "workload": _workload, "serve": _serve, "capacity": _capacity,
+               "buckets": _buckets}
+    check = by_kind.get(sc.kind)
+    if check is not None:
+        yield from check(sc)
 
 
 def check_references(sc, where: str, lines: dict | None = None) -> None:
