@@ -192,6 +192,40 @@ def job_eager(out_dir, quick, log):
     _dump(res, path)
 
 
+def job_hf_traces(out_dir, quick, log):
+    """Traces of transformers' own decode step, StaticCache (max_cache_len ctx + 64, as generate() sizes it for
+    64 new tokens) and DynamicCache, batch 1 and 8, with kernel counts: the inputs for predicting generate()."""
+    import torch
+
+    from . import microbench as mb
+    from .hf_decoder import HFRunner
+
+    res = {"kind": "launchsim-hf-traces", "environment": mb.environment(), "hf": []}
+    path = os.path.join(out_dir, "counts_hf.json")
+    for cache in ("static", "dynamic"):
+        for b in ((1,) if quick else (1, 8)):
+            try:
+                r = HFRunner("qwen3-0.6b", b, 512, room=64, cache=cache)
+                for _ in range(3):
+                    r.step()
+                torch.cuda.synchronize()
+                c = step_counts(r.step)
+                c.pop("sequence")
+                name = f"hf_qwen3-0.6b_{cache}_b{b}.trace"
+                _save_trace(r.step, out_dir, name)
+                res["hf"].append({"model": "qwen3-0.6b", "batch": b, "ctx": 512, "cache": cache,
+                                  "max_cache_len": r.max_len if cache == "static" else None, "trace": name, **c})
+                log(f"[counts] HF qwen3-0.6b {cache} b{b}: {c['kernels']} kernels")
+                del r
+                torch.cuda.empty_cache()
+            except Exception as e:  # noqa: BLE001  (recorded; the round goes on)
+                import traceback
+
+                traceback.print_exc()
+                res["hf"].append({"batch": b, "cache": cache, "error": f"{type(e).__name__}: {e}"[:400]})
+            _dump(res, path)
+
+
 def job_compiled(out_dir, spec, quick, log):
     import torch
 
@@ -227,6 +261,8 @@ def main(argv=None):
     log = lambda s: print(s, flush=True)  # noqa: E731
     if a.job == "eager":
         job_eager(a.out, a.quick, log)
+    elif a.job == "hf_traces":
+        job_hf_traces(a.out, a.quick, log)
     else:
         job_compiled(a.out, a.job, a.quick, log)
 

@@ -183,7 +183,7 @@ COMPILED = (("qwen3-0.6b", 1, False), ("qwen3-0.6b", 16, False), ("qwen3-0.6b", 
             ("qwen3-0.6b", 64, True))
 
 
-def decode_rows(res, save, quick, log):
+def decode_rows(res, save, quick, log, compiled=True):
     import torch
 
     from .reference_decoder import Runner, make_cache, make_weights, model_spec
@@ -218,7 +218,7 @@ def decode_rows(res, save, quick, log):
         del cache
     w = None
     torch.cuda.empty_cache()
-    for name, b, dyn in (COMPILED[:2] if quick else COMPILED):
+    for name, b, dyn in (() if not compiled else COMPILED[:2] if quick else COMPILED):
         m = model_spec(name, quick)
         try:
             t0 = time.time()
@@ -267,6 +267,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-compiled", action="store_true",
+                    help="skip the compiled decode rows (they compile in this process unless a counts job warmed "
+                         "the Inductor cache first)")
     a = ap.parse_args(argv)
     import torch
 
@@ -312,7 +315,7 @@ def main(argv=None):
             res[name] = {"error": f"{type(e).__name__}: {e}"}
         log(f"[timing] {name}: {time.time() - t1:.1f}s")
         save()
-    decode_rows(res, save, q, log)
+    decode_rows(res, save, q, log, compiled=not a.no_compiled)
     hf_rows(res, save, log)
     res["canary_end"] = canary()
     res["canary"] = check_canary(res["canary_start"], res["canary_end"])

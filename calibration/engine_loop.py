@@ -357,7 +357,7 @@ def loop_section(res, save, quick, clock, log):
 
 
 # --------------------------------------------------------------------------------------------- HF generate
-def hf_section(res, save, quick, clock, log):
+def hf_section(res, save, quick, clock, log, reps: int = 5):
     import torch
 
     from .hf_decoder import hf_config
@@ -374,7 +374,7 @@ def hf_section(res, save, quick, clock, log):
     model._valid_auto_compile_criteria = lambda *a, **k: False
     out = res.setdefault("hf_generate", [])
     new = 16 if quick else 64
-    reps = 1 if quick else 2
+    reps = 1 if quick else reps
     for b in ((1,) if quick else (1, 8)):
         g = torch.Generator(device="cuda").manual_seed(b)
         prompt = torch.randint(0, cfg.vocab_size, (b, CTX), device="cuda", generator=g)
@@ -522,25 +522,39 @@ def _run_child(spec: dict, env: dict, path: str, timeout: float, root: str) -> d
     return {**spec, "error": f"exit {p.returncode}: {(err or '')[-400:]}"}
 
 
-def compile_section(res, save, quick, clock, log):
+def parse_compile_runs(spec: str) -> list[tuple[str, int, bool]]:
+    """`model:layers:static|dynamic,...` -> [(model, layers, dynamic)] (the order the runs are made in)."""
+    out = []
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        name, layers, mode = item.split(":")
+        if mode not in ("static", "dynamic"):
+            raise ValueError(f"--compile-runs: {item!r}: mode must be static or dynamic")
+        out.append((name, int(layers), mode == "dynamic"))
+    return out
+
+
+def compile_section(res, save, quick, clock, log, runs=None, budget_s=COMPILE_BUDGET_S):
     """Cold compiles first (each in a fresh cache), then the warm ones reusing each cold run's cache."""
     out = res.setdefault("compile", [])
-    depths = (1, 2) if quick else (2, 8)
-    runs = [(False, d) for d in depths] + [(True, depths[0])]
-    budget = min(60.0 if quick else COMPILE_BUDGET_S, clock.left() - 20)
+    if runs is None:
+        depths = (1, 2) if quick else (2, 8)
+        runs = [(MODEL, d, False) for d in depths] + [(MODEL, depths[0], True)]
+    budget = min(60.0 if quick else budget_s, clock.left() - 20)
     t_sec = time.time()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     dirs = {run: tempfile.mkdtemp(prefix="launchsim_inductor_") for run in runs}
     try:
-        for dyn, depth in runs:  # each configuration cold, then warm (its cache reused)
+        for run in runs:  # each configuration cold, then warm (its cache reused)
+            model, depth, dyn = run
             for cache in ("cold", "warm"):
-                tmp = dirs[(dyn, depth)]
-                spec = {"model": MODEL, "layers": depth, "batch": 8, "dynamic": dyn, "cache": cache}
+                tmp = dirs[run]
+                spec = {"model": model, "layers": depth, "batch": 8, "dynamic": dyn, "cache": cache}
                 left = budget - (time.time() - t_sec)
                 if left < 15:
                     out.append({**spec, "skipped": "compile budget"})
                     continue
                 if cache == "warm" and not any(r.get("cache") == "cold" and r.get("layers") == depth
+                                               and r.get("model", MODEL) == model
                                                and r.get("dynamic") == dyn and "compile_s" in r for r in out):
                     out.append({**spec, "skipped": "no cold run to warm the cache"})
                     continue
@@ -551,7 +565,7 @@ def compile_section(res, save, quick, clock, log):
                 row["wall_s"] = time.time() - t0
                 out.append(row)
                 save()
-                log(f"[compile] layers {depth} {'dynamic' if dyn else 'static '} {cache}: "
+                log(f"[compile] {model} layers {depth} {'dynamic' if dyn else 'static '} {cache}: "
                     + (f"{row['compile_s']:.1f}s" if "compile_s" in row else row.get("error", "")[:120]))
     finally:
         for tmp in dirs.values():
@@ -580,7 +594,7 @@ def summary(res) -> list[str]:
         else:
             lines.append(f"  capture {row.get('model')}: {str(row.get('error') or row.get('skipped'))[:150]}")
     for row in res.get("compile", []):
-        lines.append(f"  compile L{row.get('layers')} {'dyn' if row.get('dynamic') else 'static'} {row.get('cache')}: "
+        lines.append(f"  compile {row.get('model', MODEL)} L{row.get('layers')} {'dyn' if row.get('dynamic') else 'static'} {row.get('cache')}: "
                      + (f"{row['compile_s']:.1f}s" if "compile_s" in row else
                         str(row.get("error") or row.get("skipped"))[:150]))
     for k, v in res.items():
@@ -599,6 +613,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--deadline", type=float, default=DEADLINE_S, help="seconds for the whole run")
+    ap.add_argument("--sections", default="loop,capture,hf_generate,compile",
+                    help="comma-separated sections to run, in this order: loop, capture, hf_generate, compile")
+    ap.add_argument("--compile-runs", default=None,
+                    help="compile configurations `model:layers:static|dynamic,...` (default: qwen3-0.6b at 2 and "
+                         "8 layers static, 2 layers dynamic)")
+    ap.add_argument("--compile-budget", type=float, default=COMPILE_BUDGET_S, help="seconds for all compiles")
+    ap.add_argument("--hf-reps", type=int, default=5, help="generate() calls per length (median taken)")
     ap.add_argument("--compile-child", help=argparse.SUPPRESS)
     ap.add_argument("--child-out", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -628,8 +649,18 @@ def main(argv=None) -> int:
     res["canary_start"] = canary()
     log(f"[engine_loop] canary start: {res['canary_start']['host_tiny_op_us']['p50']:.2f} us")
     save()
-    for name, fn in (("loop", loop_section), ("capture", capture_section), ("hf_generate", hf_section),
-                     ("compile", compile_section)):
+    import functools
+
+    table = {"loop": loop_section, "capture": capture_section,
+             "hf_generate": functools.partial(hf_section, reps=a.hf_reps),
+             "compile": functools.partial(compile_section, budget_s=a.compile_budget,
+                                          runs=parse_compile_runs(a.compile_runs) if a.compile_runs else None)}
+    wanted = [x.strip() for x in a.sections.split(",") if x.strip()]
+    unknown = [x for x in wanted if x not in table]
+    if unknown:
+        ap.error(f"--sections: unknown {', '.join(unknown)} (choose from {', '.join(table)})")
+    res["sections"] = wanted
+    for name, fn in ((n, table[n]) for n in wanted):
         t0 = time.time()
         try:
             fn(res, save, a.quick, clock, log)

@@ -1,7 +1,8 @@
 """Hugging Face transformers' own decoders (code we did not write) for the cross-implementation check.
 
-`HFRunner(model, batch, ctx)` builds `Qwen3ForCausalLM` / `LlamaForCausalLM` with random bf16 weights
-from the published config fields of a launchsim preset, fills a StaticCache with a prefill of `ctx`
+`HFRunner(model, batch, ctx, cache="static"|"dynamic")` builds `Qwen3ForCausalLM` / `LlamaForCausalLM`
+with random bf16 weights from the published config fields of a launchsim preset, fills a StaticCache (or
+transformers' default DynamicCache, which grows by one slot per decode call) with a prefill of `ctx`
 tokens and then runs single-token decode steps (`step()`), eagerly or as a captured CUDA graph
 (`capture()` / `replay()`). Notes on transformers 5: the static cache spans `max_cache_len` slots and
 attention reads all of them under a mask, and the cache advances its own write position on every
@@ -28,7 +29,7 @@ def hf_config(name: str):
 
 
 class HFRunner:
-    def __init__(self, name: str, batch: int, ctx: int, room: int = 512, seed: int = 0):
+    def __init__(self, name: str, batch: int, ctx: int, room: int = 512, seed: int = 0, cache: str = "static"):
         import torch
 
         torch.manual_seed(seed)
@@ -38,7 +39,13 @@ class HFRunner:
             self.model = cls(cfg).to(torch.bfloat16).eval()
         self.name, self.batch, self.ctx = name, batch, ctx
         self.max_len = ctx + room
-        self.cache = self._cache(cfg, batch, self.max_len)
+        self.cache_kind = cache
+        if cache == "dynamic":
+            from transformers import DynamicCache
+
+            self.cache = DynamicCache()
+        else:
+            self.cache = self._cache(cfg, batch, self.max_len)
         g = torch.Generator(device="cuda").manual_seed(batch * 31 + ctx)
         prompt = torch.randint(0, cfg.vocab_size, (batch, ctx), device="cuda", generator=g)
         with torch.no_grad():
