@@ -29,6 +29,19 @@ COUNTS = MEASURED / "h200-round-a" / "counts_eager.json"
 MEMORY_DIR = MEASURED / "h200-round-a"
 DEPTH = MEASURED / "h200-depth" / "depth.json"
 ENGINE = MEASURED / "h200-engine" / "engine_loop.json"  # calibration/engine_loop.py (host.engine_step_us)
+# torch.compile start-up rows: static (2 model sizes, shallow cuts + full depth) and dynamic, one machine
+COMPILE = (MEASURED / "h200-round-d" / "engine_loop.json", MEASURED / "h200-round-e" / "engine_loop.json")
+
+
+def startup_data() -> dict:
+    """The start-up model's measured rows: capture (and the loop's captures) from ENGINE, compile from COMPILE."""
+    data = json.loads(ENGINE.read_text())
+    comp = [r for f in COMPILE if f.exists() for r in json.loads(f.read_text()).get("compile", [])]
+    return {"capture": data.get("capture", []), "loop": data.get("loop", []), "compile": comp}
+
+
+def startup_source() -> str:
+    return " + ".join(str(f.relative_to(ROOT.parent)) for f in (ENGINE, *COMPILE) if f.exists())
 COMPILED_FIT = {"model": "qwen3-0.6b", "fusion": "compiled", "dynamic": False, "batch": 1, "ctx": 512}
 
 
@@ -53,8 +66,7 @@ def build_h200() -> tuple[dict, str]:
         from simulator.engine.startup import derive
 
         # start-up figures: the eager-pass predictions they are scaled on come from this very profile
-        p["host"]["startup"] = derive(startup_figures(json.loads(ENGINE.read_text())), parse_profile(p, "h200"),
-                                      str(ENGINE.relative_to(ROOT.parent)))
+        p["host"]["startup"] = derive(startup_figures(startup_data()), parse_profile(p, "h200"), startup_source())
     return p, note
 
 

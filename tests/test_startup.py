@@ -93,6 +93,7 @@ def test_derive_by_hand():
     rows = {"capture": [], "compile": [
         {"model": "qwen3-0.6b", "layers": 2, "dynamic": False, "cache": "warm", "compile_s": 3.0},
         {"model": "qwen3-0.6b", "layers": 8, "dynamic": False, "cache": "warm", "compile_s": 3.336},
+        {"model": "qwen3-0.6b", "layers": 28, "dynamic": False, "cache": "warm", "compile_s": 99.0},
         {"model": "qwen3-0.6b", "layers": 2, "dynamic": False, "cache": "cold", "compile_s": 10.0}],
         "compile_not_measured": [{"model": "qwen3-0.6b", "layers": 2, "dynamic": True, "cache": "cold",
                                   "error": "timed out"}]}
@@ -104,34 +105,68 @@ def test_derive_by_hand():
                        {"model": "llama3-8b", "layers": 32, "batch": 8, "ctx": 512, "capture_s": 1.0}]
     d = derive(rows, p)
     assert d["capture_host_ratio"] == pytest.approx(2.0)  # the first model's rows only
+    # warm: two shallow rows (131 and 467 nodes) make the line; the full-depth 28-layer row is held out
     assert d["compile_static_warm"]["per_node_s"] == pytest.approx(0.336 / 336)
     assert d["compile_static_warm"]["fixed_s"] == pytest.approx(3.0 - 0.131)
-    assert d["compile_static_cold"]["fixed_s"] == pytest.approx(10.0 - 0.131)  # warm slope, cold 2-layer row
-    assert "timed out" in d["compile_dynamic_note"]
+    assert d["compile_static_warm"]["validated_nodes"] == [1587]
+    # cold: one row only -> a constant, and that row is its fit row
+    assert d["compile_static_cold"]["fixed_s"] == pytest.approx(10.0)
+    assert d["compile_static_cold"]["per_node_s"] == 0.0 and d["compile_static_cold"]["validated_nodes"] == []
+    assert "compile_dynamic_cold" not in d and "timed out" in d["compile_dynamic_note"]
     StartupFigures(**d)
+
+
+def test_compile_line_is_least_squares_by_hand():
+    from simulator.engine.startup import _line
+
+    # points (0,1), (1,3), (2,2): mean (1, 2), slope = (-1*-1 + 0 + 1*0) / 2 = 0.5, intercept 1.5
+    assert _line([(0, 1.0), (1, 3.0), (2, 2.0)]) == pytest.approx((1.5, 0.5))
+    assert _line([(5, 4.0), (5, 6.0)]) == (5.0, 0.0)  # one node count: a constant
+    assert _line([(1, 5.0), (2, 1.0)]) == (3.0, 0.0)  # a falling line is clamped flat at the mean
+
+
+def test_dynamic_compile_uses_its_own_fit():
+    p = load_profile("h200")
+    m = StartupModel(load_model("qwen3-0.6b"), p, fusion="compiled")
+    st = p.host.startup
+    n = compile_nodes(load_model("qwen3-0.6b"))
+    s, inside, note = m.compile("dynamic", "cold")
+    assert s == pytest.approx(st.compile_dynamic_cold.fixed_s + st.compile_dynamic_cold.per_node_s * n)
+    assert inside and "dynamic" in note
+    assert m.compile("dynamic", "cold")[0] > m.compile("static", "cold")[0] > m.compile("static", "warm")[0]
 
 
 def test_shipped_profile_carries_the_derived_figures():
     p = load_profile("h200")
     st = p.host.startup
-    assert st is not None and st.warmup_runs == 2 and st.compile_static_cold.nodes == [131, 467]
-    assert "engine_loop.json" in st.source and "52s" in st.compile_dynamic_note
+    assert st is not None and st.warmup_runs == 2 and st.compile_static_cold.nodes == [99, 131, 339]
+    assert st.compile_static_cold.validated_nodes == [1299, 1587]  # the two full-depth models are held out
+    assert "engine_loop.json" in st.source and "not validated" in st.compile_dynamic_note
     # the fallback for profiles without the section is the same H200 figures
     assert DEFAULT_STARTUP.capture_host_ratio == pytest.approx(st.capture_host_ratio, rel=1e-6)
     assert DEFAULT_STARTUP.compile_static_cold.fixed_s == pytest.approx(st.compile_static_cold.fixed_s, rel=1e-6)
     assert DEFAULT_STARTUP.compile_static_warm.fixed_s == pytest.approx(st.compile_static_warm.fixed_s, rel=1e-6)
     assert DEFAULT_STARTUP.compile_static_warm.per_node_s == pytest.approx(st.compile_static_warm.per_node_s, rel=1e-6)
+    for k in ("compile_static_cold", "compile_dynamic_cold", "compile_dynamic_warm"):
+        assert getattr(DEFAULT_STARTUP, k).per_node_s == pytest.approx(getattr(st, k).per_node_s, rel=1e-6)
+        assert getattr(DEFAULT_STARTUP, k).fixed_s == pytest.approx(getattr(st, k).fixed_s, rel=1e-6)
 
 
 def test_every_measured_row_within_target():
     """Capture-side rows within 25 %, compile rows within 30 %; rows that made a constant are not validation."""
-    rows = validation_rows(json.loads(ENGINE.read_text()), load_profile("h200"))
+    from calibration.make_profiles import startup_data
+
+    rows = validation_rows(startup_data(), load_profile("h200"))
     val = [r for r in rows if r["role"] == "validation"]
-    assert {r["kind"] for r in val} == {"warm-up run", "capture", "graph (2 warm-ups + capture)", "compile cold"}
+    assert {r["kind"] for r in val} == {"warm-up run", "capture", "graph (2 warm-ups + capture)",
+                                        "compile static cold", "compile static warm"}
     assert {r["model"] for r in val if r["kind"] == "capture"} == {"llama3-8b"}  # held out of the ratio
+    # compile: held out are the two full-depth models (two model sizes)
+    assert {(r["model"], r["what"].split(",")[0]) for r in val if r["kind"].startswith("compile")} == {
+        ("qwen3-0.6b", "28 layers"), ("llama3-8b", "32 layers")}
     for r in rows:
-        if r["role"].startswith("excluded"):
-            continue
+        if r["role"].startswith("excluded") or (r["kind"].startswith("compile") and r["role"].startswith("derived")):
+            continue  # a fit row's residual is not a validation figure (llama3-8b 2L cold: +45%)
         tol = 0.30 if r["kind"].startswith("compile") else 0.25
         assert abs(r["err"]) <= tol, r
     excl = [r for r in rows if r["role"].startswith("excluded")]
@@ -165,8 +200,12 @@ def test_cli_json_keys():
         assert k in d
     assert d["graphs"] == 3 and d["sizes"] == [1, 8, 64] and d["compile_cache"] == "warm"
     assert d["total_s"] == pytest.approx(d["compile_s"] + d["warmup_s"] + d["capture_s"])
-    assert d["compile_s"] == pytest.approx(2.55414 + 0.002161 * 1587, rel=1e-4)
-    assert d["compile_measured"] is False and any("extrapolated" in n for n in d["notes"])
+    assert d["compile_s"] == pytest.approx(2.974256 + 0.00161 * 1587, rel=1e-4)  # qwen3-0.6b: 1587 nodes
+    assert d["compile_measured"] is True and any("within the measured 99-1587 nodes" in n for n in d["notes"])
+    big = runner.invoke(app, ["startup", "--model", "llama3-70b", "--layout", "1,8", "--fusion", "compiled", "--json"])
+    assert big.exit_code == 0, big.output  # 80 layers: beyond the measured node range -> said so
+    b = json.loads(big.stdout)
+    assert b["compile_measured"] is False and any("extrapolated" in n for n in b["notes"])
     g = runner.invoke(app, ["graph-memory", "--model", "qwen3-0.6b", "--layout", "1,8,64", "--fusion", "compiled",
                             "--graph", "full", "--json"])
     assert json.loads(g.stdout)["capture_s"] == pytest.approx(d["warmup_s"] + d["capture_s"], rel=1e-12)
@@ -182,7 +221,6 @@ def test_cli_text():
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--compile", "dynamic", "--fusion", "compiled"], "--compile dynamic: not measured"),
     (["--compile", "eager"], "--compile"),
     (["--compile-cache", "hot"], "--compile-cache"),
     (["--fusion", "turbo"], "--fusion"),

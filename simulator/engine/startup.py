@@ -41,14 +41,16 @@ torch.compile (fusion `compiled` only; `--compile static|dynamic`, `--compile-ca
     compile_s = fixed_s + per_node_s * nodes         nodes: the eager (fusion none) kernel count of the step
                                                      being compiled (what dynamo traces)
 
-Measured: Inductor fullgraph, dynamic=False, qwen3-0.6b cut to 2 and 8 layers, one compile each, cold and
-warm cache. `per_node_s` comes from the two warm rows (they differ by 0.73 s over 336 nodes); the cold
-rows show no depth dependence (15.50 vs 15.47 s), so the cold fit shares the warm per-node figure (the
-tracing it stands for is paid either way) and takes `fixed_s` from the 2-layer row; the 8-layer cold row
-is then the one compile row not used to derive anything. At 28+ layers this is an extrapolation from 8.
-dynamic=True was not measured (it did not finish within the 52 s budget at 2 layers): launchsim refuses
-`--compile dynamic` rather than invent a figure. Static compile specialises on the batch shape; engines
-that compile one graph per captured size pay more — launchsim counts one compile and says so.
+one line per (mode, cache), least squares over its fit rows. Measured (H200, calibration/measured/h200-round-d
+and -e, one machine, each compile in a fresh process with a fresh Inductor/Triton cache, then again warm):
+Inductor fullgraph at batch 8. dynamic=False: qwen3-0.6b cut to 2 layers and llama3-8b cut to 2 and 8 layers
+are the fit rows; qwen3-0.6b at its full 28 layers and llama3-8b at its full 32 are held out and validate the
+fit (two model sizes; calibration/validate_startup.py). dynamic=True: qwen3-0.6b at 2 and 28 layers, both rows
+used for the line (no held-out row: a third was not run for lack of GPU time; the figure says so). Cold
+compile time is not a clean function of node count (Inductor compiles each distinct Triton kernel once, so
+qwen3-0.6b's extra norms cost more than llama's extra nodes): the cold line is a fit across models, and its
+held-out errors are the honest spread. Static compile specialises on the batch shape; engines that compile
+one graph per captured size pay more — launchsim counts one compile and says so.
 
 total_s = compile_s + the warm-up and capture of every pass over all sizes.
 """
@@ -68,15 +70,17 @@ DEFAULT_CTX = 512  # context of the measured warm-ups and captures
 COMPILE_MODES = ("static", "dynamic")
 COMPILE_CACHES = ("cold", "warm")
 _H200 = "calibration/measured/h200-engine/engine_loop.json"
+_FIT = dict(nodes=[99, 131, 339], validated_nodes=[1299, 1587], source="default (H200)")
+_DYN = dict(nodes=[131, 1587], source="default (H200)")
 DEFAULT_STARTUP = StartupFigures(
     warmup_runs=2, capture_host_ratio=1.045639,
-    compile_static_cold=CompileFit(fixed_s=15.215582, per_node_s=0.002161, nodes=[131, 467],
-                                   source="default (H200)"),
-    compile_static_warm=CompileFit(fixed_s=2.55414, per_node_s=0.002161, nodes=[131, 467],
-                                   source="default (H200)"),
-    compile_dynamic_note="not measured: dynamic=True did not finish within the 52 s compile budget at 2 layers "
-                         "(H200)",
-    source=f"default: the H200 figures of {_H200} (profile has no host.startup section)")
+    compile_static_cold=CompileFit(fixed_s=11.354727, per_node_s=0.016936, **_FIT),
+    compile_static_warm=CompileFit(fixed_s=2.974256, per_node_s=0.00161, **_FIT),
+    compile_dynamic_cold=CompileFit(fixed_s=60.524434, per_node_s=0.02955, **_DYN),
+    compile_dynamic_warm=CompileFit(fixed_s=5.027255, per_node_s=0.008499, **_DYN),
+    compile_dynamic_note="measured on qwen3-0.6b 2L, qwen3-0.6b 28L: every row fits the line, none is held out "
+                         "(not validated)",
+    source=f"default: the H200 figures of {_H200} and h200-round-d/-e (profile has no host.startup section)")
 
 
 class StartupError(UserError):
@@ -222,18 +226,22 @@ class StartupModel:
         if self.fusion != "compiled":
             return 0.0, True, f"fusion {self.fusion} runs without torch.compile: compile_s is 0"
         if mode == "dynamic":
-            raise StartupError(f"--compile dynamic: {self.fig.compile_dynamic_note or 'not measured'}; launchsim has "
-                               f"no figure for it: use --compile static")
-        fit = self.fig.compile_static_cold if cache == "cold" else self.fig.compile_static_warm
+            fit = self.fig.compile_dynamic_cold if cache == "cold" else self.fig.compile_dynamic_warm
+            if fit is None:
+                raise StartupError(f"--compile dynamic: {self.fig.compile_dynamic_note or 'not measured'}; launchsim "
+                                   f"has no figure for it: use --compile static")
+        else:
+            fit = self.fig.compile_static_cold if cache == "cold" else self.fig.compile_static_warm
         if fit is None:
             raise StartupError(f"profile {self.profile.name} has no measured {cache}-cache compile time")
         n = compile_nodes(self.model)
-        inside = bool(fit.nodes) and min(fit.nodes) <= n <= max(fit.nodes)
-        where = (f"within the measured {min(fit.nodes)}-{max(fit.nodes)} nodes" if inside else
-                 f"extrapolated beyond the measured {min(fit.nodes)}-{max(fit.nodes)} nodes" if fit.nodes else
+        known = list(fit.nodes) + list(fit.validated_nodes)
+        inside = bool(known) and min(known) <= n <= max(known)
+        where = (f"within the measured {min(known)}-{max(known)} nodes" if inside else
+                 f"extrapolated beyond the measured {min(known)}-{max(known)} nodes" if known else
                  "no node range recorded")
         return (fit.fixed_s + fit.per_node_s * n, inside,
-                f"torch.compile static, {cache} cache: {fit.fixed_s:.4g} s + {fit.per_node_s * 1e3:.3g} ms x {n} "
+                f"torch.compile {mode}, {cache} cache: {fit.fixed_s:.4g} s + {fit.per_node_s * 1e3:.3g} ms x {n} "
                 f"nodes, {where} (one compile; engines that compile per captured size pay it per size)")
 
     def layout(self, sizes, compile_mode: str = "static", cache: str = "cold") -> StartupResult:
@@ -275,6 +283,44 @@ def _spec(name: str, layers: int | None = None) -> ModelSpec:
     return m if layers is None or layers == m.num_hidden_layers else replace(m, num_hidden_layers=int(layers))
 
 
+def _is_fit_row(row: dict) -> bool:
+    """Fit rows are the models cut short; a row at the model's own full depth is held out for validation, unless
+    its (mode, cache) has fewer than two shallow rows (then every row is a fit row)."""
+    return int(row["layers"]) < load_model(row["model"]).num_hidden_layers
+
+
+def _line(pts: list[tuple[int, float]]) -> tuple[float, float]:
+    """(fixed_s, per_node_s) of the least-squares line through (nodes, seconds); slope >= 0, intercept >= 0."""
+    if len({n for n, _ in pts}) < 2:
+        return max(0.0, statistics.fmean(s for _, s in pts)), 0.0
+    mx, my = statistics.fmean(n for n, _ in pts), statistics.fmean(s for _, s in pts)
+    slope = max(0.0, sum((n - mx) * (s - my) for n, s in pts) / sum((n - mx) ** 2 for n, _ in pts))
+    return max(0.0, my - slope * mx), slope
+
+
+def fit_rows(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(rows the compile line is fitted on, held-out rows) of one (mode, cache)."""
+    shallow = [r for r in rows if _is_fit_row(r)]
+    if len({compile_nodes(_spec(r["model"], r["layers"])) for r in shallow}) >= 2:
+        return shallow, [r for r in rows if not _is_fit_row(r)]
+    return list(rows), []
+
+
+def compile_fit(rows: list[dict], source: str) -> dict | None:
+    """A CompileFit (as a dict) of one (mode, cache) from its measured rows, or None without rows."""
+    if not rows:
+        return None
+    fit, held = fit_rows(rows)
+    pts = [(compile_nodes(_spec(r["model"], r["layers"])), float(r["compile_s"])) for r in fit]
+    fixed, slope = _line(pts)
+    desc = ", ".join(f"{r['model']} {r['layers']}L" for r in fit)
+    hdesc = ", ".join(f"{r['model']} {r['layers']}L" for r in held)
+    return {"fixed_s": round(fixed, 6), "per_node_s": round(slope, 6), "nodes": sorted(n for n, _ in pts),
+            "validated_nodes": sorted(compile_nodes(_spec(r["model"], r["layers"])) for r in held),
+            "source": f"{source}: least squares over {desc}" + (f"; held out: {hdesc}" if held else
+                                                               "; every measured row used (no held-out row)")}
+
+
 def derive(startup_rows: dict, profile: Profile, source: str = _H200) -> dict:
     """The profile's `host.startup` section from calibration/build_engine.startup_figures' rows.
 
@@ -291,33 +337,24 @@ def derive(startup_rows: dict, profile: Profile, source: str = _H200) -> dict:
         host = eager_pass(_spec(r["model"], r.get("layers")), profile, "none", int(r["batch"]), r.get("ctx", DEFAULT_CTX))[1]
         ratios.append(r["capture_s"] / host)
     out = {"warmup_runs": 2, "capture_host_ratio": round(statistics.fmean(ratios), 6)}
-    comp = [r for r in startup_rows.get("compile", []) if r.get("dynamic") is False and r.get("compile_s") is not None]
-
-    def pts(cache):
-        return sorted((compile_nodes(_spec(r["model"], r["layers"])), r["compile_s"], r["layers"])
-                      for r in comp if r.get("cache") == cache)
-
-    warm, cold = pts("warm"), pts("cold")
-    per_node = 0.0
-    if len(warm) >= 2 and warm[-1][0] > warm[0][0]:
-        per_node = max(0.0, (warm[-1][1] - warm[0][1]) / (warm[-1][0] - warm[0][0]))
-    desc = f"{comp[0]['model'] if comp else ''} cut to layers"
-    if warm:
-        out["compile_static_warm"] = {
-            "fixed_s": round(max(0.0, warm[0][1] - per_node * warm[0][0]), 6), "per_node_s": round(per_node, 6),
-            "nodes": [w[0] for w in warm], "source": f"{source}: warm rows, {desc} {[w[2] for w in warm]} ({[w[0] for w in warm]} nodes): "
-                      f"per_node_s their slope, fixed_s the rest of the shallowest"}
-    if cold:
-        out["compile_static_cold"] = {
-            "fixed_s": round(max(0.0, cold[0][1] - per_node * cold[0][0]), 6), "per_node_s": round(per_node, 6),
-            "nodes": [c[0] for c in cold], "source": f"{source}: per_node_s from the warm rows; fixed_s from the cold row at {cold[0][2]} layers "
-                      f"({cold[0][0]} nodes); the other cold rows are validation"}
-    dyn = [r for r in startup_rows.get("compile_not_measured", []) if r.get("dynamic") is True]
+    comp = [r for r in startup_rows.get("compile", []) if r.get("compile_s") is not None]
+    for dyn, mode in ((False, "static"), (True, "dynamic")):
+        for cache in COMPILE_CACHES:
+            fit = compile_fit([r for r in comp if bool(r.get("dynamic")) is dyn and r.get("cache") == cache], source)
+            if fit is not None:
+                out[f"compile_{mode}_{cache}"] = fit
+    missing = [r for r in startup_rows.get("compile_not_measured", []) if r.get("dynamic") is True]
     why = "; ".join(f"{r.get('cache', '')} cache: " + (f"{r['error']}" if r.get("error") else f"skipped ({r['skipped']})")
-                    for r in dyn if r.get("error") or r.get("skipped"))
-    out["compile_dynamic_note"] = ("not measured: dynamic=True on the H200 run: " + why) if why else "not measured"
+                    for r in missing if r.get("error") or r.get("skipped"))
+    if "compile_dynamic_cold" in out or "compile_dynamic_warm" in out:
+        rows = fit_rows([r for r in comp if r.get("dynamic") is True and r.get("cache") == "cold"]
+                        or [r for r in comp if r.get("dynamic") is True])[0]
+        out["compile_dynamic_note"] = ("measured on " + ", ".join(f"{r['model']} {r['layers']}L" for r in rows)
+                                       + ": every row fits the line, none is held out (not validated)")
+    else:
+        out["compile_dynamic_note"] = ("not measured: dynamic=True on the H200 run: " + why) if why else "not measured"
     out["source"] = (f"{source}: capture rows ({len(cap)}: capture_host_ratio from the {len(ratios)} {first} rows "
-                     f"over launchsim's predicted eager host time), compile rows ({len(comp)}, dynamic=False)")
+                     f"over launchsim's predicted eager host time), compile rows ({len(comp)})")
     return out
 
 
@@ -354,23 +391,25 @@ def validation_rows(data: dict, profile: Profile) -> list[dict]:
         out.append({"kind": "graph (2 warm-ups + capture)", "model": r["model"], "what": f"b{r['batch']} loop",
                     "measured_s": r["capture_s"], "model_s": 2 * step + fig.capture_host_ratio * host,
                     "role": "validation"})
-    for r in data.get("compile", []):
-        if "compile_s" not in r:
-            continue
-        fit = fig.compile_static_cold if r.get("cache") == "cold" else fig.compile_static_warm
-        if r.get("dynamic") or fit is None:
-            continue
-        n = compile_nodes(_spec(r["model"], r["layers"]))
-        cold_rows = sorted(x["layers"] for x in data["compile"] if x.get("cache") == "cold"
-                           and x.get("dynamic") is False and "compile_s" in x)
-        derived = r.get("cache") == "warm" or r["layers"] == cold_rows[0]
-        out.append({"kind": f"compile {r.get('cache')}", "model": r["model"], "what": f"{r['layers']} layers, {n} nodes",
-                    "measured_s": r["compile_s"], "model_s": fit.fixed_s + fit.per_node_s * n,
-                    "role": "derived (fixed_s, per_node_s)" if derived else "validation"})
+    comp = [r for r in data.get("compile", []) if "compile_s" in r]
+    for dyn, mode in ((False, "static"), (True, "dynamic")):
+        for cache in COMPILE_CACHES:
+            fit = getattr(fig, f"compile_{mode}_{cache}")
+            rows = [r for r in comp if bool(r.get("dynamic")) is dyn and r.get("cache") == cache]
+            if fit is None or not rows:
+                continue
+            used = fit_rows(rows)[0]
+            for r in rows:
+                n = compile_nodes(_spec(r["model"], r["layers"]))
+                out.append({"kind": f"compile {mode} {cache}", "model": r["model"],
+                            "what": f"{r['layers']} layers, {n} nodes", "measured_s": r["compile_s"],
+                            "model_s": fit.fixed_s + fit.per_node_s * n,
+                            "role": "derived (fixed_s, per_node_s)" if r in used else "validation"})
     for r in out:
         r["err"] = r["model_s"] / r["measured_s"] - 1 if r["measured_s"] > 0 else math.inf
     return out
 
 
 __all__ = ["StartupModel", "StartupResult", "PassCost", "StartupError", "DEFAULT_STARTUP", "DEFAULT_CTX",
-           "COMPILE_MODES", "COMPILE_CACHES", "eager_pass", "compile_nodes", "derive", "validation_rows", "figures"]
+           "COMPILE_MODES", "COMPILE_CACHES", "eager_pass", "compile_nodes", "compile_fit", "fit_rows", "derive",
+           "validation_rows", "figures"]

@@ -106,6 +106,8 @@ class CompileFit(_Strict):
     nodes: list[int] = Field(default_factory=list, description="node counts of the measured rows behind the fit; "
                                                                "outside their range the figure is an extrapolation")
     source: str = Field("", description="the measured rows behind the two figures")
+    validated_nodes: list[int] = Field(default_factory=list, description="node counts of held-out measured rows "
+                                                                         "(not used for the fit) the fit was checked on")
 
 
 class StartupFigures(_Strict):
@@ -118,7 +120,9 @@ class StartupFigures(_Strict):
                                                         "time of one eager pass of the same step")
     compile_static_cold: CompileFit | None = Field(None, description="torch.compile, dynamic=False, empty cache")
     compile_static_warm: CompileFit | None = Field(None, description="torch.compile, dynamic=False, cache filled")
-    compile_dynamic_note: str = Field("", description="why dynamic=True compile has no figure")
+    compile_dynamic_cold: CompileFit | None = Field(None, description="torch.compile, dynamic=True, empty cache")
+    compile_dynamic_warm: CompileFit | None = Field(None, description="torch.compile, dynamic=True, cache filled")
+    compile_dynamic_note: str = Field("", description="what the dynamic=True figures rest on, or why there are none")
     source: str = Field("", description="where the figures came from")
 
 
