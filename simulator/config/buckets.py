@@ -10,9 +10,10 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from .base import Batch, Strict, Tokens
 from simulator.common import limits as L
+from simulator.common import vocab as V
 from .step import FusionName, GraphName
 
-PresetName = Literal["vllm", "sglang", "trtllm", "seed", "pow2"]
+PresetName = V.literal(V.COMPARED_PRESETS + (V.LayoutPreset.POW2,))
 
 
 class DistributionSpec(Strict):
@@ -38,7 +39,7 @@ class BucketsScenario(Strict):
     fusion: FusionName = Field("fused", description="fusion level of the step whose cost is optimized")
     graph: GraphName = Field("full", description="graph mode of captured sizes (not none)")
     ctx: Tokens = Field(1024, description="context length of every sequence, tokens")
-    objective: Literal["step-time", "padded-rows"] = Field(
+    objective: V.literal(V.Objective) = Field(
         "step-time", description="step-time: expected step time (eager above the largest size); padded-rows: "
                                  "expected padded rows per step (largest size fixed at max_size)")
     max_graphs: PositiveInt = Field(64, le=L.MAX_OPTIMIZE_SIZE, description="most capture sizes (K)")

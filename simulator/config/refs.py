@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
+from simulator.common import vocab as V
 from simulator.common.errors import UserError
 from .base import ConfigError, format_loc
 
@@ -131,9 +132,8 @@ def _buckets(sc) -> Iterator[Check]:
     yield ("distribution", src), dist
     yield ("memory_budget",), lambda: parse_memory_budget(sc.memory_budget)
     if sc.graph == "none":
-        yield ("graph",), lambda: (_ for _ in ()).throw(UserError("graph none captures no graphs: pick full, "
-                                                                   "full_decode_only, piecewise or "
-                                                                   "full_and_piecewise"))
+        yield ("graph",), lambda: (_ for _ in ()).throw(UserError(f"graph none captures no graphs: pick "
+                                                                   f"{V.one_of(V.CAPTURING_MODES)}"))
 
 
 def _checks(sc) -> Iterator[Check]:

@@ -9,11 +9,12 @@ from pydantic import Field, PositiveInt, model_validator
 
 from .base import Batch, Micros, Seed, Strict, Tokens
 from simulator.common import limits as L
+from simulator.common import vocab as V
 
 MAX_STEP_SIMULATIONS = 50_000  # about a minute of fast-engine steps
-FusionName = Literal["none", "packed", "compiled", "fused"]
-# the graph modes of routing.GRAPH_MODES (routing.py states what each runs)
-GraphName = Literal["none", "full", "full_decode_only", "piecewise", "full_and_piecewise"]
+FusionName = V.literal(V.Fusion)
+GraphName = V.literal(V.GraphMode)  # routing.py states what each runs
+EngineName = V.literal(V.Engine)
 
 
 class TimelineSpec(Strict):
@@ -37,7 +38,7 @@ class StepScenario(Strict):
     graph: list[GraphName] = Field(["none"], min_length=1, description="graph modes to compare")
     batch: list[Batch] = Field([1], min_length=1, max_length=10_000, description="decode batch sizes")
     ctx: Tokens = Field(1024, description="context length of every sequence, tokens")
-    engine: Literal["des", "fast"] = Field("fast", description="engine for the grid (des = SimPy reference)")
+    engine: EngineName = Field("fast", description="engine for the grid (des = SimPy reference)")
     replicates: int = Field(0, ge=0, le=1000, description="host-noise replicates for p10/p90 bands (0: off)")
     seed: Seed = Field(0, description="seed of the host-noise generator")
     timeline: TimelineSpec = Field(default_factory=TimelineSpec, description="which step the timeline shows")
@@ -121,7 +122,7 @@ class ToyScenario(Strict):
     kind: Literal["toy"] = Field(description="scenario type")
     name: str = Field(description="scenario name")
     description: str = Field("", description="free text shown in the report")
-    engine: Literal["des", "fast"] = Field("des", description="engine")
+    engine: EngineName = Field("des", description="engine")
     cases: list[ToyCase] = Field(min_length=1, max_length=1000, description="cases to simulate")
     fusion: list[bool] = Field([False], min_length=1, max_length=2, description=(
         "fusion toggle values to simulate (true: each layer launches fused_kernels_per_layer kernels)"))

@@ -10,6 +10,7 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from .base import Batch, Strict, Tokens
 from simulator.common import limits as L
+from simulator.common import vocab as V
 from .step import FusionName, GraphName
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
@@ -89,7 +90,7 @@ class SweepScenario(Strict):
     shared_pool: bool = Field(True, description="one graph pool shared by all sizes (captured largest-first)")
     gpu_util: float = Field(0.9, gt=0, le=1, description="fraction of GPU memory the engine may use")
     workspace_bytes: Union[int, str] = Field("1GiB", validate_default=True, description="memory for workspaces and eager activations")
-    executor: Literal["local", "ray"] = Field("local", description="local processes or a Ray cluster")
+    executor: V.literal(V.Executor) = Field("local", description="local processes or a Ray cluster")
     workers: PositiveInt = Field(2, le=L.MAX_WORKERS, description="parallel worker processes (local) or Ray CPUs when starting Ray")
     chunk: PositiveInt = Field(64, le=1_000_000, description="grid points per task sent to a worker")
 

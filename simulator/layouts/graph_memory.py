@@ -72,6 +72,7 @@ from functools import lru_cache
 import numpy as np
 
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 from simulator.model.models import ModelSpec
 from simulator.model.parallel import logits_vocab, tp_of
 from simulator.engine.plan import GRAPH_MODES
@@ -143,7 +144,7 @@ def live_tensors(model: ModelSpec, batch: int, fusion: str) -> list[float]:
     attn = [T * (model.q_dim + 2 * model.kv_dim) * e, T * model.q_dim * e]
     mlp = [T * 2 * I * e, T * I * e]
     out = [T * H * e, T * H * e] + (mlp if sum(mlp) >= sum(attn) else attn)
-    if fusion in ("none", "packed"):
+    if fusion in V.EAGER_FUSIONS:
         out += [T * H * 4, T * H * 4]
     if tp_of(model) > 1:  # lm_head's local vocab shard, before the all-gather
         out.append(T * model.vocab_size * e)

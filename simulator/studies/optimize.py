@@ -22,6 +22,7 @@ from simulator.model.costs import CostModel
 from simulator.layouts.distribution import BatchDistribution
 from simulator.layouts.engine_syntax import engine_syntax  # noqa: F401  (re-exported: one line per engine)
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 from simulator.common.limits import MAX_OPTIMIZE_SIZE
 from simulator.layouts.graph_memory import GraphMemoryModel
 from simulator.model.models import ModelSpec, load_model
@@ -30,7 +31,7 @@ from simulator.engine.routing import check_mode, route
 from simulator.engine.stepcost import routed_step
 from simulator.model.workload import decode
 
-PRESETS = ("vllm", "sglang", "trtllm", "seed")
+PRESETS = V.values(V.COMPARED_PRESETS)
 GiB, MiB = float(1 << 30), float(1 << 20)
 
 
@@ -85,11 +86,10 @@ class Setup:
 
 
 def setup(inp: Inputs) -> Setup:
-    if inp.objective not in ("step-time", "padded-rows"):
-        raise OptimizeError(f"--objective must be step-time or padded-rows, got {inp.objective!r}")
-    if check_mode(inp.graph) == "none":
-        raise OptimizeError("--graph none captures no graphs: pick full, full_decode_only, piecewise or "
-                            "full_and_piecewise")
+    if inp.objective not in V.values(V.Objective):
+        raise OptimizeError(f"--objective must be {V.one_of(V.Objective)}, got {inp.objective!r}")
+    if check_mode(inp.graph) == V.GraphMode.NONE:
+        raise OptimizeError(f"--graph none captures no graphs: pick {V.one_of(V.CAPTURING_MODES)}")
     if inp.max_graphs < 1:
         raise OptimizeError(f"--max-graphs must be >= 1, got {inp.max_graphs}")
     if inp.ctx <= 0:
@@ -116,7 +116,7 @@ def setup(inp: Inputs) -> Setup:
 def memory_budget(st: Setup) -> float | None:
     mb = st.inp.memory_budget
     if isinstance(mb, str):
-        if mb not in PRESETS + ("pow2",):
+        if mb not in PRESETS + (V.LayoutPreset.POW2.value,):
             raise OptimizeError(f"--memory-budget: {mb!r} is neither bytes nor a preset name")
         return st.memory(preset_sizes(mb, int(st.sizes[-1])))[0]
     if mb is not None and not mb > 0:
@@ -268,7 +268,7 @@ def parse_memory_budget(v) -> float | str | None:
 
     if v is None:
         return None
-    if isinstance(v, str) and v.strip() in PRESETS + ("pow2",):
+    if isinstance(v, str) and v.strip() in PRESETS + (V.LayoutPreset.POW2.value,):
         return v.strip()
     try:
         return float(parse_bytes(int(v) if isinstance(v, str) and v.strip().isdigit() else v))
