@@ -124,6 +124,14 @@ class LengthKind(StrEnum):
     LOGNORMAL = "lognormal"
 
 
+class HostTime(StrEnum):
+    """Host-time policy of an imported trace (simulator/traces/host.py)."""
+
+    CALIBRATED = "calibrated"
+    TRACE = "trace"
+    DEFLATE = "deflate"
+
+
 class Executor(StrEnum):
     LOCAL = "local"
     RAY = "ray"
@@ -156,6 +164,7 @@ def one_of(e) -> str:
 
 
 __all__ = ["StrEnum", "GraphMode", "PlanMode", "Fusion", "LayoutPreset", "Engine", "Scheduling", "Sampling",
-           "CompileMode", "CompileCache", "Objective", "Retention", "ArrivalProcess", "LengthKind", "Executor",
+           "CompileMode", "CompileCache", "Objective", "Retention", "ArrivalProcess", "LengthKind", "HostTime",
+           "Executor",
            "LOOP_SCHEDULING", "WORKLOAD_FUSIONS", "EAGER_FUSIONS", "CAPTURING_MODES", "COMPARED_PRESETS", "values",
            "literal", "one_of"]
