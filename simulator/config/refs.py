@@ -45,7 +45,11 @@ def _model(name: str):
 def _profile(name):
     from simulator.model.profile import load_profile
 
-    return lambda: load_profile(name)
+    def check():
+        if name is not None and not str(name).strip():
+            raise UserError("empty profile name")
+        return load_profile(name)
+    return check
 
 
 def _step(sc) -> Iterator[Check]:
