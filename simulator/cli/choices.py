@@ -51,10 +51,11 @@ def option(enum: type[Enum], default, *flags: str, help: str, what: str, field: 
            choices: Iterable[Enum] | None = None):
     """`typer.Option` for a choice flag: `flags[0]` names it in errors; `field` is the scenario field it fills."""
     parse, metavar = parser(enum, flags[0], what, field, choices)
-    return typer.Option(default, *flags, help=help, metavar=metavar, parser=parse, show_default=default is not None
-                        and str(getattr(default, "value", default)))
+    if default is not None:
+        help = f"{help}  [default: {getattr(default, 'value', default)}]"
+    return typer.Option(default, *flags, help=help, metavar=metavar, parser=parse, show_default=False)
 
 
 def argument(enum: type[Enum], default, name: str, *, help: str, what: str):
     parse, metavar = parser(enum, name, what)
-    return typer.Argument(default, help=help, metavar=metavar, parser=parse)
+    return typer.Argument(default, help=help, metavar=name.upper(), parser=parse)

@@ -126,7 +126,7 @@ def predict(
     bounds it (cpu: the forward's launches, gpu, or engine: the engine's own host work)."""
     from simulator.engine.predict import predict as _predict
     from simulator.common import limits as L
-    from .checks import count, ctx_fits, modes, seed as check_seed
+    from .checks import count, ctx_fits, seed as check_seed, workload_fusion
 
     count("--prefill-seqs", prefill_seqs, L.MAX_BATCH, low=0)
     count("--prefill-len", prefill_len, L.MAX_CTX, low=0)
@@ -150,7 +150,7 @@ def predict(
         count("--ctx", ctx, L.MAX_CTX)
         count("--replicates", replicates, L.MAX_REPLICATES, low=0)
         check_seed("--seed", seed)
-        modes(fusion, fusions=V.values(V.WORKLOAD_FUSIONS))
+        workload_fusion(fusion)
         return predict_workload_cmd(model, workload, batch, ctx, fusion.value, graph.value, profile, engine.value,
                                     replicates, seed, prefill_seqs, as_json)
     if (prefill_seqs > 0) != (prefill_len > 0):
