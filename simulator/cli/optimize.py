@@ -113,19 +113,11 @@ def buckets_scenario(scenario: Optional[Path], dist: Optional[Path], **flags):
 
 def _print(result: dict, out: Optional[Path]) -> None:
     from simulator.layouts.engine_syntax import engine_lines
+    from simulator.studies.optimize import preset_rows
     from .tables import print_rows, raw_lines, say
 
     unit = result["objective_unit"]
-    rows = [{"layout": "optimum", "graphs": result["best_graphs"], "objective": result["objective"],
-             "step_ms": result["best_step_ms"], "padded_rows": result["best_padded_rows"],
-             "memory_MiB": result["best_memory_mib"], "capture_s": result["best_capture_s"], "gain_%": 0.0,
-             "feasible": "yes"}]
-    for n, v in result["presets"].items():
-        rows.append({"layout": n, "graphs": v.get("graphs", 0), "objective": v.get("objective", float("nan")),
-                     "step_ms": v.get("step_ms", float("nan")), "padded_rows": v.get("padded_rows", float("nan")),
-                     "memory_MiB": v.get("memory_mib", float("nan")), "capture_s": v.get("capture_s", float("nan")),
-                     "gain_%": v.get("gain_pct", float("nan")), "feasible": "yes" if v["feasible"] else v["reason"]})
-    print_rows(rows, f"objective: {unit} (gain = how much lower the optimum is)")
+    print_rows(preset_rows(result), f"objective: {unit} (gain = how much lower the optimum is)")
     say(f"sizes ({len(result['sizes'])}): {', '.join(map(str, result['sizes']))}")
     raw_lines(engine_lines(result["sizes"]))
     if out is not None:

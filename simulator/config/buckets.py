@@ -11,22 +11,10 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 from .base import Batch, Strict, Tokens
 from simulator.common import limits as L
 from simulator.common import vocab as V
+from .specs import DistributionSpec
 from .step import FusionName, GraphName
 
 PresetName = V.literal(V.COMPARED_PRESETS + (V.LayoutPreset.POW2,))
-
-
-class DistributionSpec(Strict):
-    histogram: dict[Batch, Annotated[float, Field(ge=0)]] | None = Field(None, description="batch size -> steps observed (counts)")
-    samples: list[Batch] | None = Field(None, min_length=1, description="one batch size per observed step")
-    csv: str | None = Field(None, description="CSV path (relative to the scenario file, else to the working directory) with a header and a "
-                                              "`batch` column or `batch,count` columns")
-
-    @model_validator(mode="after")
-    def _one(self):
-        if sum(x is not None for x in (self.histogram, self.samples, self.csv)) != 1:
-            raise ValueError("give exactly one of histogram, samples or csv")
-        return self
 
 
 class BucketsScenario(Strict):

@@ -60,7 +60,6 @@ def _step(sc) -> Iterator[Check]:
 
 def _sweep(sc) -> Iterator[Check]:
     from simulator.layouts.buckets import parse_layout
-    from simulator.studies.sweep import build_distribution
 
     for i, m in enumerate(sc.models):
         yield ("models", i), _model(m)
@@ -70,8 +69,7 @@ def _sweep(sc) -> Iterator[Check]:
     for i, lay in enumerate(sc.layouts):
         yield ("layouts", i, "sizes"), (lambda lay=lay: parse_layout(lay.sizes, lay.max_size, lay.max_num_seqs))
     for i, d in enumerate(sc.distributions):
-        src = next(k for k in ("histogram", "samples", "csv", "uniform") if getattr(d, k) is not None)
-        yield ("distributions", i, src), (lambda d=d: build_distribution(d))
+        yield ("distributions", i, d.source), (lambda d=d: d.build(d.name))
 
 
 def _workload(sc) -> Iterator[Check]:
@@ -120,20 +118,19 @@ def _capacity(sc) -> Iterator[Check]:
 
 
 def _buckets(sc) -> Iterator[Check]:
-    from simulator.studies.optimize import load_distribution, parse_memory_budget
+    from simulator.studies.optimize import parse_memory_budget
 
     yield ("model",), _model(sc.model)
     yield ("profile",), _profile(sc.profile)
     yield ("ctx",), _ctx_fits(sc.model, sc.ctx)
-    src = next(k for k in ("histogram", "samples", "csv") if getattr(sc.distribution, k) is not None)
     def dist():
         from simulator.common.limits import MAX_OPTIMIZE_SIZE
 
-        d = load_distribution(sc.distribution)
+        d = sc.distribution.build()
         if sc.max_size is None and d.max_batch > MAX_OPTIMIZE_SIZE:
             raise UserError(f"the largest batch, {d.max_batch:,}, is above the optimizer's limit of "
                             f"{MAX_OPTIMIZE_SIZE:,} candidate sizes: set max_size <= {MAX_OPTIMIZE_SIZE:,}")
-    yield ("distribution", src), dist
+    yield ("distribution", sc.distribution.source), dist
     yield ("memory_budget",), lambda: parse_memory_budget(sc.memory_budget)
     if sc.graph == "none":
         yield ("graph",), lambda: (_ for _ in ()).throw(UserError(f"graph none captures no graphs: pick "

@@ -12,7 +12,7 @@ from simulator.common import limits as L
 from simulator.common import vocab as V
 from .step import FusionName, GraphName
 
-LayoutSpec = str | list[Batch]
+from .specs import LayoutSizes
 
 
 class LengthModel(Strict):
@@ -115,7 +115,7 @@ class ServeScenario(RunModel):
     profile: str | None = Field(None, description="profile name or path (default: h200, else datasheet-h200)")
     fusion: FusionName = Field("fused", description="fusion level of the served model")
     graph: GraphName = Field("full_and_piecewise", description="CUDA-graph mode")
-    layout: LayoutSpec = Field("vllm", description="capture sizes: a preset (vllm, sglang, ...) or a list")
+    layout: LayoutSizes = Field("vllm", description="capture sizes: a preset (vllm, sglang, ...) or a list")
     rate: PositiveFloat | None = Field(None, le=L.MAX_RATE, description="mean arrival rate, requests/s (trace: rescale to it)")
 
     @model_validator(mode="after")

@@ -276,24 +276,29 @@ def parse_memory_budget(v) -> float | str | None:
         raise OptimizeError(f"memory budget: {e} (or a preset name: vllm, sglang, trtllm, seed)") from None
 
 
-def load_distribution(spec):
-    """A scenario's DistributionSpec -> BatchDistribution."""
-    from simulator.layouts.distribution import from_csv, from_histogram, from_samples
-
-    if spec.csv is not None:
-        return from_csv(spec.csv)
-    if spec.samples is not None:
-        return from_samples(spec.samples)
-    return from_histogram(dict(spec.histogram))
-
-
 def inputs_from_scenario(sc, **over):
     kw = dict(model=sc.model, profile=sc.profile, fusion=sc.fusion, graph=sc.graph, ctx=sc.ctx,
               objective=sc.objective, max_graphs=sc.max_graphs, memory_budget=parse_memory_budget(sc.memory_budget),
               capture_budget=sc.capture_budget, max_size=sc.max_size, shared_pool=sc.shared_pool,
               presets=tuple(sc.presets))
     kw.update({k: v for k, v in over.items() if v is not None})
-    return Inputs(load_distribution(sc.distribution), **kw)
+    return Inputs(sc.distribution.build(), **kw)
+
+
+def preset_rows(result: dict) -> list[dict]:
+    """The optimum and each preset, one row each (gain: how much lower the optimum's objective is); `optimize`'s
+    table and the `buckets` scenario's summary."""
+    nan = float("nan")
+    rows = [{"layout": "optimum", "graphs": result["best_graphs"], "objective": result["objective"],
+             "step_ms": result["best_step_ms"], "padded_rows": result["best_padded_rows"],
+             "memory_mib": result["best_memory_mib"], "capture_s": result["best_capture_s"], "gain_pct": 0.0,
+             "feasible": "yes"}]
+    rows += [{"layout": n, "graphs": v.get("graphs", 0), "objective": v.get("objective", nan),
+              "step_ms": v.get("step_ms", nan), "padded_rows": v.get("padded_rows", nan),
+              "memory_mib": v.get("memory_mib", nan), "capture_s": v.get("capture_s", nan),
+              "gain_pct": v.get("gain_pct", nan), "feasible": "yes" if v["feasible"] else v["reason"]}
+             for n, v in result["presets"].items()]
+    return rows
 
 
 def run_buckets_scenario(sc, out: Path | None) -> dict:
@@ -301,15 +306,9 @@ def run_buckets_scenario(sc, out: Path | None) -> dict:
     inp = inputs_from_scenario(sc)
     result = run(inp, frontier=out is not None)
     result["scenario"] = sc.model_dump(mode="json")
-    rows = [{"layout": "optimum", "graphs": result["best_graphs"], "objective": result["objective"],
-             "memory_mib": result["best_memory_mib"], "capture_s": result["best_capture_s"], "gain_pct": 0.0,
-             "feasible": "yes"}]
-    rows += [{"layout": n, "graphs": v.get("graphs", 0), "objective": v.get("objective", float("nan")),
-              "memory_mib": v.get("memory_mib", float("nan")), "capture_s": v.get("capture_s", float("nan")),
-              "gain_pct": v.get("gain_pct", float("nan")), "feasible": "yes" if v["feasible"] else v["reason"]}
-             for n, v in result["presets"].items()]
-    result["summary"] = rows
-    result["summary_columns"] = ["layout", "graphs", "objective", "memory_mib", "capture_s", "gain_pct", "feasible"]
+    cols = ["layout", "graphs", "objective", "memory_mib", "capture_s", "gain_pct", "feasible"]
+    result["summary"] = [{k: r[k] for k in cols} for r in preset_rows(result)]
+    result["summary_columns"] = cols
     if out is not None:
         write_outputs(result, inp.dist, out, f"launchsim: {sc.name}", sc.description)
     return result
