@@ -146,11 +146,11 @@ def predict(
     if workload is not None or model is None:
         from .trace import predict_workload_cmd
 
-        count("--batch", batch, L.MAX_BATCH)
-        count("--ctx", ctx, L.MAX_CTX)
-        count("--replicates", replicates, L.MAX_REPLICATES, low=0)
+        count("--replicates", replicates, L.MAX_REPLICATES, low=0)  # not fields of the workload kind
         check_seed("--seed", seed)
         workload_fusion(fusion)
+        if workload is not None and model is None:
+            workload_scenario(workload, profile, fusion, graph, batch, ctx, engine)
         return predict_workload_cmd(model, workload, batch, ctx, fusion.value, graph.value, profile, engine.value,
                                     replicates, seed, prefill_seqs, as_json)
     if (prefill_seqs > 0) != (prefill_len > 0):
@@ -211,6 +211,23 @@ def step_scenario(model: str, profile, fusion, graph, batch, ctx, engine, replic
     if ctx is not None:
         data["ctx"] = ctx
     return scenario_from_flags(StepScenario, data, STEP_FLAGS, given)
+
+
+WORKLOAD_FLAGS = {"workload": "--workload", "profile": "--profile", "fusion": "--fusion", "graph": "--graph",
+                  "batch": "--batch", "ctx": "--ctx", "engine": "--engine"}
+
+
+def workload_scenario(workload: Path, profile, fusion, graph, batch, ctx, engine):
+    """`predict --workload`'s flags as the `workload` scenario (config/trace_workload.py), fields validated as a
+    `kind: workload` file's are; the workload file itself is read (and its errors named) by the command."""
+    from simulator.config.trace_workload import WorkloadScenario
+    from .flags import scenario_from_flags
+
+    given = {"workload": workload, "profile": profile, "fusion": fusion, "graph": graph, "batch": batch, "ctx": ctx,
+             "engine": engine}
+    data = {"kind": "workload", "name": "predict", "workload": str(workload), "profile": profile, "fusion": [fusion],
+            "graph": [graph], "engine": engine, "batch": None if batch is None else [batch], "ctx": ctx}
+    return scenario_from_flags(WorkloadScenario, data, WORKLOAD_FLAGS, given, check=False)
 
 
 def _loop_report(path: Path, d: dict, tl) -> None:
