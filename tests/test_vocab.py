@@ -62,7 +62,8 @@ def test_yaml_fields_accept_the_enum_values(model, field, values):
 
 def test_engine_tuples_are_the_enum_values():
     from simulator.engine import predict, routing, startup, steploop
-    from simulator.layouts import buckets
+    from simulator.layouts import buckets, graph_memory
+    from simulator.sweep import executors
     from simulator.model import workload
     from simulator.serving import arrivals
     from simulator.studies import optimize
@@ -81,6 +82,7 @@ def test_engine_tuples_are_the_enum_values():
     assert arrivals.PROCESSES == V.values(V.ArrivalProcess) and arrivals.LENGTH_KINDS == V.values(V.LengthKind)
     assert host.POLICIES == V.values(V.HostTime)
     assert optimize.PRESETS == V.values(V.COMPARED_PRESETS)
+    assert graph_memory.RETENTIONS == V.values(V.POOL_RETENTIONS) and executors.EXECUTORS == V.values(V.Executor)
     for preset in V.LayoutPreset:  # every preset name is a layout the engine builds
         assert buckets.preset_sizes(preset.value, 64)
 
@@ -108,6 +110,7 @@ HELP = [
     (["startup"], "--fusion", V.Fusion), (["startup"], "--graph", V.GraphMode),
     (["startup"], "--compile", V.CompileMode), (["startup"], "--compile-cache", V.CompileCache),
     (["graph-memory"], "--fusion", V.Fusion), (["graph-memory"], "--graph", V.GraphMode),
+    (["graph-memory"], "--retention", V.Retention),
     (["export-trace"], "--fusion", V.Fusion), (["export-trace"], "--graph", V.GraphMode),
     (["import-trace"], "--host-time", V.HostTime),
 ]
@@ -159,6 +162,7 @@ BAD = [  # command line, flag, the field it fills (None: the command has no scen
     (["startup", "--model", "qwen3-0.6b"], "--compile", None),
     (["startup", "--model", "qwen3-0.6b"], "--compile-cache", None),
     (["graph-memory", "--model", "qwen3-0.6b"], "--graph", None),
+    (["graph-memory", "--model", "qwen3-0.6b"], "--retention", None),
 ]
 
 

@@ -100,9 +100,10 @@ def graph_memory(
                                           help="pinned graph-memory budget: bytes or 256MiB / 1GiB (--budget is an "
                                                "alias)"),
     private: bool = typer.Option(False, "--private", help="a private pool per graph instead of one shared pool"),
-    retention: str = typer.Option("auto", "--retention",
-                                  help="graph outputs in the shared pool: keep (SGLang) | drop (vLLM) | auto "
-                                       "(keep for --layout sglang, else drop)"),
+    retention: V.Retention = choices.option(V.Retention, V.Retention.AUTO, "--retention",
+                                            help="graph outputs in the shared pool: keep (SGLang), drop (vLLM) or "
+                                                 "auto (keep for --layout sglang, else drop)",
+                                            what="output retention"),
     workspace: str = typer.Option("1GiB", "--workspace", help="workspace + eager activation memory"),
     gpu_util: float = typer.Option(0.9, "--gpu-util", help="fraction of GPU memory the engine may use"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): every figure is one GPU's (weights, "
@@ -126,7 +127,7 @@ def graph_memory(
     base_name, m = m.name, shard(m, tp)
     with named("--layout"):
         sizes = parse_layout(layout, max_size, max_num_seqs, tp=tp)
-    ret = default_retention(layout) if retention == "auto" else retention
+    ret = default_retention(layout) if retention is V.Retention.AUTO else retention.value
     mem = GraphMemoryModel(m, prof, fusion, graph, ret).layout(sizes, shared_pool=not private)
     kv = kv_cache_bytes(m, prof, mem, ws, gpu_util)
     fits = b is None or mem.total_bytes <= b

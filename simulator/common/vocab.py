@@ -104,10 +104,12 @@ class Objective(StrEnum):
 
 
 class Retention(StrEnum):
-    """Graph outputs kept in a shared pool: keep (SGLang) or drop (vLLM)."""
+    """Graph outputs in a shared pool: dropped (vLLM) or kept (SGLang); auto (a flag's default): the layout
+    preset's (keep for sglang, else drop)."""
 
-    KEEP = "keep"
     DROP = "drop"
+    KEEP = "keep"
+    AUTO = "auto"
 
 
 class ArrivalProcess(StrEnum):
@@ -141,6 +143,7 @@ class Executor(StrEnum):
 LOOP_SCHEDULING: tuple[Scheduling, ...] = (Scheduling.SYNC, Scheduling.ASYNC)  # an engine loop's (predict --steps)
 WORKLOAD_FUSIONS: tuple[Fusion, ...] = (Fusion.NONE, Fusion.COMPILED)  # what an imported trace can be rebuilt as
 EAGER_FUSIONS: tuple[Fusion, ...] = (Fusion.NONE, Fusion.PACKED)  # fusion levels that launch eagerly
+POOL_RETENTIONS: tuple[Retention, ...] = (Retention.DROP, Retention.KEEP)  # what a graph-memory model takes
 CAPTURING_MODES: tuple[GraphMode, ...] = tuple(g for g in GraphMode if g is not GraphMode.NONE)
 # the presets the optimizer compares its answer with (`all` is no engine's preset)
 COMPARED_PRESETS: tuple[LayoutPreset, ...] = (LayoutPreset.VLLM, LayoutPreset.SGLANG, LayoutPreset.TRTLLM,
@@ -166,5 +169,5 @@ def one_of(e) -> str:
 __all__ = ["StrEnum", "GraphMode", "PlanMode", "Fusion", "LayoutPreset", "Engine", "Scheduling", "Sampling",
            "CompileMode", "CompileCache", "Objective", "Retention", "ArrivalProcess", "LengthKind", "HostTime",
            "Executor",
-           "LOOP_SCHEDULING", "WORKLOAD_FUSIONS", "EAGER_FUSIONS", "CAPTURING_MODES", "COMPARED_PRESETS", "values",
+           "LOOP_SCHEDULING", "WORKLOAD_FUSIONS", "EAGER_FUSIONS", "POOL_RETENTIONS", "CAPTURING_MODES", "COMPARED_PRESETS", "values",
            "literal", "one_of"]

@@ -87,7 +87,7 @@ LARGE_ROUND = 2 * MiB  # tensors >= 10 MiB are rounded up to a multiple of 2 MiB
 CAPTURE_SEGMENT = 2 * 1024 * 1024  # a capture's own small segment (see the formula)
 BLOCK_SIZE = 16  # KV-cache block size (tokens) used for the block-table row width
 DEFAULT_WORKSPACE_BYTES = 1 * GiB  # cuBLAS/attention workspaces + eager activation peak outside graphs
-RETENTIONS = ("drop", "keep")
+RETENTIONS = V.values(V.POOL_RETENTIONS)
 DEFAULT_CONSTANTS = GraphMemoryConstants(
     capture_workspace_bytes=32 * MiB, reuse_fraction=0.32, slack_bytes=0.0,
     source="default: H200 round a (calibration/measured/h200-round-a/memory_*.json); W = private b1 full minus "
