@@ -15,7 +15,8 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from .base import ConfigError, validation_error
 from .yamlfile import load_yaml
-from .step import StepScenario, ToyScenario
+from .step import StepScenario
+from .toy import ToyScenario
 from .serve import ServeScenario
 from .capacity import CapacityScenario
 from .sweep import SweepScenario

@@ -18,8 +18,7 @@ LayoutSizes = Union[str, list[Batch]]
 
 
 class DistributionSpec(Strict):
-    """A batch-size distribution: exactly one of an inline histogram, inline samples or a CSV file (a sweep's may
-    also be a uniform range: NamedDistribution)."""
+    """A batch-size distribution: exactly one of an inline histogram, inline samples or a CSV file."""
 
     histogram: dict[Batch, Annotated[float, Field(ge=0)]] | None = Field(
         None, description="{batch: count} of observed steps")

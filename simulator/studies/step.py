@@ -8,7 +8,8 @@ import numpy as np
 
 from simulator.common import vocab as V
 from simulator.report import charts
-from simulator.config.step import StepScenario, ToyScenario
+from simulator.config.step import StepScenario
+from simulator.config.toy import ToyScenario
 from simulator.model.costs import CostModel
 from simulator.model.models import load_model
 from simulator.engine.plan import LaunchPlan
