@@ -36,12 +36,6 @@ def number(flag: str, v: float | None, cap: float, what: str = "a positive numbe
     return v
 
 
-def choice(flag: str, v: str | None, options, what: str = "value") -> str | None:
-    if v is not None and v not in options:
-        raise UserError(f"{flag}: unknown {what} {v!r}: use one of {', '.join(options)}")
-    return v
-
-
 @contextmanager
 def named(flag: str):
     """Prefix any UserError raised in the body with the flag whose value caused it."""

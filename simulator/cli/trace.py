@@ -28,7 +28,7 @@ def import_trace_cmd(
                                            "policy: calibrated (profile's launch paths + host-only ops + traced "
                                            "interpreter gaps), trace (traced host durations, inflated by the "
                                            "profiler) or deflate (traced / the profile's "
-                                           "host.profiler_overhead.factor)", what="host-time policy"),
+                                           "host.profiler_overhead.factor)", what="--host-time"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     top_ops: int = typer.Option(10, "--top-ops", help="how many aten ops the launch histogram lists (0: all)"),
 ) -> None:
