@@ -205,12 +205,12 @@ def test_cli_bad_distribution(tmp_path, capsys, text, needle):
 
 
 @pytest.mark.parametrize("extra,needle", [
-    (["--max-graphs", "0"], "--max-graphs must be >= 1"),
+    (["--max-graphs", "0"], "--max-graphs (field 'max_graphs'): Input should be greater than 0"),
     (["--memory-budget", "1MiB"], "smallest memory budget any layout meets is"),
     (["--capture-budget", "1e-6"], "smallest capture budget any layout meets is"),
     (["--memory-budget", "lots"], "memory budget"),
-    (["--max-size", "-3"], "--max-size must be a positive integer"),
-    (["--objective", "fastest"], "step-time or padded-rows"),
+    (["--max-size", "-3"], "--max-size (field 'max_size'): Input should be greater than 0"),
+    (["--objective", "fastest"], "--objective (field 'objective'): unknown objective 'fastest': use one of step-time, padded-rows"),
 ])
 def test_cli_bad_constraints(tmp_path, capsys, extra, needle):
     f = tmp_path / "d.csv"

@@ -37,6 +37,7 @@ def _root(
     """launchsim: simulate CPU kernel-launch overhead, fusion and CUDA graphs for LLM steps."""
 
 
+from .choices import BadChoice  # noqa: E402
 from . import core  # noqa: E402,F401  (registers run, predict, schema)
 from . import serve  # noqa: E402,F401  (registers serve)
 from . import buckets  # noqa: E402,F401  (registers buckets, pad, graph-memory)
@@ -94,6 +95,8 @@ def _run(argv) -> None:
     try:
         rv = app(args=argv, prog_name="launchsim", standalone_mode=False)
     except UserError as e:
+        _fail(str(e))
+    except BadChoice as e:  # a choice flag's value (simulator/cli/choices.py)
         _fail(str(e))
     except Interrupted as e:
         print(f"launchsim: {_one_line(str(e))}", file=sys.stderr)

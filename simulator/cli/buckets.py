@@ -9,7 +9,8 @@ from typing import Optional
 
 import typer
 
-from . import app
+from . import app, choices
+from simulator.common import vocab as V
 from simulator.layouts.buckets import pad as _pad
 from simulator.layouts.buckets import parse_layout, preset_sizes
 from simulator.common.errors import UserError
@@ -22,7 +23,8 @@ LAYOUT_HELP = ("capture sizes: a preset name, 1,2,4,8, '[1, 2, 8]', a vLLM compi
 
 @app.command()
 def buckets(
-    preset: Optional[str] = typer.Argument(None, help="vllm | sglang | trtllm | seed | pow2 | all"),
+    preset: Optional[V.LayoutPreset] = choices.argument(V.LayoutPreset, None, "preset", help="a capture-size preset",
+                                                         what="layout"),
     layout: Optional[str] = typer.Option(None, "--layout", help="any layout instead of a preset: 1,2,4 | '[1, 2, 8]' "
                                          "| a vLLM compilation_config JSON | '--cuda-graph-bs 1 2 4'"),
     max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size (preset default if unset)"),
@@ -37,7 +39,7 @@ def buckets(
     if (preset is None) == (layout is None):
         raise UserError("give a preset name or --layout LAYOUT")
     with named("preset" if layout is None else "--layout"):
-        name = (preset if layout is None else layout).strip()
+        name = (preset.value if layout is None else layout).strip()
         sizes = (preset_sizes(name, max_size, max_num_seqs) if layout is None
                  else parse_layout(name, max_size, max_num_seqs))
     if as_json:
@@ -91,16 +93,17 @@ def graph_memory(
     max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size of a preset"),
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
-    fusion: str = typer.Option("fused", "--fusion", help="none | packed | compiled | fused"),
-    graph: str = typer.Option("full", "--graph",
-                             help="full | full_decode_only | piecewise | full_and_piecewise | none"),
+    fusion: V.Fusion = choices.option(V.Fusion, V.Fusion.FUSED, "--fusion", help="fusion level", what="fusion level"),
+    graph: V.GraphMode = choices.option(V.GraphMode, V.GraphMode.FULL, "--graph", help="CUDA-graph mode",
+                                        what="graph mode"),
     budget: Optional[str] = typer.Option(None, "--memory-budget", "--budget",
                                           help="pinned graph-memory budget: bytes or 256MiB / 1GiB (--budget is an "
                                                "alias)"),
     private: bool = typer.Option(False, "--private", help="a private pool per graph instead of one shared pool"),
-    retention: str = typer.Option("auto", "--retention",
-                                  help="graph outputs in the shared pool: keep (SGLang) | drop (vLLM) | auto "
-                                       "(keep for --layout sglang, else drop)"),
+    retention: V.Retention = choices.option(V.Retention, V.Retention.AUTO, "--retention",
+                                            help="graph outputs in the shared pool: keep (SGLang), drop (vLLM) or "
+                                                 "auto (keep for --layout sglang, else drop)",
+                                            what="output retention"),
     workspace: str = typer.Option("1GiB", "--workspace", help="workspace + eager activation memory"),
     gpu_util: float = typer.Option(0.9, "--gpu-util", help="fraction of GPU memory the engine may use"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): every figure is one GPU's (weights, "
@@ -112,10 +115,10 @@ def graph_memory(
     from simulator.model.models import load_model
     from simulator.model.profile import load_profile
 
-    from .checks import model_flag, modes, named, number, profile_flag
+    from .checks import model_flag, named, number, profile_flag
 
     number("--gpu-util", gpu_util, 1.0, "a fraction in (0, 1]")
-    modes(fusion, graph)
+    fusion, graph = fusion.value, graph.value
     b, ws = _bytes(budget, "--memory-budget (alias --budget)"), _bytes(workspace, "--workspace")
     from simulator.model.parallel import check_tp, shard, tp_fields
 
@@ -124,7 +127,7 @@ def graph_memory(
     base_name, m = m.name, shard(m, tp)
     with named("--layout"):
         sizes = parse_layout(layout, max_size, max_num_seqs, tp=tp)
-    ret = default_retention(layout) if retention == "auto" else retention
+    ret = default_retention(layout) if retention is V.Retention.AUTO else retention.value
     mem = GraphMemoryModel(m, prof, fusion, graph, ret).layout(sizes, shared_pool=not private)
     kv = kv_cache_bytes(m, prof, mem, ws, gpu_util)
     fits = b is None or mem.total_bytes <= b

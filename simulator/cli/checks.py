@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 from simulator.common import limits as L
 from simulator.common.errors import UserError
-from simulator.engine.routing import GRAPH_MODES
+from simulator.common import vocab as V
 
 
 def count(flag: str, v: int | None, cap: int, low: int = 1) -> int | None:
@@ -33,12 +33,6 @@ def number(flag: str, v: float | None, cap: float, what: str = "a positive numbe
         raise UserError(f"{flag} must be {what}, got {v:g}")
     if v > cap:
         raise UserError(f"{flag} {v:g} is above the limit of {cap:g}")
-    return v
-
-
-def choice(flag: str, v: str | None, options, what: str = "value") -> str | None:
-    if v is not None and v not in options:
-        raise UserError(f"{flag}: unknown {what} {v!r}: use one of {', '.join(options)}")
     return v
 
 
@@ -72,13 +66,11 @@ def profile_flag(flag: str, v: str | None):
         return load_profile(v)
 
 
-def modes(fusion: str | None = None, graph: str | None = None, engine: str | None = None,
-          fusions=("none", "packed", "compiled", "fused")) -> None:
-    if fusions == ("none", "compiled") and fusion is not None and fusion not in fusions:
-        raise UserError(f"--fusion: fusion '{fusion}' is not available for an imported workload: use none or compiled")
-    choice("--fusion", fusion, fusions, "fusion level")
-    choice("--graph", graph, GRAPH_MODES, "graph mode")
-    choice("--engine", engine, ("des", "fast"), "engine")
+def workload_fusion(fusion) -> None:
+    """An imported workload is rebuilt as none (as traced) or compiled (fusion rules) only."""
+    if fusion not in V.WORKLOAD_FUSIONS:
+        raise UserError(f"--fusion: fusion '{fusion}' is not available for an imported workload: use "
+                        f"{V.one_of(V.WORKLOAD_FUSIONS)}")
 
 
 def ctx_fits(model, ctx: int, extra: int = 1) -> None:

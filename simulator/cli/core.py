@@ -10,7 +10,8 @@ from typing import Optional
 
 import typer
 
-from . import app
+from . import app, choices
+from simulator.common import vocab as V
 from simulator.common.errors import UserError
 from simulator.report.html import dumps
 
@@ -44,8 +45,9 @@ def run(
     rows_shown: int = typer.Option(100, "--rows", help="summary rows to print (0: all); result.json has every row"),
     overrides: Optional[list[str]] = typer.Option(None, "--set", help="override a scenario field, FIELD=VALUE "
                                                   "(dotted path, YAML value), e.g. --set replicates=2; repeatable"),
-    scheduling: Optional[str] = typer.Option(None, "--scheduling", help="serve/capacity scenarios: the engine's host "
-                                             "work per step, none | sync | async (overrides the file's)"),
+    scheduling: Optional[V.Scheduling] = choices.option(V.Scheduling, None, "--scheduling", help="serve/capacity "
+                                                        "scenarios: the engine's host work per step (overrides the "
+                                                        "file's)", what="scheduling", field="scheduling"),
 ) -> None:
     """Validate and run a scenario; print a summary, write DIR/result.json and DIR/report.html."""
     from simulator.common.outpaths import check_out_dir, out_lock
@@ -59,9 +61,7 @@ def run(
     if scheduling is not None:
         if "scheduling" not in type(sc).model_fields:
             raise UserError(f"--scheduling applies to serve and capacity scenarios, not kind '{sc.kind}'")
-        if scheduling not in ("none", "sync", "async"):
-            raise UserError(f"--scheduling must be none, sync or async, got '{scheduling}'")
-        sc = sc.model_copy(update={"scheduling": scheduling})
+        sc = sc.model_copy(update={"scheduling": scheduling.value})
     check_out_dir(out)
     t0 = time.perf_counter()
     try:
@@ -93,11 +93,13 @@ def predict(
     ctx: Optional[int] = typer.Option(None, "--ctx", help="context length, tokens (default 1024, or the workload's)"),
     workload: Optional[Path] = typer.Option(None, "--workload", help="imported workload (launchsim import-trace) "
                                             "instead of --model"),
-    fusion: str = typer.Option("none", "--fusion", help="none | packed | compiled | fused"),
-    graph: str = typer.Option("none", "--graph",
-                             help="none | full | full_decode_only | piecewise | full_and_piecewise"),
+    fusion: V.Fusion = choices.option(V.Fusion, V.Fusion.NONE, "--fusion", help="fusion level (imported workload: "
+                                      "none or compiled)", what="fusion level", field="fusion"),
+    graph: V.GraphMode = choices.option(V.GraphMode, V.GraphMode.NONE, "--graph", help="CUDA-graph mode",
+                                        what="graph mode", field="graph"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
-    engine: str = typer.Option("fast", "--engine", help="des | fast"),
+    engine: V.Engine = choices.option(V.Engine, V.Engine.FAST, "--engine", help="step engine (des: the SimPy "
+                                      "reference)", what="engine", field="engine"),
     replicates: int = typer.Option(0, "--replicates", help="host-noise replicates for a p10/p50/p90 band"),
     seed: int = typer.Option(0, "--seed", help="seed for host-noise replicates"),
     prefill_seqs: int = typer.Option(0, "--prefill-seqs", help="mixed step: sequences also prefilling"),
@@ -108,8 +110,11 @@ def predict(
     layout: Optional[str] = typer.Option(None, "--layout", help="captured sizes (a preset name, 1,2,4,8, ...): the "
                                          "step pads to one, or runs eager above the largest (default: every size "
                                          "captured, no padding)"),
-    scheduling: str = typer.Option("sync", "--scheduling", help="with --steps: sync | async"),
-    sampling: str = typer.Option("greedy", "--sampling", help="with --steps: greedy | top_p"),
+    scheduling: V.Scheduling = choices.option(V.Scheduling, V.Scheduling.SYNC, "--scheduling", help="with --steps: "
+                                              "the engine loop's scheduling", what="scheduling",
+                                              choices=V.LOOP_SCHEDULING),
+    sampling: V.Sampling = choices.option(V.Sampling, V.Sampling.GREEDY, "--sampling", help="with --steps: the "
+                                          "sampling each step runs", what="sampling"),
     report: Optional[Path] = typer.Option(None, "--report", help="with --steps: write an HTML page with the loop's "
                                           "two-lane CPU/GPU timeline across its steps (overlap under async)"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): per-GPU shard of the model plus an "
@@ -121,22 +126,13 @@ def predict(
     bounds it (cpu: the forward's launches, gpu, or engine: the engine's own host work)."""
     from simulator.engine.predict import predict as _predict
     from simulator.common import limits as L
-    from .checks import count, ctx_fits, model_flag, modes, profile_flag, seed as check_seed
+    from .checks import count, ctx_fits, seed as check_seed, workload_fusion
 
-    count("--batch", batch, L.MAX_BATCH)
-    count("--ctx", ctx, L.MAX_CTX)
-    count("--replicates", replicates, L.MAX_REPLICATES, low=0)
-    check_seed("--seed", seed)
     count("--prefill-seqs", prefill_seqs, L.MAX_BATCH, low=0)
     count("--prefill-len", prefill_len, L.MAX_CTX, low=0)
     count("--steps", steps, 10_000, low=0)
-    if steps and scheduling not in ("sync", "async"):
-        raise UserError(f"--scheduling must be sync or async, got '{scheduling}'")
-    if steps and sampling not in ("greedy", "top_p"):
-        raise UserError(f"--sampling must be greedy or top_p, got '{sampling}'")
-    from simulator.model.parallel import check_tp, shard, tp_fields
+    from simulator.model.parallel import shard, tp_fields
 
-    check_tp(tp)
     if tp != 1 and (workload is not None or model is None):
         raise UserError("--tp needs --model (imported workloads are single-GPU traces)")
     if report is not None and not steps:
@@ -150,25 +146,24 @@ def predict(
     if workload is not None or model is None:
         from .trace import predict_workload_cmd
 
-        modes(fusion, graph, engine, fusions=("none", "compiled"))
-
-        return predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, engine, replicates, seed,
-                                    prefill_seqs, as_json)
-    batch, ctx = 1 if batch is None else batch, 1024 if ctx is None else ctx
-    if batch <= 0:
-        raise UserError(f"--batch must be a positive integer, got {batch}")
-    if ctx <= 0:
-        raise UserError(f"--ctx must be a positive integer, got {ctx}")
-    if replicates < 0:
-        raise UserError(f"--replicates must be >= 0, got {replicates}")
-    if prefill_seqs < 0 or prefill_len < 0 or (prefill_seqs > 0) != (prefill_len > 0):
+        count("--replicates", replicates, L.MAX_REPLICATES, low=0)  # not fields of the workload kind
+        check_seed("--seed", seed)
+        workload_fusion(fusion)
+        if workload is not None and model is None:
+            workload_scenario(workload, profile, fusion, graph, batch, ctx, engine)
+        return predict_workload_cmd(model, workload, batch, ctx, fusion.value, graph.value, profile, engine.value,
+                                    replicates, seed, prefill_seqs, as_json)
+    if (prefill_seqs > 0) != (prefill_len > 0):
         raise UserError("--prefill-seqs and --prefill-len must both be positive (a mixed step) or both 0")
+    sc = step_scenario(model, profile, fusion, graph, batch, ctx, engine, replicates, seed, tp)
+    from simulator.model.models import load_model
+    from simulator.model.profile import load_profile
     from simulator.model.workload import StepShape
 
-    modes(fusion, graph, engine)
-    m, prof = model_flag("--model", model), profile_flag("--profile", profile)
-    m = shard(m, tp)
-    ctx_fits(m, ctx, max(1, prefill_len))
+    batch, ctx, fusion, graph, engine = sc.batch[0], sc.ctx, sc.fusion[0], sc.graph[0], sc.engine
+    m, prof = shard(load_model(sc.model), tp), load_profile(sc.profile)  # both resolved by step_scenario
+    if prefill_len > 1:
+        ctx_fits(m, ctx, prefill_len)
     shape = StepShape(batch, ctx, prefill_seqs, prefill_len)
     sizes = None
     if layout is not None:
@@ -185,14 +180,54 @@ def predict(
     if steps:
         from simulator.engine.predict import predict_loop
 
-        loop, fwd = predict_loop(m, batch, ctx, fusion, graph, prof, engine, steps, scheduling, sampling, shape)
-        d.update(forward_step_ms=d["step_ms"], forward_bound=d["bound"], sampling=sampling, **loop.as_dict())
+        loop, fwd = predict_loop(m, batch, ctx, fusion, graph, prof, engine, steps, scheduling.value, sampling.value,
+                                 shape)
+        d.update(forward_step_ms=d["step_ms"], forward_bound=d["bound"], sampling=sampling.value, **loop.as_dict())
         if report is not None:
             _loop_report(report, d, loop.timeline)
     if as_json:
         print(dumps(d))
     else:
         print_prediction(d)
+
+
+STEP_FLAGS = {"model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "batch": "--batch",
+              "ctx": "--ctx", "engine": "--engine", "replicates": "--replicates", "seed": "--seed",
+              "tensor_parallel_size": "--tp"}
+
+
+def step_scenario(model: str, profile, fusion, graph, batch, ctx, engine, replicates: int, seed: int, tp: int):
+    """`predict`'s flags as the `step` scenario of one grid point (config/step.py), validated and resolved as a
+    `kind: step` file is (model, profile, context against the model's limit); errors name the flag and field."""
+    from simulator.config.step import StepScenario
+    from .flags import scenario_from_flags
+
+    given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "batch": batch, "ctx": ctx,
+             "engine": engine, "replicates": replicates, "seed": seed, "tensor_parallel_size": tp}
+    data = {"kind": "step", "name": "predict", "model": model, "profile": profile, "fusion": [fusion],
+            "graph": [graph], "engine": engine, "replicates": replicates, "seed": seed, "tensor_parallel_size": tp}
+    if batch is not None:
+        data["batch"] = [batch]
+    if ctx is not None:
+        data["ctx"] = ctx
+    return scenario_from_flags(StepScenario, data, STEP_FLAGS, given)
+
+
+WORKLOAD_FLAGS = {"workload": "--workload", "profile": "--profile", "fusion": "--fusion", "graph": "--graph",
+                  "batch": "--batch", "ctx": "--ctx", "engine": "--engine"}
+
+
+def workload_scenario(workload: Path, profile, fusion, graph, batch, ctx, engine):
+    """`predict --workload`'s flags as the `workload` scenario (config/trace_workload.py), fields validated as a
+    `kind: workload` file's are; the workload file itself is read (and its errors named) by the command."""
+    from simulator.config.trace_workload import WorkloadScenario
+    from .flags import scenario_from_flags
+
+    given = {"workload": workload, "profile": profile, "fusion": fusion, "graph": graph, "batch": batch, "ctx": ctx,
+             "engine": engine}
+    data = {"kind": "workload", "name": "predict", "workload": str(workload), "profile": profile, "fusion": [fusion],
+            "graph": [graph], "engine": engine, "batch": None if batch is None else [batch], "ctx": ctx}
+    return scenario_from_flags(WorkloadScenario, data, WORKLOAD_FLAGS, given, check=False)
 
 
 def _loop_report(path: Path, d: dict, tl) -> None:

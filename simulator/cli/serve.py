@@ -8,7 +8,8 @@ from typing import Optional
 
 import typer
 
-from . import app
+from . import app, choices
+from simulator.common import vocab as V
 from simulator.common.errors import UserError
 from simulator.report.html import dumps
 from .buckets import LAYOUT_HELP
@@ -37,13 +38,15 @@ def serve(
     duration: Optional[float] = typer.Option(None, "--duration", help="seconds of arrivals to simulate"),
     seed: Optional[int] = typer.Option(None, "--seed", help="root seed (replications spawn from it)"),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="a serve scenario file; flags override it"),
-    fusion: Optional[str] = typer.Option(None, "--fusion", help="none | packed | compiled | fused (default fused)"),
-    graph: Optional[str] = typer.Option(None, "--graph",
-                                       help="none | full | full_decode_only | piecewise | full_and_piecewise"),
+    fusion: Optional[V.Fusion] = choices.option(V.Fusion, None, "--fusion", help="fusion level (default fused)",
+                                                what="fusion level", field="fusion"),
+    graph: Optional[V.GraphMode] = choices.option(V.GraphMode, None, "--graph", help="CUDA-graph mode (default "
+                                                  "full_and_piecewise)", what="graph mode", field="graph"),
     layout: Optional[str] = typer.Option(None, "--layout", help=LAYOUT_HELP),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path"),
-    scheduling: Optional[str] = typer.Option(None, "--scheduling", help="engine host work per step: none (forward "
-                                             "only, default) | sync | async"),
+    scheduling: Optional[V.Scheduling] = choices.option(V.Scheduling, None, "--scheduling", help="engine host work "
+                                                        "per step: none (forward only, default), sync or async",
+                                                        what="scheduling", field="scheduling"),
     trace: Optional[Path] = typer.Option(None, "--trace", help="CSV trace (timestamp,prompt_tokens,output_tokens)"),
     out: Optional[Path] = typer.Option(None, "--out", help="write result.json, metrics.csv, batch_log.csv, report.html"),
     inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html instead "
@@ -53,7 +56,7 @@ def serve(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Simulate one GPU replica serving requests (continuous batching); print throughput, TTFT/TPOT, busy shares."""
-    from ..config import load_scenario, parse_scenario
+    from ..config import load_scenario
     from ..config.serve import ServeScenario
     from ..serving.study import serve as run_serve, write_outputs
 
@@ -85,22 +88,13 @@ def serve(
     data.update({k: v for k, v in over.items() if v is not None})
     if trace is not None:
         data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
-    from ..config.refs import check_references
+    from .flags import scenario_from_flags
 
     where = "command line" if scenario is None else f"{scenario} (with command-line flags)"
-    try:
-        sc = parse_scenario(data, where)
-        check_references(sc, where)
-    except UserError as e:  # a flag's value: name the flag, not the scenario field it fills
-        msg = str(e)
-        given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "layout": layout,
-                 "rate": rate, "duration_s": duration, "seed": seed, "arrivals.trace": trace, "scheduling": scheduling,
-                 "tensor_parallel_size": tp}
-        for fld, flag in FLAGS.items():
-            mark = f"field '{fld}': "
-            if given.get(fld) is not None and mark in msg:
-                raise UserError(f"{flag} (field '{fld}'): {msg.split(mark, 1)[1]}") from None
-        raise
+    given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "layout": layout,
+             "rate": rate, "duration_s": duration, "seed": seed, "arrivals.trace": trace, "scheduling": scheduling,
+             "tensor_parallel_size": tp}
+    sc = scenario_from_flags(ServeScenario, data, FLAGS, given, where)  # a flag's error names the flag and the field it fills
     if out is None:
         result = run_serve(sc)
         result.pop("_samples")

@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from . import app
+from . import app, choices
+from simulator.common import vocab as V
 from simulator.layouts.buckets import parse_layout
 from simulator.report.html import dumps
 from .buckets import LAYOUT_HELP
@@ -17,14 +18,16 @@ from .buckets import LAYOUT_HELP
 def startup(
     model: str = typer.Option(..., "--model", help="model preset or config.json path"),
     layout: str = typer.Option("vllm", "--layout", help=LAYOUT_HELP),
-    fusion: str = typer.Option("fused", "--fusion", help="none | packed | compiled | fused"),
-    graph: str = typer.Option("full", "--graph", help="full | piecewise | full_and_piecewise | none"),
-    compile_mode: str = typer.Option("static", "--compile",
-                                     help="torch.compile mode for --fusion compiled: static (dynamic=False, measured) "
-                                          "| dynamic (not measured: refused)"),
-    compile_cache: str = typer.Option("cold", "--compile-cache", "--cache",
-                                      help="torch.compile cache: cold (first start) | warm (restart; --cache is an "
-                                           "alias)"),
+    fusion: V.Fusion = choices.option(V.Fusion, V.Fusion.FUSED, "--fusion", help="fusion level", what="fusion level"),
+    graph: V.GraphMode = choices.option(V.GraphMode, V.GraphMode.FULL, "--graph", help="CUDA-graph mode",
+                                        what="graph mode"),
+    compile_mode: V.CompileMode = choices.option(V.CompileMode, V.CompileMode.STATIC, "--compile",
+                                                 help="torch.compile mode for --fusion compiled: static "
+                                                      "(dynamic=False, measured) or dynamic (not measured: refused)",
+                                                 what="compile mode"),
+    compile_cache: V.CompileCache = choices.option(V.CompileCache, V.CompileCache.COLD, "--compile-cache", "--cache",
+                                                   help="torch.compile cache: cold (first start) or warm (restart; "
+                                                        "--cache is an alias)", what="cache state"),
     max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size of a preset"),
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
     warmups: Optional[int] = typer.Option(None, "--warmups",
@@ -36,12 +39,10 @@ def startup(
 ) -> None:
     """Start-up seconds of an engine: torch.compile + warm-up runs + graph capture over a capture layout."""
     from simulator.common import limits as L
-    from simulator.engine.startup import COMPILE_CACHES, COMPILE_MODES, StartupModel
-    from .checks import choice, count, ctx_fits, model_flag, modes, named, profile_flag
+    from simulator.engine.startup import StartupModel
+    from .checks import count, ctx_fits, model_flag, named, profile_flag
 
-    modes(fusion, graph)
-    choice("--compile", compile_mode, COMPILE_MODES, "compile mode")
-    choice("--compile-cache", compile_cache, COMPILE_CACHES, "cache state")
+    fusion, graph, compile_mode, compile_cache = fusion.value, graph.value, compile_mode.value, compile_cache.value
     count("--warmups", warmups, 100, low=0)
     count("--ctx", ctx, L.MAX_CTX)
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)

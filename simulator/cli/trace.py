@@ -10,7 +10,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from . import app
+from . import app, choices
+from simulator.common import vocab as V
 from .core import console, print_rows
 from simulator.common.errors import UserError
 from simulator.report.html import dumps
@@ -23,10 +24,11 @@ def import_trace_cmd(
     steps: str = typer.Option("auto", "--steps", help="auto (markers, annotations, repetition) or N equal steps"),
     batch: Optional[int] = typer.Option(None, "--batch", help="batch size the trace was recorded at "
                                         "(default: read from recorded shapes)"),
-    host_time: str = typer.Option("calibrated", "--host-time", help="host-time policy: calibrated (profile's "
-                                  "launch paths + host-only ops + traced interpreter gaps), trace (traced host "
-                                  "durations, inflated by the profiler) or deflate (traced / the profile's "
-                                  "host.profiler_overhead.factor)"),
+    host_time: V.HostTime = choices.option(V.HostTime, V.HostTime.CALIBRATED, "--host-time", help="host-time "
+                                           "policy: calibrated (profile's launch paths + host-only ops + traced "
+                                           "interpreter gaps), trace (traced host durations, inflated by the "
+                                           "profiler) or deflate (traced / the profile's "
+                                           "host.profiler_overhead.factor)", what="--host-time"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     top_ops: int = typer.Option(10, "--top-ops", help="how many aten ops the launch histogram lists (0: all)"),
 ) -> None:
@@ -42,6 +44,7 @@ def import_trace_cmd(
     count("--batch", batch, L.MAX_BATCH)
     if top_ops < 0:
         raise UserError(f"--top-ops must be 0 (all) or a positive number, got {top_ops}")
+    host_time = host_time.value
     check_policy(host_time)
     check_out_file(out)
     prof = profile_flag("--profile", profile)
@@ -82,9 +85,10 @@ def export_trace_cmd(
     workload: Optional[Path] = typer.Option(None, "--workload", help="imported workload file instead of a model"),
     batch: Optional[int] = typer.Option(None, "--batch", help="decode batch size (default 1, or the workload's)"),
     ctx: Optional[int] = typer.Option(None, "--ctx", help="context length (default 1024, or the workload's)"),
-    fusion: str = typer.Option("none", "--fusion", help="none | packed | compiled | fused (workload: none | compiled)"),
-    graph: str = typer.Option("none", "--graph",
-                             help="none | full | full_decode_only | piecewise | full_and_piecewise"),
+    fusion: V.Fusion = choices.option(V.Fusion, V.Fusion.NONE, "--fusion", help="fusion level (workload: none or "
+                                      "compiled)", what="fusion level"),
+    graph: V.GraphMode = choices.option(V.GraphMode, V.GraphMode.NONE, "--graph", help="CUDA-graph mode",
+                                        what="graph mode"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
 ) -> None:
     """Simulate one step and write it as a Chrome trace: a CPU launch lane and a GPU stream lane."""
@@ -92,14 +96,15 @@ def export_trace_cmd(
 
     from simulator.common import limits as L
     from simulator.common.outpaths import check_out_file
-    from .checks import count, model_flag, modes, named, profile_flag
+    from .checks import count, model_flag, named, profile_flag, workload_fusion
 
     if (model is None) == (workload is None):
         raise UserError("give exactly one of --model or --workload")
     count("--batch", batch, L.MAX_BATCH)
     count("--ctx", ctx, L.MAX_CTX)
-    modes(fusion, graph, fusions=("none", "compiled") if workload is not None else ("none", "packed", "compiled",
-                                                                                    "fused"))
+    if workload is not None:
+        workload_fusion(fusion)
+    fusion, graph = fusion.value, graph.value
     check_out_file(out)
     profile_flag("--profile", profile)
     if model is not None:

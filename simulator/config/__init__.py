@@ -1,114 +1,21 @@
-"""Scenario files: one pydantic model per `kind`, joined in a discriminated union.
-
-`load_scenario(path)` reads YAML, validates it and returns the model; errors name file, line and
-field path. To add a kind: define its model (with `kind: Literal[...]`) and add it to KINDS.
-"""
+"""Scenario files and the pydantic models of each scenario `kind` (config/scenario.py joins them; config/base.py
+is the strict base and error translation; config/yamlfile.py reads YAML; config/refs.py resolves what a scenario
+names). The names below are loaded on first use: a command that fills one kind's model from its flags imports
+that kind's module alone, not PyYAML and every other kind."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Annotated, Union
+from .base import ConfigError
 
-from pydantic import Field, TypeAdapter, ValidationError
-
-from .base import ConfigError, load_yaml, validation_error
-from .step import StepScenario, ToyScenario
-from .serve import ServeScenario
-from .capacity import CapacityScenario
-from .sweep import SweepScenario
-from .trace_workload import WorkloadScenario
-from .buckets import BucketsScenario
-
-KINDS: list[type] = [StepScenario, ToyScenario, SweepScenario, WorkloadScenario, ServeScenario, CapacityScenario,
-                      BucketsScenario]
+_LAZY = {"KINDS", "load_scenario", "parse_scenario", "scenario_json_schema", "apply_overrides"}
 
 
-def _union():
-    return Annotated[Union[tuple(KINDS)], Field(discriminator="kind")]
+def __getattr__(name: str):
+    if name in _LAZY:
+        from . import scenario
 
-
-def _adapter() -> TypeAdapter:
-    return TypeAdapter(_union())
-
-
-def parse_scenario(data: object, where: str = "<scenario>", lines: dict | None = None):
-    lines = lines or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: a scenario must be a YAML mapping with a 'kind' key")
-    kinds = [k.model_fields["kind"].annotation.__args__[0] for k in KINDS]
-    kind = data.get("kind")
-    if kind not in kinds:
-        line = lines.get(("kind",), 1)
-        raise ConfigError(f"{where}:{line}: field 'kind': must be one of {', '.join(kinds)}, got {kind!r}")
-    try:
-        return _adapter().validate_python(data)
-    except ValidationError as e:
-        raise validation_error(e, where, lines, strip=(kind,)) from None
-
-
-FILE_SUFFIXES = (".csv", ".json", ".gz", ".jsonl", ".yaml", ".yml")
-
-
-def _rebase(obj, base: Path):
-    """Relative file paths in a scenario name files beside the scenario (when such a file exists there);
-    otherwise they stay relative to the working directory."""
-    if isinstance(obj, dict):
-        return {k: _rebase(v, base) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_rebase(v, base) for v in obj]
-    if isinstance(obj, str) and obj.lower().endswith(FILE_SUFFIXES) and not Path(obj).is_absolute():
-        cand = base / obj
-        if cand.exists():
-            return str(cand)
-    return obj
-
-
-def apply_overrides(data: dict, overrides: list[str] | None) -> dict:
-    """Set fields from `FIELD=VALUE` strings (dotted paths into mappings, VALUE read as YAML), e.g.
-    `replicates=2`, `search.max_runs=4`, `batch=[1, 8]`; used by `launchsim run --set`."""
-    import yaml
-
-    for item in overrides or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: expected FIELD=VALUE, e.g. replicates=2")
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            raise ConfigError(f"--set {item!r}: VALUE is not valid YAML") from None
-        node, parts = data, key.strip().split(".")
-        for p in parts[:-1]:
-            nxt = node.get(p) if isinstance(node, dict) else None
-            if nxt is None:
-                nxt = node[p] = {}
-            if not isinstance(nxt, dict):
-                raise ConfigError(f"--set {item!r}: field '{p}' is not a mapping")
-            node = nxt
-        node[parts[-1]] = value
-    return data
-
-
-def load_scenario(path: str | Path, check: bool = True, overrides: list[str] | None = None):
-    """Read, validate and (with `check`) resolve a scenario file: models, profiles and files it names must exist
-    and fit (config/refs.py). Every problem is one ConfigError line `FILE:LINE: field 'path': message`.
-    `overrides` (`FIELD=VALUE` strings) are applied before validation."""
-    data, lines = load_yaml(path)
-    data = _rebase(data, Path(path).parent)
-    if overrides:
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: a scenario must be a YAML mapping with a 'kind' key")
-        data = apply_overrides(data, overrides)
-    sc = parse_scenario(data, str(path), lines)
-    if check:
-        from .refs import check_references
-
-        check_references(sc, str(path), lines)
-    return sc
-
-
-def scenario_json_schema() -> str:
-    return json.dumps(_adapter().json_schema(), indent=2)
+        return getattr(scenario, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["ConfigError", "KINDS", "load_scenario", "parse_scenario", "scenario_json_schema"]

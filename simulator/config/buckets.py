@@ -10,22 +10,11 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from .base import Batch, Strict, Tokens
 from simulator.common import limits as L
+from simulator.common import vocab as V
+from .specs import DistributionSpec
 from .step import FusionName, GraphName
 
-PresetName = Literal["vllm", "sglang", "trtllm", "seed", "pow2"]
-
-
-class DistributionSpec(Strict):
-    histogram: dict[Batch, Annotated[float, Field(ge=0)]] | None = Field(None, description="batch size -> steps observed (counts)")
-    samples: list[Batch] | None = Field(None, min_length=1, description="one batch size per observed step")
-    csv: str | None = Field(None, description="CSV path (relative to the scenario file, else to the working directory) with a header and a "
-                                              "`batch` column or `batch,count` columns")
-
-    @model_validator(mode="after")
-    def _one(self):
-        if sum(x is not None for x in (self.histogram, self.samples, self.csv)) != 1:
-            raise ValueError("give exactly one of histogram, samples or csv")
-        return self
+PresetName = V.literal(V.COMPARED_PRESETS + (V.LayoutPreset.POW2,))
 
 
 class BucketsScenario(Strict):
@@ -38,7 +27,7 @@ class BucketsScenario(Strict):
     fusion: FusionName = Field("fused", description="fusion level of the step whose cost is optimized")
     graph: GraphName = Field("full", description="graph mode of captured sizes (not none)")
     ctx: Tokens = Field(1024, description="context length of every sequence, tokens")
-    objective: Literal["step-time", "padded-rows"] = Field(
+    objective: V.literal(V.Objective) = Field(
         "step-time", description="step-time: expected step time (eager above the largest size); padded-rows: "
                                  "expected padded rows per step (largest size fixed at max_size)")
     max_graphs: PositiveInt = Field(64, le=L.MAX_OPTIMIZE_SIZE, description="most capture sizes (K)")

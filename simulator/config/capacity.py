@@ -9,7 +9,8 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from .base import Strict
 from simulator.common import limits as L
-from .serve import LayoutSpec, RunModel
+from .serve import RunModel
+from .specs import LayoutSizes
 from .step import FusionName, GraphName
 
 
@@ -28,7 +29,7 @@ class OptimizeAt(Strict):
 
 class LayoutChoice(Strict):
     label: str = Field(description="name of the layout in the report (e.g. vllm, optimized)")
-    sizes: LayoutSpec | None = Field(None, description="capture sizes: a preset name or a list of batch sizes")
+    sizes: LayoutSizes | None = Field(None, description="capture sizes: a preset name or a list of batch sizes")
     optimize: OptimizeAt | None = Field(None, description="instead of sizes: optimize the layout at the capacity "
                                                           "of another layout (serve there, optimize for the batch "
                                                           "mix, re-check; iterate to a fixed point)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
+from simulator.common import vocab as V
 from simulator.common.errors import UserError
 from .base import ConfigError, format_loc
 
@@ -44,7 +45,11 @@ def _model(name: str):
 def _profile(name):
     from simulator.model.profile import load_profile
 
-    return lambda: load_profile(name)
+    def check():
+        if name is not None and not str(name).strip():
+            raise UserError("empty profile name")
+        return load_profile(name)
+    return check
 
 
 def _step(sc) -> Iterator[Check]:
@@ -55,7 +60,6 @@ def _step(sc) -> Iterator[Check]:
 
 def _sweep(sc) -> Iterator[Check]:
     from simulator.layouts.buckets import parse_layout
-    from simulator.studies.sweep import build_distribution
 
     for i, m in enumerate(sc.models):
         yield ("models", i), _model(m)
@@ -65,8 +69,7 @@ def _sweep(sc) -> Iterator[Check]:
     for i, lay in enumerate(sc.layouts):
         yield ("layouts", i, "sizes"), (lambda lay=lay: parse_layout(lay.sizes, lay.max_size, lay.max_num_seqs))
     for i, d in enumerate(sc.distributions):
-        src = next(k for k in ("histogram", "samples", "csv", "uniform") if getattr(d, k) is not None)
-        yield ("distributions", i, src), (lambda d=d: build_distribution(d))
+        yield ("distributions", i, d.source), (lambda d=d: d.build(d.name))
 
 
 def _workload(sc) -> Iterator[Check]:
@@ -115,25 +118,24 @@ def _capacity(sc) -> Iterator[Check]:
 
 
 def _buckets(sc) -> Iterator[Check]:
-    from simulator.studies.optimize import load_distribution, parse_memory_budget
+    from simulator.studies.optimize import parse_memory_budget
 
     yield ("model",), _model(sc.model)
     yield ("profile",), _profile(sc.profile)
     yield ("ctx",), _ctx_fits(sc.model, sc.ctx)
-    src = next(k for k in ("histogram", "samples", "csv") if getattr(sc.distribution, k) is not None)
     def dist():
         from simulator.common.limits import MAX_OPTIMIZE_SIZE
 
-        d = load_distribution(sc.distribution)
+        d = sc.distribution.build()
         if sc.max_size is None and d.max_batch > MAX_OPTIMIZE_SIZE:
-            raise UserError(f"the largest batch, {d.max_batch:,}, is above the optimizer's limit of "
-                            f"{MAX_OPTIMIZE_SIZE:,} candidate sizes: set max_size <= {MAX_OPTIMIZE_SIZE:,}")
-    yield ("distribution", src), dist
+            raise UserError(f"{d.label}: the largest batch, {d.max_batch:,}, is above the optimizer's limit of "
+                            f"{MAX_OPTIMIZE_SIZE:,} candidate sizes: set max_size (--max-size) <= "
+                            f"{MAX_OPTIMIZE_SIZE:,}; larger batches then run without a graph")
+    yield ("distribution", sc.distribution.source), dist
     yield ("memory_budget",), lambda: parse_memory_budget(sc.memory_budget)
     if sc.graph == "none":
-        yield ("graph",), lambda: (_ for _ in ()).throw(UserError("graph none captures no graphs: pick full, "
-                                                                   "full_decode_only, piecewise or "
-                                                                   "full_and_piecewise"))
+        yield ("graph",), lambda: (_ for _ in ()).throw(UserError(f"graph none captures no graphs: pick "
+                                                                   f"{V.one_of(V.CAPTURING_MODES)}"))
 
 
 def _checks(sc) -> Iterator[Check]:

@@ -9,13 +9,14 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from .base import Batch, Seed, Strict, Tokens
 from simulator.common import limits as L
+from simulator.common import vocab as V
 from .step import FusionName, GraphName
 
-LayoutSpec = str | list[Batch]
+from .specs import LayoutSizes
 
 
 class LengthModel(Strict):
-    kind: Literal["fixed", "uniform", "lognormal"] = Field("lognormal", description="length distribution")
+    kind: V.literal(V.LengthKind) = Field("lognormal", description="length distribution")
     value: Tokens | None = Field(None, description="tokens, for kind fixed")
     mean: PositiveFloat | None = Field(None, le=L.MAX_CTX, description="mean tokens, for kind lognormal")
     cv: float = Field(1.0, ge=0, le=1000, description="coefficient of variation, for kind lognormal")
@@ -47,7 +48,7 @@ def default_output() -> LengthModel:
 
 
 class ArrivalModel(Strict):
-    process: Literal["poisson", "gamma", "trace"] = Field("poisson", description="arrival process")
+    process: V.literal(V.ArrivalProcess) = Field("poisson", description="arrival process")
     cv: PositiveFloat = Field(1.0, ge=0.001, le=1000, description="coefficient of variation of gamma inter-arrival gaps (>1: bursty)")
     trace: str | None = Field(None, description="CSV trace (timestamp,prompt_tokens,output_tokens), for process trace; "
                                                 "a relative path is looked up beside the scenario file first")
@@ -94,11 +95,11 @@ class RunModel(Strict):
     prompt: LengthModel = Field(default_factory=default_prompt, description="prompt length distribution")
     output: LengthModel = Field(default_factory=default_output, description="output length distribution")
     engine: EngineLimits = Field(default_factory=EngineLimits, description="serving-engine limits")
-    scheduling: Literal["none", "sync", "async"] = Field(
+    scheduling: V.literal(V.Scheduling) = Field(
         "none", description="the engine's own host work per step (simulator/engine/steploop.py): none = the forward pass "
                             "only; sync = schedule, input copies, sampling, .tolist() and detokenise run back to back "
                             "with the forward; async = that host work overlaps the previous step's GPU work")
-    sampling: Literal["greedy", "top_p"] = Field("greedy", description="sampling the engine runs each step "
+    sampling: V.literal(V.Sampling) = Field("greedy", description="sampling the engine runs each step "
                                                                        "(with scheduling sync/async)")
 
 
@@ -114,7 +115,7 @@ class ServeScenario(RunModel):
     profile: str | None = Field(None, description="profile name or path (default: h200, else datasheet-h200)")
     fusion: FusionName = Field("fused", description="fusion level of the served model")
     graph: GraphName = Field("full_and_piecewise", description="CUDA-graph mode")
-    layout: LayoutSpec = Field("vllm", description="capture sizes: a preset (vllm, sglang, ...) or a list")
+    layout: LayoutSizes = Field("vllm", description="capture sizes: a preset (vllm, sglang, ...) or a list")
     rate: PositiveFloat | None = Field(None, le=L.MAX_RATE, description="mean arrival rate, requests/s (trace: rescale to it)")
 
     @model_validator(mode="after")

@@ -10,6 +10,8 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from .base import Batch, Strict, Tokens
 from simulator.common import limits as L
+from simulator.common import vocab as V
+from .specs import DistributionSpec, LayoutSpec, NamedDistribution  # noqa: F401  (DistributionSpec re-exported)
 from .step import FusionName, GraphName
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
@@ -41,31 +43,6 @@ def _checked_bytes(n, v) -> int:
     return int(n)
 
 
-class LayoutSpec(Strict):
-    name: str = Field(description="label of the layout in results and charts")
-    sizes: Union[str, list[Batch]] = Field(
-        description="a preset (vllm, sglang, trtllm, seed, pow2, all), 'a,b,c' or a list of capture sizes")
-    max_size: Batch | None = Field(None, description="cap on a preset's largest size (preset default if unset)")
-    max_num_seqs: Batch | None = Field(None, description="vllm preset: max = min(2 x max_num_seqs, 512)")
-
-
-class DistributionSpec(Strict):
-    name: str = Field(description="label of the batch-size distribution")
-    histogram: dict[Batch, Annotated[float, Field(ge=0)]] | None = Field(None, description="{batch: count} of observed steps")
-    samples: list[Batch] | None = Field(None, description="observed batch sizes, one per step")
-    csv: str | None = Field(None, description="CSV with a 'batch' column (and optionally 'count'), path relative to the scenario file, else to the working directory")
-    uniform: tuple[Batch, Batch] | None = Field(None, description="[lo, hi]: every batch lo..hi equally likely")
-
-    @model_validator(mode="after")
-    def _one_source(self):
-        given = [k for k in ("histogram", "samples", "csv", "uniform") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one of histogram, samples, csv or uniform")
-        if self.uniform is not None and self.uniform[0] > self.uniform[1]:
-            raise ValueError("uniform: lo must be <= hi")
-        return self
-
-
 class MixedSpec(Strict):
     share: float = Field(ge=0, le=1, description="fraction of steps that also carry a prefill chunk")
     prefill_seqs: Batch = Field(1, description="sequences prefilling in a mixed step")
@@ -81,7 +58,7 @@ class SweepScenario(Strict):
     fusion: list[FusionName] = Field(["fused"], min_length=1, description="fusion levels")
     graph: list[GraphName] = Field(["none", "full"], min_length=1, description="graph modes")
     layouts: list[LayoutSpec] = Field(min_length=1, description="capture layouts to compare")
-    distributions: list[DistributionSpec] = Field(min_length=1, description="batch-size distributions")
+    distributions: list[NamedDistribution] = Field(min_length=1, description="batch-size distributions")
     budgets: list[Union[int, str]] = Field(["1GiB"], min_length=1, validate_default=True,
                                            description="pinned graph-memory budgets (bytes or '256MiB'/'1GiB')")
     ctx: Tokens = Field(1024, description="context length of every decoding sequence, tokens")
@@ -89,7 +66,7 @@ class SweepScenario(Strict):
     shared_pool: bool = Field(True, description="one graph pool shared by all sizes (captured largest-first)")
     gpu_util: float = Field(0.9, gt=0, le=1, description="fraction of GPU memory the engine may use")
     workspace_bytes: Union[int, str] = Field("1GiB", validate_default=True, description="memory for workspaces and eager activations")
-    executor: Literal["local", "ray"] = Field("local", description="local processes or a Ray cluster")
+    executor: V.literal(V.Executor) = Field("local", description="local processes or a Ray cluster")
     workers: PositiveInt = Field(2, le=L.MAX_WORKERS, description="parallel worker processes (local) or Ray CPUs when starting Ray")
     chunk: PositiveInt = Field(64, le=1_000_000, description="grid points per task sent to a worker")
 

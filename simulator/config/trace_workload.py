@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import Field, PositiveInt
 
 from .base import Batch, Strict, Tokens
-from .step import GraphName
+from simulator.common import vocab as V
+from .step import EngineName, GraphName
 
 
 class WorkloadScenario(Strict):
@@ -19,10 +20,10 @@ class WorkloadScenario(Strict):
                                       "the working directory)")
     profile: str | None = Field(None, description="profile name or path (default: h200)")
     graph: list[GraphName] = Field(["none"], min_length=1, description="graph modes to compare")
-    fusion: list[Literal["none", "compiled"]] = Field(["none"], min_length=1,
+    fusion: list[V.literal(V.WORKLOAD_FUSIONS)] = Field(["none"], min_length=1,
                                                       description="none (as traced) or compiled (fusion rules)")
     batch: list[Batch] | None = Field(None, min_length=1, max_length=10_000,
                                             description="batch sizes to scale to (default: the traced batch)")
     ctx: Tokens | None = Field(None, description="context length to scale attention to (default: traced)")
-    engine: Literal["des", "fast"] = Field("fast", description="engine (des = SimPy reference)")
+    engine: EngineName = Field("fast", description="engine (des = SimPy reference)")
     timeline_launches: PositiveInt = Field(18, le=100_000, description="how many first launches the timeline shows")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ from simulator.engine.routing import Route, padded_shape, route_shape
 from simulator.engine.timeline import StepResult, Timeline, summarize
 from simulator.model.workload import StepShape, build_step, decode
 
-ENGINES = ("des", "fast")
+ENGINES = V.values(V.Engine)
 
 
 class EngineError(UserError):

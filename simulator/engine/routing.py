@@ -36,12 +36,14 @@ from typing import Sequence
 
 from simulator.layouts.buckets import pad
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 
-GRAPH_MODES = ("none", "full", "full_decode_only", "piecewise", "full_and_piecewise")
-PLAN_MODES = ("none", "full", "piecewise")
+GRAPH_MODES = V.values(V.GraphMode)
+PLAN_MODES = V.values(V.PlanMode)
 # plan mode per configured mode: (decode-only step, mixed step), for a step that fits a captured size
 _MODES = {"none": ("none", "none"), "full": ("full", "none"), "full_decode_only": ("full", "none"),
           "piecewise": ("piecewise", "piecewise"), "full_and_piecewise": ("full", "piecewise")}
+assert tuple(_MODES) == GRAPH_MODES, "every graph mode of common/vocab.py routes"
 
 
 class RoutingError(UserError):

@@ -63,12 +63,13 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 from simulator.model.models import ModelSpec, load_model
 from simulator.model.profile import CompileFit, Profile, StartupFigures
 
 DEFAULT_CTX = 512  # context of the measured warm-ups and captures
-COMPILE_MODES = ("static", "dynamic")
-COMPILE_CACHES = ("cold", "warm")
+COMPILE_MODES = V.values(V.CompileMode)
+COMPILE_CACHES = V.values(V.CompileCache)
 _H200 = "calibration/measured/h200-engine/engine_loop.json"
 _FIT = dict(nodes=[99, 131, 339], validated_nodes=[1299, 1587], source="default (H200)")
 _DYN = dict(nodes=[131, 1587], source="default (H200)")
@@ -220,9 +221,9 @@ class StartupModel:
         """(compile_s, measured, note) of torch.compile for this model (0 unless fusion is `compiled`); measured is
         False where the node count lies outside the measured rows' (an extrapolation of the fit)."""
         if mode not in COMPILE_MODES:
-            raise StartupError(f"--compile: unknown mode {mode!r}: use static or dynamic")
+            raise StartupError(f"--compile: unknown mode {mode!r}: use {V.one_of(V.CompileMode)}")
         if cache not in COMPILE_CACHES:
-            raise StartupError(f"--compile-cache: unknown state {cache!r}: use cold or warm")
+            raise StartupError(f"--compile-cache: unknown state {cache!r}: use {V.one_of(V.CompileCache)}")
         if self.fusion != "compiled":
             return 0.0, True, f"fusion {self.fusion} runs without torch.compile: compile_s is 0"
         if mode == "dynamic":

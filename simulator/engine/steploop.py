@@ -28,12 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 from simulator.engine.plan import LaunchPlan
 from simulator.model.profile import ByBatch, EngineStepUs, Profile
 from simulator.engine.timeline import Timeline
 
-SCHEDULING = ("sync", "async")
-SAMPLING = ("greedy", "top_p")
+SCHEDULING = V.values(V.LOOP_SCHEDULING)
+SAMPLING = V.values(V.Sampling)
 US = 1e-6
 
 

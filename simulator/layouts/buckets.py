@@ -16,9 +16,10 @@ import bisect
 from dataclasses import dataclass
 
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 from simulator.common.limits import MAX_BATCH
 
-LAYOUT_PRESETS = ("vllm", "sglang", "trtllm", "seed", "pow2", "all")
+LAYOUT_PRESETS = V.values(V.LayoutPreset)
 SEED_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 
 

@@ -72,6 +72,7 @@ from functools import lru_cache
 import numpy as np
 
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 from simulator.model.models import ModelSpec
 from simulator.model.parallel import logits_vocab, tp_of
 from simulator.engine.plan import GRAPH_MODES
@@ -86,7 +87,7 @@ LARGE_ROUND = 2 * MiB  # tensors >= 10 MiB are rounded up to a multiple of 2 MiB
 CAPTURE_SEGMENT = 2 * 1024 * 1024  # a capture's own small segment (see the formula)
 BLOCK_SIZE = 16  # KV-cache block size (tokens) used for the block-table row width
 DEFAULT_WORKSPACE_BYTES = 1 * GiB  # cuBLAS/attention workspaces + eager activation peak outside graphs
-RETENTIONS = ("drop", "keep")
+RETENTIONS = V.values(V.POOL_RETENTIONS)
 DEFAULT_CONSTANTS = GraphMemoryConstants(
     capture_workspace_bytes=32 * MiB, reuse_fraction=0.32, slack_bytes=0.0,
     source="default: H200 round a (calibration/measured/h200-round-a/memory_*.json); W = private b1 full minus "
@@ -143,7 +144,7 @@ def live_tensors(model: ModelSpec, batch: int, fusion: str) -> list[float]:
     attn = [T * (model.q_dim + 2 * model.kv_dim) * e, T * model.q_dim * e]
     mlp = [T * 2 * I * e, T * I * e]
     out = [T * H * e, T * H * e] + (mlp if sum(mlp) >= sum(attn) else attn)
-    if fusion in ("none", "packed"):
+    if fusion in V.EAGER_FUSIONS:
         out += [T * H * 4, T * H * 4]
     if tp_of(model) > 1:  # lm_head's local vocab shard, before the all-gather
         out.append(T * model.vocab_size * e)

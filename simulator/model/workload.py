@@ -16,6 +16,7 @@ same lists in PyTorch so that the profiler can check the counts.
 from __future__ import annotations
 
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from simulator.model.kernels import Op, OpClass, Step
 from simulator.model.models import ModelSpec
 from simulator.model.parallel import logits_vocab, tp_of
 
-FUSION_LEVELS = ("none", "packed", "compiled", "fused")
+FUSION_LEVELS = V.values(V.Fusion)
 
 
 class WorkloadError(UserError):
@@ -250,7 +251,7 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
         )
     b = _Builder(model, shape)
     T, H, e = shape.tokens, model.hidden_size, model.dtype_bytes
-    eager = fusion in ("none", "packed")
+    eager = fusion in V.EAGER_FUSIONS
     if fusion == "compiled":
         # measured: Inductor fuses the embedding gather into layer 0's RMSNorm kernel; the rotary
         # preamble is one Triton kernel (positions to fp32) plus the extern bmm; cos/sin are

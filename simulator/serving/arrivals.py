@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from simulator.common.errors import UserError, read_text
+from simulator.common import vocab as V
 from simulator.common.limits import MAX_CTX
 
-PROCESSES = ("poisson", "gamma", "trace")
-LENGTH_KINDS = ("fixed", "uniform", "lognormal")
+PROCESSES = V.values(V.ArrivalProcess)
+LENGTH_KINDS = V.values(V.LengthKind)
 TRACE_COLUMNS = ("timestamp", "prompt_tokens", "output_tokens")
 MAX_REQUESTS = 5_000_000  # one run's request arrays stay in memory
 

@@ -22,6 +22,7 @@ from simulator.model.costs import CostModel
 from simulator.layouts.distribution import BatchDistribution
 from simulator.layouts.engine_syntax import engine_syntax  # noqa: F401  (re-exported: one line per engine)
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 from simulator.common.limits import MAX_OPTIMIZE_SIZE
 from simulator.layouts.graph_memory import GraphMemoryModel
 from simulator.model.models import ModelSpec, load_model
@@ -30,7 +31,7 @@ from simulator.engine.routing import check_mode, route
 from simulator.engine.stepcost import routed_step
 from simulator.model.workload import decode
 
-PRESETS = ("vllm", "sglang", "trtllm", "seed")
+PRESETS = V.values(V.COMPARED_PRESETS)
 GiB, MiB = float(1 << 30), float(1 << 20)
 
 
@@ -85,11 +86,10 @@ class Setup:
 
 
 def setup(inp: Inputs) -> Setup:
-    if inp.objective not in ("step-time", "padded-rows"):
-        raise OptimizeError(f"--objective must be step-time or padded-rows, got {inp.objective!r}")
-    if check_mode(inp.graph) == "none":
-        raise OptimizeError("--graph none captures no graphs: pick full, full_decode_only, piecewise or "
-                            "full_and_piecewise")
+    if inp.objective not in V.values(V.Objective):
+        raise OptimizeError(f"--objective must be {V.one_of(V.Objective)}, got {inp.objective!r}")
+    if check_mode(inp.graph) == V.GraphMode.NONE:
+        raise OptimizeError(f"--graph none captures no graphs: pick {V.one_of(V.CAPTURING_MODES)}")
     if inp.max_graphs < 1:
         raise OptimizeError(f"--max-graphs must be >= 1, got {inp.max_graphs}")
     if inp.ctx <= 0:
@@ -116,7 +116,7 @@ def setup(inp: Inputs) -> Setup:
 def memory_budget(st: Setup) -> float | None:
     mb = st.inp.memory_budget
     if isinstance(mb, str):
-        if mb not in PRESETS + ("pow2",):
+        if mb not in PRESETS + (V.LayoutPreset.POW2.value,):
             raise OptimizeError(f"--memory-budget: {mb!r} is neither bytes nor a preset name")
         return st.memory(preset_sizes(mb, int(st.sizes[-1])))[0]
     if mb is not None and not mb > 0:
@@ -268,23 +268,12 @@ def parse_memory_budget(v) -> float | str | None:
 
     if v is None:
         return None
-    if isinstance(v, str) and v.strip() in PRESETS + ("pow2",):
+    if isinstance(v, str) and v.strip() in PRESETS + (V.LayoutPreset.POW2.value,):
         return v.strip()
     try:
         return float(parse_bytes(int(v) if isinstance(v, str) and v.strip().isdigit() else v))
     except ValueError as e:
         raise OptimizeError(f"memory budget: {e} (or a preset name: vllm, sglang, trtllm, seed)") from None
-
-
-def load_distribution(spec):
-    """A scenario's DistributionSpec -> BatchDistribution."""
-    from simulator.layouts.distribution import from_csv, from_histogram, from_samples
-
-    if spec.csv is not None:
-        return from_csv(spec.csv)
-    if spec.samples is not None:
-        return from_samples(spec.samples)
-    return from_histogram(dict(spec.histogram))
 
 
 def inputs_from_scenario(sc, **over):
@@ -293,7 +282,23 @@ def inputs_from_scenario(sc, **over):
               capture_budget=sc.capture_budget, max_size=sc.max_size, shared_pool=sc.shared_pool,
               presets=tuple(sc.presets))
     kw.update({k: v for k, v in over.items() if v is not None})
-    return Inputs(load_distribution(sc.distribution), **kw)
+    return Inputs(sc.distribution.build(), **kw)
+
+
+def preset_rows(result: dict) -> list[dict]:
+    """The optimum and each preset, one row each (gain: how much lower the optimum's objective is); `optimize`'s
+    table and the `buckets` scenario's summary."""
+    nan = float("nan")
+    rows = [{"layout": "optimum", "graphs": result["best_graphs"], "objective": result["objective"],
+             "step_ms": result["best_step_ms"], "padded_rows": result["best_padded_rows"],
+             "memory_mib": result["best_memory_mib"], "capture_s": result["best_capture_s"], "gain_pct": 0.0,
+             "feasible": "yes"}]
+    rows += [{"layout": n, "graphs": v.get("graphs", 0), "objective": v.get("objective", nan),
+              "step_ms": v.get("step_ms", nan), "padded_rows": v.get("padded_rows", nan),
+              "memory_mib": v.get("memory_mib", nan), "capture_s": v.get("capture_s", nan),
+              "gain_pct": v.get("gain_pct", nan), "feasible": "yes" if v["feasible"] else v["reason"]}
+             for n, v in result["presets"].items()]
+    return rows
 
 
 def run_buckets_scenario(sc, out: Path | None) -> dict:
@@ -301,15 +306,9 @@ def run_buckets_scenario(sc, out: Path | None) -> dict:
     inp = inputs_from_scenario(sc)
     result = run(inp, frontier=out is not None)
     result["scenario"] = sc.model_dump(mode="json")
-    rows = [{"layout": "optimum", "graphs": result["best_graphs"], "objective": result["objective"],
-             "memory_mib": result["best_memory_mib"], "capture_s": result["best_capture_s"], "gain_pct": 0.0,
-             "feasible": "yes"}]
-    rows += [{"layout": n, "graphs": v.get("graphs", 0), "objective": v.get("objective", float("nan")),
-              "memory_mib": v.get("memory_mib", float("nan")), "capture_s": v.get("capture_s", float("nan")),
-              "gain_pct": v.get("gain_pct", float("nan")), "feasible": "yes" if v["feasible"] else v["reason"]}
-             for n, v in result["presets"].items()]
-    result["summary"] = rows
-    result["summary_columns"] = ["layout", "graphs", "objective", "memory_mib", "capture_s", "gain_pct", "feasible"]
+    cols = ["layout", "graphs", "objective", "memory_mib", "capture_s", "gain_pct", "feasible"]
+    result["summary"] = [{k: r[k] for k in cols} for r in preset_rows(result)]
+    result["summary_columns"] = cols
     if out is not None:
         write_outputs(result, inp.dist, out, f"launchsim: {sc.name}", sc.description)
     return result

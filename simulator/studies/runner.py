@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.config.step import StepScenario, ToyScenario
+from simulator.config.step import StepScenario
+from simulator.config.toy import ToyScenario
 from simulator.studies.step import run_step_scenario, run_toy_scenario
 from simulator.config.serve import ServeScenario
 from simulator.config.capacity import CapacityScenario

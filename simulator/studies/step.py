@@ -6,8 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.common import vocab as V
 from simulator.report import charts
-from simulator.config.step import StepScenario, ToyScenario
+from simulator.config.step import StepScenario
+from simulator.config.toy import ToyScenario
 from simulator.model.costs import CostModel
 from simulator.model.models import load_model
 from simulator.engine.plan import LaunchPlan
@@ -53,7 +55,7 @@ def run_step_scenario(sc: StepScenario, out: Path | None) -> dict:
     tl_spec = sc.timeline
     tl_step = build_step(model, decode(tl_spec.batch, sc.ctx), tl_spec.fusion)
     _, tl = simulate(tl_step, costs, tl_spec.graph, "des")
-    kpl = {f: kernels_per_layer(model, f) for f in ("none", "packed", "compiled", "fused")}
+    kpl = {f: kernels_per_layer(model, f) for f in V.values(V.Fusion)}
     result = {
         "scenario": sc.model_dump(mode="json"),
         "profile": {"name": prof.name, "source": prof.source, "date": prof.date},

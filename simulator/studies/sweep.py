@@ -11,8 +11,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from simulator.layouts.buckets import parse_layout
-from simulator.config.sweep import DistributionSpec, SweepScenario
-from simulator.layouts.distribution import BatchDistribution, from_csv, from_histogram, from_samples, uniform
+from simulator.config.sweep import NamedDistribution, SweepScenario
+from simulator.layouts.distribution import BatchDistribution
 from simulator.model.models import load_model
 from simulator.report.html import table_html, write_csv, write_html, write_json
 from simulator.sweep.grid import Point, point_for, run_points
@@ -20,16 +20,8 @@ from simulator.sweep.grid import Point, point_for, run_points
 MiB = 1 << 20
 
 
-def build_distribution(d: DistributionSpec) -> BatchDistribution:
-    if d.histogram is not None:
-        dist = from_histogram(d.histogram, d.name)
-    elif d.samples is not None:
-        dist = from_samples(d.samples, d.name)
-    elif d.csv is not None:
-        dist = from_csv(d.csv)
-    else:
-        dist = uniform(*d.uniform)
-    return BatchDistribution(dist.sizes, dist.weights, d.name)
+def build_distribution(d: NamedDistribution) -> BatchDistribution:
+    return d.build(d.name)
 
 
 def build_points(sc: SweepScenario) -> list[Point]:

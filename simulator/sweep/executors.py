@@ -11,8 +11,9 @@ from contextlib import contextmanager
 from typing import Callable
 
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 
-EXECUTORS = ("local", "ray")
+EXECUTORS = V.values(V.Executor)
 
 
 class ExecutorError(UserError):

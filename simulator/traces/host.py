@@ -27,10 +27,11 @@ from __future__ import annotations
 import bisect
 
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 from simulator.model.kernels import LaunchPath, Op, OpClass
 from simulator.traces.classify import EAGER_PATH
 
-POLICIES = ("calibrated", "trace", "deflate")
+POLICIES = V.values(V.HostTime)
 US = 1e-6
 _CALL_PRIORITY = (OpClass.ATTENTION, OpClass.GEMM, OpClass.EMBEDDING, OpClass.SAMPLING)
 OVERHEAD_FIELD = "host.profiler_overhead.factor"

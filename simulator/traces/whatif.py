@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from simulator.model.costs import CostModel
 from simulator.common.errors import UserError
+from simulator.common import vocab as V
 from simulator.model.kernels import LaunchPath, Op, OpClass, Step
 from simulator.traces.classify import EAGER_PATH
 from simulator.traces.fusion import fuse, summary
@@ -33,7 +34,7 @@ from simulator.traces.host import charge, charge_tail, deflate_factor, describe,
 from simulator.model.workload_file import KernelEntry, Workload
 
 US = 1e-6
-WORKLOAD_FUSIONS = ("none", "compiled")
+WORKLOAD_FUSIONS = V.values(V.WORKLOAD_FUSIONS)
 _ESIZE = {"c10::bfloat16": 2, "c10::half": 2, "float": 4, "double": 8, "long int": 8, "long": 8, "int": 4,
           "short int": 2, "bool": 1, "unsigned char": 1, "signed char": 1, "c10::float8_e4m3fn": 1}
 _INDEXED_WRITES = ("index_copy", "index_put", "scatter", "slice_scatter", "select_scatter", "index_add")

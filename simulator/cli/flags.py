@@ -1,0 +1,42 @@
+"""Flags through the scenario models: a command fills the same pydantic model its YAML kind uses (simulator/config)
+from its flags and validates and resolves it there (`parse_scenario` + `check_references`), so a flag and the
+YAML field it stands for are checked by one rule. An error on a field a flag filled is one line naming the flag
+and the field path: `--batch (field 'batch[0]'): Input should be greater than 0`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from simulator.common.errors import UserError
+
+_FIELD = re.compile(r"field '([^']*)': ")
+
+
+def _flag_for(path: str, flags: dict[str, str], given: dict[str, object]) -> str | None:
+    for fld, flag in flags.items():
+        if given.get(fld) is not None and (path == fld or path.startswith(fld + "[") or path.startswith(fld + ".")):
+            return flag
+    return None
+
+
+def scenario_from_flags(kind: type, data: dict, flags: dict[str, str], given: dict[str, object],
+                        where: str = "command line", check: bool = True):
+    """Validate `data` as a scenario of model `kind` (and, with `check`, everything it names, as a scenario file's
+    are: config/refs.py); `flags` maps a field path to the flag that fills it, `given` the flags' values as typed
+    (None: not given, so the error stays the scenario's)."""
+    from simulator.config.base import validate_model
+    from simulator.config.refs import check_references
+
+    try:
+        sc = validate_model(kind, data, where)
+        if check:
+            check_references(sc, where)
+        return sc
+    except UserError as e:
+        msg = str(e)
+        m = _FIELD.search(msg)
+        flag = _flag_for(m.group(1), flags, given) if m else None
+        if flag is None:
+            raise
+        raise UserError(f"{flag} (field '{m.group(1)}'): {msg[m.end():]}") from None
