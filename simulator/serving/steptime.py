@@ -46,7 +46,7 @@ CTX_BUCKET = 256
 
 # Engine results shared by every StepTimer of the process with the same profile, model, fusion and engine
 # (a capacity study's configurations differ in graph mode and layout but reuse many step shapes). Entries are
-# keyed by the full plan (mode, rows, prefill chunks, chunk length, context), so sharing is exact.
+# keyed by (plan mode, StepShape as the GPU runs it, padding rows included), so sharing is exact.
 _SHARED: dict[tuple, dict] = {}
 
 
