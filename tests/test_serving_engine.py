@@ -242,6 +242,40 @@ def test_merged_steps_equal_one_event_per_step():
     assert a.batch_log == b.batch_log
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_merged_runs_equal_step_by_step_on_random_traffic(data):
+    """The skip path (a run of identical decode steps advanced as one iteration) against one iteration per
+    step, on random traffic, limits, pool sizes and windows: the same requests' first tokens and finishes, the
+    same batch log and metrics (times to float summation order: k * dt against k additions of dt)."""
+    n = data.draw(st.integers(1, 40))
+    span = data.draw(st.floats(0.01, 2.0))
+    times = sorted(data.draw(st.lists(st.floats(0, span), min_size=n, max_size=n)))
+    P = data.draw(st.lists(st.integers(1, 400), min_size=n, max_size=n))
+    O = data.draw(st.lists(st.integers(1, 300), min_size=n, max_size=n))
+    limits = dict(max_num_seqs=data.draw(st.integers(1, 32)), max_num_batched_tokens=data.draw(st.integers(32, 512)),
+                  chunked_prefill=data.draw(st.booleans()), ctx_bucket=data.draw(st.sampled_from([16, 64, 256])))
+    blocks = data.draw(st.integers(30, 400))
+    frac = data.draw(st.sampled_from([0.0, 0.1, 0.5]))
+
+    def go(merge):
+        cfg = ServeConfig(MODEL, PROFILE, graph="none", warmup_frac=frac, merge_steps=merge, **limits)
+        wl = Workload(np.asarray(times, float), np.asarray(P), np.asarray(O), "t", 1.0)
+        return simulate_serving(cfg, wl, span, Prepared(FakeTimer(), KVCapacity(blocks, 16, 0.0, 0.0, 0.0, 0)))
+
+    a, b = go(True), go(False)
+    assert a.events <= b.events
+    assert a.batch_log == b.batch_log
+    assert a.simulated_s == pytest.approx(b.simulated_s, rel=1e-9)
+    for k, v in b.metrics.items():
+        if isinstance(v, float):
+            assert a.metrics[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+        else:
+            assert a.metrics[k] == v, k
+    for k in ("ttft_s", "tpot_ms"):
+        np.testing.assert_allclose(a.samples[k], b.samples[k], rtol=1e-9, atol=1e-12)
+
+
 # -- paged blocks -------------------------------------------------------------------------------------------
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(-300, 3000), max_size=30), st.integers(1, 4000), st.integers(1, 70),

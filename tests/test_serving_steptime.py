@@ -11,6 +11,7 @@ from simulator.engine.predict import simulate
 from simulator.model.profile import load_profile
 from simulator.serving.steptime import C_GRID, D_GRID, L_GRID, StepTimer, bracket
 from simulator.model.workload import StepShape, build_step
+from simulator.engine.stepcost import routed_step, step_time
 
 COSTS = CostModel(load_profile("datasheet-h200"))
 QWEN = load_model("qwen3-0.6b")
@@ -31,7 +32,7 @@ def test_layer_extrapolation_equals_the_full_depth_engine(name, fusion, mode, d,
     if mode == "full" and p:
         mode = "none"  # a full graph replays decode-only steps
     shape = StepShape(d, ctx, p, L if p else 0)
-    t = StepTimer(m, COSTS, fusion, mode, [1])
+    t = StepTimer(m, COSTS, fusion, mode, [1], layer_extrapolation=True)
     c = t._run(("test",), shape, mode, shape.tokens, shape.tokens)
     ref = full_depth(m, shape, fusion, mode)
     assert c.step_s == pytest.approx(ref.step_s, rel=1e-9)
@@ -43,8 +44,9 @@ def test_decode_pads_to_the_layout_and_runs_eager_above_it():
     t = StepTimer(QWEN, COSTS, "fused", "full_and_piecewise", [1, 2, 4, 8])
     c = t.decode(3, 1000)
     assert (c.mode, c.rows, c.padded) == ("full", 3, 4)
-    # padding rows attend to nothing: the padded step runs at context 1024 * 3 / 4
-    assert c.step_s == pytest.approx(full_depth(QWEN, StepShape(4, 768), "fused", "full").step_s, rel=1e-9)
+    # one padding row: it runs the token-wise kernels but attends to nothing (routing.padded_shape)
+    assert c.step_s == pytest.approx(full_depth(QWEN, StepShape(3, 1024, padding=1), "fused", "full").step_s,
+                                     rel=1e-9)
     big = t.decode(9, 1000)
     assert (big.mode, big.padded) == ("none", 9)
     assert big.step_s == pytest.approx(full_depth(QWEN, StepShape(9, 1024), "fused", "none").step_s, rel=1e-9)
@@ -82,3 +84,50 @@ def test_bracket():
     assert bracket(8, [0, 4, 8]) == (8, 8, 0.0)
     assert bracket(99, [0, 4, 8]) == (8, 8, 0.0)
     assert bracket(-1, [0, 4, 8]) == (0, 0, 0.0)
+
+
+def test_padded_step_hand_computed():
+    """3 sequences at context 1024 padded to 4 under a full graph: every token-wise kernel runs 4 rows, the
+    attention reads the 3 real rows' KV only, so the (GPU-bound) replay costs the 4-row step less, per layer,
+    the attention kernel's time at 4 rows minus its time at 3 rows. Serving charges exactly stepcost's step."""
+    padded, four, three = (build_step(QWEN, s, "fused") for s in
+                           (StepShape(3, 1024, padding=1), StepShape(4, 1024), StepShape(3, 1024)))
+    attn = lambda st: [op for op in st.ops if op.name == "attention"]
+    assert attn(padded) == attn(three) and attn(padded) != attn(four)
+    gemm_m = lambda st: [op.dim("m") for op in st.ops if op.name == "qkv_proj"]
+    assert gemm_m(padded) == gemm_m(four) == [4] * QWEN.num_hidden_layers
+    a3, a4 = COSTS.gpu_s(attn(three)[0]), COSTS.gpu_s(attn(four)[0])
+    assert a3 < a4
+    r_pad = step_time(QWEN, COSTS, "fused", "full", StepShape(3, 1024, padding=1))
+    r_four = step_time(QWEN, COSTS, "fused", "full", StepShape(4, 1024))
+    assert r_pad.bound == r_four.bound == "gpu"
+    assert r_four.gpu_busy_s - r_pad.gpu_busy_s == pytest.approx(QWEN.num_hidden_layers * (a4 - a3), rel=1e-9)
+    assert r_four.step_s - r_pad.step_s == pytest.approx(QWEN.num_hidden_layers * (a4 - a3), rel=1e-9)
+    t = StepTimer(QWEN, COSTS, "fused", "full_and_piecewise", [1, 2, 4, 8])
+    assert t.decode(3, 1000).step_s == r_pad.step_s  # bit for bit
+    want = routed_step(QWEN, COSTS, "fused", "full_and_piecewise", [1, 2, 4, 8], StepShape(3, 1024))
+    assert t.decode(3, 1024).step_s == want.step_s
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["qwen3-0.6b", "llama3-8b"]), st.sampled_from(["none", "compiled", "fused"]),
+       st.sampled_from(["none", "full", "full_decode_only", "piecewise", "full_and_piecewise"]),
+       st.sampled_from([[1, 2, 4, 8], [1, 16, 48], [8, 64, 200]]), st.integers(1, 260), st.integers(1, 3000),
+       st.booleans())
+def test_serving_step_equals_stepcost(name, fusion, graph, sizes, n, ctx, extrapolate):
+    """Serving's decode step of n sequences at mean context ctx == stepcost.routed_step of the same step (the
+    context bucketed up to 256 tokens, serving's one approximation); its mixed step on a grid point too."""
+    m = load_model(name)
+    t = StepTimer(m, COSTS, fusion, graph, sizes, layer_extrapolation=extrapolate)
+    cb = min(-(-ctx // 256) * 256, m.max_position_embeddings - 1)
+    want = routed_step(m, COSTS, fusion, graph, sizes, StepShape(n, cb))
+    got = t.decode(n, ctx)
+    same = (lambda x: pytest.approx(x, rel=1e-9)) if extrapolate else (lambda x: x)  # full depth: bit for bit
+    assert got.step_s == same(want.step_s)
+    assert got.gpu_busy_s == same(want.result.gpu_busy_s)
+    assert (got.mode, got.rows, got.padded) == (want.route.mode, n, want.route.executed)
+    d, L, c = D_GRID[n % 9], L_GRID[n % 7], C_GRID[ctx % 6]
+    want = routed_step(m, COSTS, fusion, graph, sizes, StepShape(d, c, 1, L))
+    got = t.mixed(d, 1, L, c)
+    assert got.step_s == same(want.step_s)
+    assert (got.mode, got.padded) == (want.route.mode, want.route.executed)

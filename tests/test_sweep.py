@@ -54,9 +54,12 @@ def direct_ms(batch, graph, fusion="fused", shape=None):
 
 def test_point_against_direct_simulation():
     r = evaluate_point(pt())
-    # batch 3 pads to 4, batch 8 is captured: half the steps each; DES reference engine
-    assert r["expected_step_ms"] == pytest.approx((direct_ms(4, "full") + direct_ms(8, "full")) / 2, rel=1e-9)
-    assert r["padding_cost_ms"] == pytest.approx((direct_ms(4, "full") - direct_ms(3, "full")) / 2, rel=1e-9)
+    # batch 3 pads to 4 (one padding row, attending to nothing), batch 8 is captured: half the steps each;
+    # DES reference engine
+    p4 = direct_ms(0, "full", shape=StepShape(3, 1024, padding=1))
+    assert direct_ms(3, "full") < p4 < direct_ms(4, "full")
+    assert r["expected_step_ms"] == pytest.approx((p4 + direct_ms(8, "full")) / 2, rel=1e-9)
+    assert r["padding_cost_ms"] == pytest.approx((p4 - direct_ms(3, "full")) / 2, rel=1e-9)
     assert r["graph_none_step_ms"] == pytest.approx((direct_ms(3, "none") + direct_ms(8, "none")) / 2, rel=1e-9)
     assert r["eager_step_ms"] == pytest.approx((direct_ms(3, "none", "none") + direct_ms(8, "none", "none")) / 2,
                                                rel=1e-9)
@@ -65,10 +68,11 @@ def test_point_against_direct_simulation():
 
 
 def test_point_mixed_and_overflow():
-    # mixed step: 3 decode + 1 x 4 prefill = 7 tokens -> pads to 8 (one dummy decode row), piecewise
+    # mixed step: 3 decode + 1 x 4 prefill = 7 tokens -> pads to 8 (one padding row), piecewise
     r = evaluate_point(pt(graph="full_and_piecewise", hist=((3, 1.0),), mixed=(0.5, 1, 4)))
-    mixed_ms = direct_ms(0, "full_and_piecewise", shape=StepShape(4, 1024, 1, 4))
-    assert r["expected_step_ms"] == pytest.approx(0.5 * direct_ms(4, "full") + 0.5 * mixed_ms, rel=1e-9)
+    mixed_ms = direct_ms(0, "full_and_piecewise", shape=StepShape(3, 1024, 1, 4, padding=1))
+    p4 = direct_ms(0, "full", shape=StepShape(3, 1024, padding=1))
+    assert r["expected_step_ms"] == pytest.approx(0.5 * p4 + 0.5 * mixed_ms, rel=1e-9)
     assert r["waste"] == pytest.approx(1 / 6)  # (0.5 x 1 + 0.5 x 1) / (0.5 x 4 + 0.5 x 8)
     big = evaluate_point(pt(hist=((20, 1.0),)))  # above the largest size: eager, no padding
     assert big["overflow_frac"] == 1 and big["waste"] == 0

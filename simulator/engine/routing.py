@@ -5,8 +5,8 @@ layout of captured sizes and the step's rows (sequences of a decode-only step; d
 a mixed step) and returns a `Route`: the captured size the step pads to and the *plan mode* it then runs in,
 `full` (one graph replay), `piecewise` (graph pieces with attention eager between them) or `none` (eager).
 `plan_mode(graph, pure_decode)` is the same rule without a layout (every size captured: no padding, no limit).
-`padded_shape(shape, route)` is the step the GPU runs: the padding rows are dummy decode rows at the step's
-context. Every caller (predict, the sweep, the optimizer, serving, `plan.build_plan`) asks here.
+`padded_shape(shape, route)` is the step the GPU runs: the padding rows run every token-wise kernel but attend
+to nothing (seq_len 0, as vLLM's padded slots). Every caller (predict, the sweep, the optimizer, serving, `plan.build_plan`) asks here.
 
 Graph modes (configured) -> plan mode of a step, for a step whose rows fit the largest captured size:
 
@@ -111,6 +111,7 @@ def route_shape(graph: str, sizes: Sequence[int] | None, shape) -> Route:
 
 
 def padded_shape(shape, r: Route):
-    """The step the GPU runs: `r.padding` dummy decode rows added at the step's context (the sweep's, predict's
-    and the optimizer's rule; serving's StepTimer runs its dummy rows at no context, see serving/steptime.py)."""
-    return replace(shape, decode_seqs=shape.decode_seqs + r.padding) if r.padding else shape
+    """The step the GPU runs: `r.padding` padding rows (`StepShape.padding`) that run every token-wise kernel
+    but attend to nothing (vLLM gives padded slots seq_len 0). The one rule of predict, the sweep, the optimizer
+    and serving."""
+    return replace(shape, padding=shape.padding + r.padding) if r.padding else shape

@@ -10,7 +10,7 @@
 - `routed_step(model, profile, fusion, graph, sizes, shape)`: `routing.route_shape` then `step_time` of the
   padded shape (`routing.padded_shape`) in the routed plan mode: what a step costs under a graph mode and a
   capture layout. Predict (`predict.predict(sizes=...)`), the sweep, the optimizer and serving all read their
-  step times here (serving through `step_time`, with its own padded-row context rule).
+  step times here (serving through `step_time` of the same `routing.padded_shape`).
 """
 
 from __future__ import annotations

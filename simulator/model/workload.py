@@ -35,19 +35,31 @@ class WorkloadError(UserError):
 @dataclass(frozen=True)
 class StepShape:
     """Who is in the step: `decode_seqs` sequences each adding one token at context `ctx`, plus
-    optionally `prefill_seqs` sequences each adding `prefill_len` tokens (a mixed batch)."""
+    optionally `prefill_seqs` sequences each adding `prefill_len` tokens (a mixed batch), plus `padding`
+    dummy rows up to a captured graph's size (`routing.padded_shape`). Padding rows run every token-wise
+    kernel (GEMMs, norms, elementwise, KV write, lm_head) but attend to nothing: vLLM gives a padded slot
+    seq_len 0 and an empty query (`seq_lens[num_reqs:].fill(0)`, `query_start_loc` padded flat in
+    gpu_model_runner._prepare_inputs), so the attention kernel reads the real rows' KV only."""
 
     decode_seqs: int
     ctx: int
     prefill_seqs: int = 0
     prefill_len: int = 0
+    padding: int = 0
 
     @property
     def tokens(self) -> int:
+        """Rows the token-wise kernels run: real tokens + padding rows."""
+        return self.decode_seqs + self.prefill_seqs * self.prefill_len + self.padding
+
+    @property
+    def attn_tokens(self) -> int:
+        """Query rows the attention kernel runs (padding rows excluded)."""
         return self.decode_seqs + self.prefill_seqs * self.prefill_len
 
     @property
     def seqs(self) -> int:
+        """Real sequences (padding rows excluded)."""
         return self.decode_seqs + self.prefill_seqs
 
     @property
@@ -130,10 +142,10 @@ class _Builder:
         kv_len_pref = s.ctx + s.prefill_len
         flops = 4.0 * H * hd * (s.decode_seqs * keys + s.prefill_seqs * s.prefill_len * (s.ctx + s.prefill_len / 2))
         kv_read = 2 * KV * hd * e * (s.decode_seqs * keys + s.prefill_seqs * kv_len_pref)
-        qo = 2 * s.tokens * H * hd * e
+        qo = 2 * s.attn_tokens * H * hd * e  # padding rows attend to nothing (StepShape)
         self.add(
             "attention", OpClass.ATTENTION, path, flops, kv_read + qo,
-            batch=s.seqs, q_len=max(1, s.tokens // max(1, s.seqs)), ctx=keys,
+            batch=s.seqs, q_len=max(1, s.attn_tokens // max(1, s.seqs)), ctx=keys,
             heads=H, kv_heads=KV, head_dim=hd,
         )
 
@@ -162,7 +174,7 @@ def _layer_eager(b: _Builder, packed: bool) -> None:
     b.view("cache.slice", 2)
     b.attention(P.EAGER_ATTENTION)
     b.view("attn.transpose", 1)
-    if b.s.tokens == b.s.seqs:  # one query per sequence: the transposed output is already contiguous
+    if b.s.attn_tokens == b.s.seqs:  # one query per sequence: the transposed output is already contiguous
         b.view("attn.contiguous", 1)
     else:
         b.copy("attn.contiguous", T * q, e, e)
@@ -237,7 +249,7 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
     """The ordered host ops of one forward step of `model` over `shape` at fusion level `fusion`."""
     if fusion not in FUSION_LEVELS:
         raise WorkloadError(f"unknown fusion level '{fusion}': use one of {', '.join(FUSION_LEVELS)}")
-    if shape.decode_seqs < 0 or shape.prefill_seqs < 0 or shape.seqs <= 0:
+    if shape.decode_seqs < 0 or shape.prefill_seqs < 0 or shape.padding < 0 or shape.seqs <= 0:
         raise WorkloadError(f"batch must be a positive integer, got {shape.seqs}")
     if shape.ctx <= 0 and shape.prefill_seqs == 0:
         raise WorkloadError(f"context must be a positive integer, got {shape.ctx}")
@@ -272,7 +284,7 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
             _layer_compiled(b)
         else:
             _layer_fused(b)
-    last = shape.seqs  # logits only for each sequence's last token
+    last = shape.seqs + shape.padding  # logits for each sequence's last token (and each padding row)
     if eager:
         b.rmsnorm_eager("final_norm", T, H)
         b.gemm("lm_head", last, model.vocab_size, H)

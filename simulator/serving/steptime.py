@@ -1,19 +1,17 @@
 """Step times for the serving model, from the step engine, memoised.
 
-Layer extrapolation: a step's layers are identical, and the engine's figures (step time, CPU and GPU busy
-time, gaps) grow by the same amount per layer once the first layer has run, so each step is simulated with
-2 and 3 layers and extrapolated linearly to the model's depth: step(L) = step(2) + (L - 2) * (step(3) - step(2)).
-This matches the full-depth engine to 1e-13 relative on every preset, fusion level and graph mode checked
-(tests/test_serving_steptime.py) at about a seventh of the cost; `layer_extrapolation=False` runs full depth.
+Depth: each step is `stepcost.step_time` of the full model (its plan built by layer tiling, bitwise the full
+build), so serving's step is stepcost's bit for bit. `layer_extrapolation=True` instead simulates 2 and 3 layers
+and extrapolates linearly, step(L) = step(2) + (L - 2) * (step(3) - step(2)) (equal to 1e-13 relative on every
+preset, fusion level and graph mode checked, tests/test_serving_steptime.py); since plans are tiled it is no
+cheaper (1.6 ms against 1.3 ms per qwen3-0.6b step), so it is off by default.
 
 Which plan a step runs and at which padded size is `routing.route` (the table is in routing.py and the README):
 decode-only steps route by their n sequences, mixed steps by their T = decode rows + prefill tokens; above the
-largest captured size a step runs eager at its own size.
-- decode-only step: the pad(n) - n padding rows run the GEMMs and elementwise kernels but attend to no context
-  (as an engine's dummy rows with zero sequence length): the padded step runs at mean context ctx * n / pad(n),
-  which keeps the attention's KV reads those of the n real rows.
-- mixed step: a piecewise replay runs with the token count padded to pad(T), the padding counted as prefill
-  tokens of the step's chunks.
+largest captured size a step runs eager at its own size. The padded step is `routing.padded_shape`, the rule
+predict, the sweep and the optimizer use: the padding rows run every token-wise kernel (GEMMs, norms,
+elementwise, lm_head) but attend to nothing, as vLLM's padded slots (seq_len 0), so a decode step of n sequences
+at context c costs exactly `stepcost.routed_step(..., StepShape(n, c))` (tests/test_serving_steptime.py).
 Engine results come from `stepcost.step_time` (one memo per process, keyed by the profile digest).
 Engine host work (`scheduling` sync or async, simulator/engine/steploop.py): each step's forward figures are turned
 into the engine loop's steady-state step time by `steploop.steady_step_s` with the engine's costs at the step's
@@ -21,13 +19,14 @@ sequence count (decode rows, or decode rows + prefill chunks); `none` keeps the 
 Buckets of the memo key (stated here because they are approximations):
 - context: the mean context of the step's sequences, rounded UP to a multiple of `ctx_bucket` (256 tokens),
   clamped to the model's position limit; a step's sequences all run at that context;
-- mixed steps: the prefill chunks are modelled as `p` equal chunks of the mean length L (padding tokens of a
-  piecewise replay counted in L), every sequence at the step's mean context; the step time is interpolated
+- mixed steps: the prefill chunks are modelled as `p` equal chunks of the mean length L, every sequence at the
+  step's mean context; each grid point runs with its own padding rows (those of its d + p * L tokens under the
+  layout), so a step on a grid point is exactly `routed_step`'s and padding is interpolated between grid
+  points like the rest of the step; the step time is interpolated
   trilinearly in (decode rows d, L, context) between points of three grids: d in 0, 1, 2, 4, 8, 12, 16, 24,
   32, 48 ... (x1.5 / x1.33 steps), L in 16, 32, 48, 64 then four points per octave (multiples of 16), and
   context in 0, 256, 512, 1024, 1536, 2048, 3072, 4096, ...  (interpolation overestimates the exact engine by 0.3% on average, at most 5%, on random shapes checked).
-Keys: decode (plan mode, padded batch, context bucket scaled by n / padded); mixed (plan mode, d grid point, p,
-L grid point, context grid point).
+Keys: (plan mode, StepShape as the GPU runs it, padding included).
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from typing import NamedTuple
 from simulator.model.costs import CostModel
 from simulator.model.models import ModelSpec
 from simulator.engine.predict import simulate
-from simulator.engine.routing import check_mode, route
+from simulator.engine.routing import check_mode, padded_shape, route
 from simulator.engine.stepcost import resolve, step_time
 from simulator.model.workload import StepShape, build_step
 
@@ -47,7 +46,7 @@ CTX_BUCKET = 256
 
 # Engine results shared by every StepTimer of the process with the same profile, model, fusion and engine
 # (a capacity study's configurations differ in graph mode and layout but reuse many step shapes). Entries are
-# keyed by the full plan (mode, rows, prefill chunks, chunk length, context), so sharing is exact.
+# keyed by (plan mode, StepShape as the GPU runs it, padding rows included), so sharing is exact.
 _SHARED: dict[tuple, dict] = {}
 
 
@@ -72,7 +71,7 @@ class StepCost(NamedTuple):
 
 class StepTimer:
     def __init__(self, model: ModelSpec, costs: CostModel, fusion: str, graph: str, sizes: list[int],
-                 ctx_bucket: int = CTX_BUCKET, engine: str = "fast", layer_extrapolation: bool = True,
+                 ctx_bucket: int = CTX_BUCKET, engine: str = "fast", layer_extrapolation: bool = False,
                  scheduling: str = "none", sampling: str = "greedy"):
         self.model, self.costs, self.fusion, self.graph = model, costs, fusion, check_mode(graph)
         self.scheduling, self.sampling = scheduling, sampling
@@ -89,6 +88,8 @@ class StepTimer:
         self._cells: dict[tuple, tuple] = {}  # mixed-step grid cell -> its 8 corners' figures
         self._brackets_d: dict[int, tuple] = {}
         self._brackets_c: dict[int, tuple] = {}
+        self._brackets_l: dict[tuple[int, int], tuple] = {}
+        self._mroutes: dict[int, tuple[str, int]] = {}  # mixed step's tokens -> (plan mode, padded size)
         self.misses = 0
 
     def ctx_of(self, ctx: int) -> int:
@@ -129,13 +130,12 @@ class StepTimer:
             return c
         cb = min(k[1] * b, self.max_pos - 1)
         r = route(self.graph, self.sizes, n)
-        mode, rows, cx = r.mode, r.executed, cb
-        if r.padding:
-            cx = -(-cb * n // rows)  # padding rows run the GEMMs but attend to no context
-        key = (mode, rows, 0, 0, cx)
+        mode, rows = r.mode, r.executed
+        shape = padded_shape(StepShape(n, cb), r)  # padding rows attend to nothing (routing.padded_shape)
+        key = (mode, shape)
         c = self._cache.get(key)
         if c is None:
-            c = self._run(key, StepShape(rows, cx), mode, n, rows)
+            c = self._run(key, shape, mode, n, rows)
         if c.rows != n:
             c = c._replace(rows=n, padded=rows)
         c = self._with_engine(c, n)
@@ -156,24 +156,32 @@ class StepTimer:
         return c._replace(step_s=step, cpu_bound=host >= c.gpu_busy_s + c.gpu_gap_s + ec.gpu_s)
 
     def _mixed_at(self, mode: str, d: int, p: int, L: int, cb: int) -> StepCost:
+        """A grid point of the mixed-step interpolation, run in plan mode `mode` with its own padding rows."""
         L = min(L, self.max_pos - 1)  # grid points past the model's position limit are clamped to it
         cb = max(0, min(cb, self.max_pos - L - 1))
-        key = (mode, d, p, L, cb)
+        pad = 0
+        if mode != "none":
+            pad = route(self.graph, self.sizes, d + p * L, pure_decode=False).padding
+        shape = StepShape(d, cb, p, L, pad)
+        key = (mode, shape)
         c = self._cache.get(key)
         if c is None:
-            c = self._run(key, StepShape(d, cb, p, L), mode, d + p * L, d + p * L)
+            c = self._run(key, shape, mode, d + p * L, shape.tokens)
         return c
 
     def mixed(self, d: int, p: int, prefill_tokens: int, ctx: int) -> StepCost:
         """A step with `d` decode rows and `p` prefill chunks holding `prefill_tokens` tokens in all, at mean
         context `ctx` (exact: mixed steps interpolate in the context instead of bucketing it)."""
         T = d + prefill_tokens
-        r = route(self.graph, self.sizes, T, pure_decode=False)
-        mode, padded = r.mode, r.executed
-        L = (padded - d) / p  # padding rows counted as prefill tokens
-        bd, bc = self._brackets_d, self._brackets_c
+        rt = self._mroutes.get(T)
+        if rt is None:
+            r = route(self.graph, self.sizes, T, pure_decode=False)
+            rt = self._mroutes[T] = (r.mode, r.executed)
+        mode, padded = rt
+        bd, bc, bl = self._brackets_d, self._brackets_c, self._brackets_l
         d0, d1, wd = bd.get(d) or bd.setdefault(d, bracket(d, D_GRID))
-        l0, l1, wl = bracket(L, L_GRID)
+        lk = (prefill_tokens, p)
+        l0, l1, wl = bl.get(lk) or bl.setdefault(lk, bracket(prefill_tokens / p, L_GRID))
         c0, c1, wc = bc.get(ctx) or bc.setdefault(ctx, bracket(ctx, C_GRID))
         cell = (mode, p, d0, d1, l0, l1, c0, c1)
         v = self._cells.get(cell)

@@ -2,9 +2,13 @@
 layout, the presets under the same constraints, Pareto frontiers, and the report (`launchsim optimize`,
 scenario kind `buckets`).
 
-Step-time objective: a step of batch b padded to size s costs the simulated step time at batch s under
-the graph mode; above the largest size it runs eagerly (graph none). Both come from `stepcost.routed_step`
-(routing.py decides the mode and size, stepcost.py the memoised fast-engine time, decode at `ctx`).
+Step-time objective: a step of batch b padded to size s costs the simulated step of b sequences and s - b
+padding rows (which run the token-wise kernels but attend to nothing, `routing.padded_shape`) under the graph
+mode; above the largest size it runs eagerly (graph none). Both come from `stepcost.routed_step` (routing.py
+decides the mode and size, stepcost.py the memoised fast-engine time, decode at `ctx`). The DP takes it as
+alpha(s) + beta(b): alpha(s) = one sequence padded to s, beta(b) = b sequences over one, padded to the largest
+candidate; exact (to 1e-14) where the step's time adds up over its kernels (GPU-bound replays: full graphs),
+within 0.2% where host-bound piecewise pieces leave bubbles; `metrics` reports the routed steps themselves.
 Padded-rows objective: padded rows per step; the largest size is fixed at max_size.
 Memory and capture time come from GraphMemoryModel (shared pool captured largest-first, or private).
 """
@@ -73,8 +77,13 @@ class Setup:
                            decode(int(b), self.inp.ctx)).step_s
 
     def graph_s(self, s: int) -> float:
-        """A step padded to captured size s (the DP's alpha)."""
-        return self.step_s(s, (int(s),))
+        """The DP's alpha: a step of one sequence padded to captured size s (its padding rows attend to nothing,
+        so a padded step's cost also depends on its real batch: `real_s`)."""
+        return self.step_s(1, (int(s),))
+
+    def real_s(self, b: int, top: int) -> float:
+        """The DP's beta: what b real rows cost over one real row, in a step padded to `top` (>= b)."""
+        return self.step_s(b, (top,)) - self.step_s(1, (top,))
 
     def eager_s(self, b: int) -> float:
         """A step of batch b above the largest captured size (the DP's eager term)."""
@@ -137,8 +146,10 @@ def build_problem(st: Setup, budget: float | None, max_graphs: int | None = None
         chk = inc = np.array([gm.pool_bytes(int(s)) for s in sizes])
         static = static + gm.constants.capture_workspace_bytes
     if inp.objective == "step-time":
+        top = int(sizes[-1])
         alpha = np.array([st.graph_s(int(s)) for s in sizes])
-        beta, eager = np.zeros(b.size), np.array([st.eager_s(int(x)) for x in b])
+        beta = np.array([st.real_s(int(x), top) if x <= top else 0.0 for x in b])
+        eager = np.array([st.eager_s(int(x)) for x in b])
         final_ok = sizes == sizes[-1] if inp.cover_max_size else None
     else:
         alpha, beta, eager = sizes.astype(float), -b.astype(float), np.zeros(b.size)
