@@ -6,11 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-# launchsim uses no pydantic plugins: without this every process scans all installed packages' entry points for
-# them (importlib.metadata, ~40 ms) the first time a pydantic model is built; a user's own setting wins
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-
-import typer  # noqa: E402
+import typer
 
 from simulator.common.errors import Interrupted, UserError
 
