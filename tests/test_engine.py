@@ -151,3 +151,21 @@ def test_saturated_blocks_bitwise_equal_block_loop(n, q, host_us, gpu_us, burst,
     des = simulate_des(p)
     np.testing.assert_allclose(des.gpu_end, fast.gpu_end, rtol=0, atol=1e-9 * des.gpu_end[-1])
     np.testing.assert_allclose(des.submit, fast.submit, rtol=0, atol=1e-9 * des.gpu_end[-1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(plans, st.integers(1, 6), st.integers(0, 2**32 - 1))
+def test_step_times_bitwise_equal_one_replicate_at_a_time(args, reps, seed):
+    """fastpath.step_times (host-noise replicates as rows of one pass) is bitwise the step time of simulate_fast on
+    each replicate alone, rows whose queue binds included."""
+    from simulator.engine.fastpath import step_times
+    from simulator.engine.timeline import step_s
+
+    host, counts, q, gap, rnd = args
+    nk = sum(counts)
+    p = make_plan(host, [rnd.uniform(0, 20) for _ in range(nk)], gap_us=[rnd.uniform(0, gap) for _ in range(nk)],
+                  counts=counts, queue_depth=q)
+    hosts = p.host_s * np.random.default_rng(seed).uniform(0.2, 3.0, (reps, p.launches))
+    got = step_times(p, hosts)
+    want = [step_s(simulate_fast(p.with_host(h))) for h in hosts]
+    assert got.tolist() == want

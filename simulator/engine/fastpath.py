@@ -141,6 +141,43 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
     return Timeline(plan, submit, stall, end - gpu, end, wait)
 
 
+def step_times(plan: LaunchPlan, hosts: np.ndarray) -> np.ndarray:
+    """Step time of `plan` under each row of `hosts` (host times of replicates): bitwise
+    `step_s(simulate_fast(plan.with_host(row)))` for every row. The rows go through `simulate_fast`'s first
+    unconstrained pass together (the same operations along each row) where that pass covers the whole plan; a row
+    where the queue would bind, and any plan the pass does not cover in one window, run alone."""
+    from simulator.engine.timeline import step_s
+
+    hosts = np.asarray(hosts, dtype=float)
+    n_r, n_l = hosts.shape
+    Q = plan.queue_depth
+    out = np.empty(n_r)
+    alone = np.ones(n_r, dtype=bool)
+    if n_l and plan.wait_kernel is None and n_l <= 8 * Q:  # simulate_fast's first window is the whole plan
+        counts, gpu = plan.kernels_per_launch, plan.gpu_s
+        c = plan.gap_s + gpu
+        C = np.cumsum(c)
+        D = C - c
+        single = c.size == n_l
+        sub = np.cumsum(hosts, axis=1)
+        np.add(sub, 0.0 - 0.0, out=sub)  # run_block(0, n, None, 0.0, 0.0)
+        e = np.subtract(sub if single else np.repeat(sub, counts, axis=1), D)
+        np.maximum.accumulate(e, axis=1, out=e)
+        np.maximum(e, 0.0 - D[0], out=e)
+        np.add(C, e, out=e)
+        alone[:] = False
+        if Q < n_l:  # the stall check: leave times of launches j - Q against the host-only chain
+            last_k = np.arange(n_l) if single else np.cumsum(counts) - 1
+            lk = last_k[:n_l - Q]
+            alone = (e[:, lk] - gpu[lk] > sub[:, Q - 1:n_l - 1] + hosts[:, Q:n_l]).any(axis=1)
+        tail = plan.host_tail_s
+        for r in np.flatnonzero(~alone):
+            out[r] = max(float(sub[r, -1]) + tail, float(e[r, -1]))
+    for r in np.flatnonzero(alone):
+        out[r] = step_s(simulate_fast(plan.with_host(hosts[r])))
+    return out
+
+
 class _Same:
     """x[j] == j: the launch -> kernel index maps when every launch is one kernel."""
 
