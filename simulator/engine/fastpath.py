@@ -198,15 +198,18 @@ def _blocked_single(j0, Q, H, C, D, host, gpu, submit, end):
     fl = np.empty(Q)
     tmp = np.empty(Q)
     acc = np.maximum.accumulate
-    tries = 8  # blocks per attempt: doubles while every block settles
+    tries = 8  # blocks per attempt: doubles while every block settles, up to _MAX_BLOCKS
+    buf = flags = None
     while j0 < n:
         nb = min((n - j0) // Q, tries)
         if nb >= 2:
-            done, stop = _saturated_blocks(j0, nb, Q, H, C, D, host, gpu, submit, end)
+            if buf is None:  # scratch rows for the attempts (allocated once: attempts run back to back)
+                buf, flags = np.empty((3, _MAX_BLOCKS * Q)), np.empty(_MAX_BLOCKS * Q, dtype=bool)
+            done, stop = _saturated_blocks(j0, nb, Q, H, C, D, host, gpu, submit, end, buf, flags)
             j0 += done * Q
             if stop:
                 break
-            tries = min(tries * 2, 32) if done == nb else 8
+            tries = min(tries * 2, _MAX_BLOCKS) if done == nb else 8
             if done == nb:
                 continue
         j1 = min(n, j0 + Q)
@@ -231,7 +234,10 @@ def _blocked_single(j0, Q, H, C, D, host, gpu, submit, end):
     return j0, float(submit[j0 - 1]), float(end[j0 - 1])
 
 
-def _saturated_blocks(j0, nb, Q, H, C, D, host, gpu, submit, end):
+_MAX_BLOCKS = 32  # rows of one attempt: 32 blocks of Q launches stay in cache
+
+
+def _saturated_blocks(j0, nb, Q, H, C, D, host, gpu, submit, end, buf, flags):
     """`nb` full blocks of the loop in `_blocked_single` at once, on the guess that the GPU never waits in them
     (each kernel starts when the previous one ends, so a block's ends are its floor plus the running stream
     time). Under that guess the leave times each block needs are known, both scans run over all blocks as
@@ -253,8 +259,10 @@ def _saturated_blocks(j0, nb, Q, H, C, D, host, gpu, submit, end):
     Kc = np.asarray(K)[:, None]
     E = end[j0:k1].reshape(nb, Q)
     np.add(Kc, Cm, out=E)
-    F = end[j0 - Q:k1 - Q].reshape(nb, Q) - gpu[j0 - Q:k1 - Q].reshape(nb, Q)  # leave times of launches j-Q
-    T = F - Hm
+    m = nb * Q
+    F, T, W = (buf[i, :m].reshape(nb, Q) for i in range(3))
+    np.subtract(end[j0 - Q:k1 - Q].reshape(nb, Q), gpu[j0 - Q:k1 - Q].reshape(nb, Q), out=F)  # leaves of j-Q
+    np.subtract(F, Hm, out=T)
     np.maximum.accumulate(T, axis=1, out=T)
     # submit floors: s_b = submit_prev - H[first - 1]; the next submit_prev is max(T[b, -1], s_b) + H[last]
     s = float(submit[j0 - 1] - H[j0 - 1])
@@ -268,9 +276,13 @@ def _saturated_blocks(j0, nb, Q, H, C, D, host, gpu, submit, end):
     np.maximum(T, np.asarray(S)[:, None], out=T)
     np.add(T, Hm, out=Sub)
     # the guess holds in a block where no (submit - D) rises above its end floor
-    ok = (Sub - Dm).max(axis=1) <= Kc[:, 0]
+    np.subtract(Sub, Dm, out=W)
+    ok = W.max(axis=1) <= Kc[:, 0]
     bad = int(np.argmin(ok)) if not ok.all() else nb
-    binding = (F > submit[j0 - 1:k1 - 1].reshape(nb, Q) + host[j0:k1].reshape(nb, Q)).any(axis=1)
+    np.add(submit[j0 - 1:k1 - 1].reshape(nb, Q), host[j0:k1].reshape(nb, Q), out=W)
+    gt = flags[:m].reshape(nb, Q)
+    np.greater(F, W, out=gt)
+    binding = gt.any(axis=1)
     free = int(np.argmin(binding)) if not binding.all() else nb  # first block whose floor never binds
     if free < bad:
         return free + 1, True
