@@ -84,18 +84,27 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
         raise PlanError("step has no kernels")
     host, counts, gpu, gap, labels, names = [], [], [], [], [], []
     extra = [0]
-    memo: dict[tuple, float] = {}  # layers repeat the same Op objects: each object is costed once
+    # layers repeat the same Op objects: each object is costed once (by id: the step holds every op)
+    hm: dict[int, float] = {}
+    gm: dict[int, float] = {}
+    km: dict[int, int] = {}
 
-    def cost(fn, o):
-        key = (fn, id(o))
-        v = memo.get(key)
+    def host_of(o) -> float:
+        v = hm.get(id(o))
         if v is None:
-            v = memo[key] = costs.host_s(o, quantile) if fn == 0 else costs.gpu_s(o) if fn == 1 else \
-                costs.gemm_kernels(o)
+            v = hm[id(o)] = costs.host_s(o, quantile)
+        return v
+
+    def gpu_of(o) -> float:
+        v = gm.get(id(o))
+        if v is None:
+            v = gm[id(o)] = costs.gpu_s(o)
         return v
 
     def add_gap(o, g: float, inner: float) -> None:
-        n = cost(2, o) - 1
+        n = km.get(id(o))
+        if n is None:
+            n = km[id(o)] = costs.gemm_kernels(o) - 1
         extra[0] += n
         gap.append(g + n * inner)
 
@@ -108,7 +117,7 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
         counts.append(n)
         labels.append(f"graph replay ({n} nodes)")
         for k, o in enumerate(seg):
-            gpu.append(cost(1, o))
+            gpu.append(gpu_of(o))
             node = costs.graph_node_trace_s if o.fixed_gpu_s is not None else costs.graph_node_s
             add_gap(o, costs.graph_launch_latency_s if k == 0 else node, node)
             names.append(o.name)
@@ -124,10 +133,10 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
                 if seg:
                     graph_segment(seg)
                     seg = []
-                host.append(cost(0, o))
+                host.append(host_of(o))
                 counts.append(1)
                 labels.append(o.name)
-                gpu.append(cost(1, o))
+                gpu.append(gpu_of(o))
                 add_gap(o, costs.eager_gap_s, costs.eager_gap_s)
                 names.append(o.name)
             else:
@@ -137,13 +146,13 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
     else:
         pending_host = costs.compiled_entry_s if compiled else 0.0
         for o in ops:
-            pending_host += cost(0, o)
+            pending_host += host_of(o)
             if o.launches_kernel:
                 host.append(pending_host)
                 pending_host = 0.0
                 counts.append(1)
                 labels.append(o.name)
-                gpu.append(cost(1, o))
+                gpu.append(gpu_of(o))
                 add_gap(o, costs.eager_gap_s, costs.eager_gap_s)
                 names.append(o.name)
     return LaunchPlan(
