@@ -7,7 +7,9 @@ of c. The host obeys submit_j = max(submit_{j-1} + host_j, leave_{j-Q}) (Q = que
 start of a launch's last kernel). Without stalls both scans run over the whole step at once. Where
 the queue fills, launches are processed in blocks of Q: inside a block every leave_{j-Q} it needs is
 already final, so each block is again two vectorised scans; once a block ends with no stall in force
-the rest is tried unconstrained again.
+the rest is tried unconstrained again. Runs of full blocks are first tried at once, as rows of one array, on the
+guess that the GPU never waits in them (checked; bitwise the block loop's values, `_saturated_blocks`).
+`step_times` gives the step times of many host-noise replicates of one plan in one pass.
 
 Host syncs (`wait_kernel`, multi-step plans): launch j with a sync starts its host work no earlier than
 the end of the kernel it waits for, submit_j = max(max(submit_{j-1}, end_w) + host_j, leave_{j-Q}). No
