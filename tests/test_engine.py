@@ -123,3 +123,49 @@ def test_step_time_monotone_in_host_cost(host, extra):
     host2[len(host) // 2] += extra
     more = summarize(simulate_fast(make_plan(host2, gpu, 0.5, queue_depth=4))).step_s
     assert more >= base - 1e-15
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(20, 3000), st.sampled_from([1, 2, 3, 8, 64]), st.floats(0.2, 5), st.floats(0.2, 5),
+       st.floats(0, 1), st.integers(0, 2**32 - 1))
+def test_saturated_blocks_bitwise_equal_block_loop(n, q, host_us, gpu_us, burst, seed):
+    """The blocked mode's all-at-once attempts (fastpath._saturated_blocks) keep only blocks whose every value is
+    the block-by-block loop's own: bitwise equal to the loop alone, and equal to the DES, on runs where the GPU
+    saturates, drains and saturates again."""
+    import simulator.engine.fastpath as fp
+
+    rng = np.random.default_rng(seed)
+    host = rng.uniform(0.0, 3.0, n) * host_us  # uneven host work: with short queues the GPU idles inside a block
+    gpu = rng.uniform(0.5, 1.5, n) * gpu_us
+    gpu[rng.random(n) < burst * 0.05] *= 20  # long kernels: the queue fills behind them, then drains
+    p = make_plan(host, gpu, 0.3, queue_depth=q)
+    fast = simulate_fast(p)
+    orig = fp._saturated_blocks
+    fp._saturated_blocks = lambda *a: (0, False)
+    try:
+        loop = simulate_fast(p)
+    finally:
+        fp._saturated_blocks = orig
+    for f in ("submit", "stall", "gpu_start", "gpu_end"):
+        assert np.array_equal(getattr(fast, f), getattr(loop, f)), f
+    des = simulate_des(p)
+    np.testing.assert_allclose(des.gpu_end, fast.gpu_end, rtol=0, atol=1e-9 * des.gpu_end[-1])
+    np.testing.assert_allclose(des.submit, fast.submit, rtol=0, atol=1e-9 * des.gpu_end[-1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(plans, st.integers(1, 6), st.integers(0, 2**32 - 1))
+def test_step_times_bitwise_equal_one_replicate_at_a_time(args, reps, seed):
+    """fastpath.step_times (host-noise replicates as rows of one pass) is bitwise the step time of simulate_fast on
+    each replicate alone, rows whose queue binds included."""
+    from simulator.engine.fastpath import step_times
+    from simulator.engine.timeline import step_s
+
+    host, counts, q, gap, rnd = args
+    nk = sum(counts)
+    p = make_plan(host, [rnd.uniform(0, 20) for _ in range(nk)], gap_us=[rnd.uniform(0, gap) for _ in range(nk)],
+                  counts=counts, queue_depth=q)
+    hosts = p.host_s * np.random.default_rng(seed).uniform(0.2, 3.0, (reps, p.launches))
+    got = step_times(p, hosts)
+    want = [step_s(simulate_fast(p.with_host(h))) for h in hosts]
+    assert got.tolist() == want

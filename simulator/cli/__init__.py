@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -37,14 +38,39 @@ def _root(
     """launchsim: simulate CPU kernel-launch overhead, fusion and CUDA graphs for LLM steps."""
 
 
-from .choices import BadChoice  # noqa: E402
-from . import core  # noqa: E402,F401  (registers run, predict, schema)
-from . import serve  # noqa: E402,F401  (registers serve)
-from . import buckets  # noqa: E402,F401  (registers buckets, pad, graph-memory)
-from . import trace  # noqa: E402,F401  (registers import-trace, export-trace)
-from . import optimize  # noqa: E402,F401  (registers optimize)
-from . import startup  # noqa: E402,F401  (registers startup)
-from simulator.cli.calibration import register as _register_calibration  ; _register_calibration(app)  # noqa: E402,E702
+from .choices import BadChoice  # noqa: E402,F401
+# the modules that register commands, in help order; `launchsim CMD` itself imports only CMD's module
+_MODULES = ("core", "serve", "buckets", "trace", "optimize", "startup", "calibration")
+_COMMANDS = {"run": "core", "predict": "core", "schema": "core", "serve": "serve", "buckets": "buckets",
+             "pad": "buckets", "graph-memory": "buckets", "import-trace": "trace", "export-trace": "trace",
+             "optimize": "optimize", "startup": "startup", "combine-profiles": "calibration",
+             "calibrate": "calibration", "measure": "calibration", "validate": "calibration",
+             "profiles": "calibration"}
+_loaded: set[str] = set()
+
+
+def _load(names) -> None:
+    from importlib import import_module
+
+    for n in names:
+        if n not in _loaded:
+            _loaded.add(n)
+            m = import_module(f"simulator.cli.{n}")
+            if n == "calibration":
+                m.register(app)
+
+
+def _entry_command() -> str | None:
+    """The command when this process is the launchsim entry point (the console script or `python -m
+    simulator.cli`) and names a known command first; None otherwise (imported as a library, help, a flag)."""
+    o = list(getattr(sys, "orig_argv", []))
+    entry = os.path.basename(sys.argv[0] if sys.argv else "") == "launchsim" or any(
+        o[i] == "-m" and o[i + 1] == "simulator.cli" for i in range(len(o) - 1))
+    cmd = sys.argv[1] if entry and len(sys.argv) > 1 else None
+    return cmd if cmd in _COMMANDS else None
+
+
+_load([_COMMANDS[_entry_command()]] if _entry_command() else _MODULES)
 
 
 def _one_line(msg: str) -> str:
@@ -92,6 +118,9 @@ def _run(argv) -> None:
 
     set_quiet("--json" in (sys.argv[1:] if argv is None else argv))  # --json: stdout and stderr stay machine-clean
 
+    args = sys.argv[1:] if argv is None else argv
+    if not (args and _COMMANDS.get(args[0]) in _loaded):
+        _load(_MODULES)  # help, a flag, an unknown command or one not registered yet: every command, as always
     try:
         rv = app(args=argv, prog_name="launchsim", standalone_mode=False)
     except UserError as e:

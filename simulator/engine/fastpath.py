@@ -7,7 +7,9 @@ of c. The host obeys submit_j = max(submit_{j-1} + host_j, leave_{j-Q}) (Q = que
 start of a launch's last kernel). Without stalls both scans run over the whole step at once. Where
 the queue fills, launches are processed in blocks of Q: inside a block every leave_{j-Q} it needs is
 already final, so each block is again two vectorised scans; once a block ends with no stall in force
-the rest is tried unconstrained again.
+the rest is tried unconstrained again. Runs of full blocks are first tried at once, as rows of one array, on the
+guess that the GPU never waits in them (checked; bitwise the block loop's values, `_saturated_blocks`).
+`step_times` gives the step times of many host-noise replicates of one plan in one pass.
 
 Host syncs (`wait_kernel`, multi-step plans): launch j with a sync starts its host work no earlier than
 the end of the kernel it waits for, submit_j = max(max(submit_{j-1}, end_w) + host_j, leave_{j-Q}). No
@@ -40,19 +42,28 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
     submit = np.empty(n_l)
     end = np.empty(c.size)
 
+    acc = np.maximum.accumulate
+
     def run_block(j0: int, j1: int, floor, sub_prev: float, end_prev: float) -> None:
-        """submit_j = max(submit_{j-1} + host_j, floor_j); end_i = max(ready_i, end_{i-1}) + c_i."""
+        """submit_j = max(submit_{j-1} + host_j, floor_j); end_i = max(ready_i, end_{i-1}) + c_i.
+        Written in place into submit and end (the same operations as sub = hj + max(acc(floor - hj), ...))."""
         hj = H[j0:j1]
         h_prev = H[j0 - 1] if j0 else 0.0
+        sub = submit[j0:j1]
         if floor is None:
-            sub = hj + (sub_prev - h_prev)
+            np.add(hj, sub_prev - h_prev, out=sub)
         else:
-            sub = hj + np.maximum(np.maximum.accumulate(floor - hj), sub_prev - h_prev)
+            t = floor - hj
+            acc(t, out=t)
+            np.maximum(t, sub_prev - h_prev, out=t)
+            np.add(hj, t, out=sub)
         k0, k1 = first_k[j0], last_k[j1 - 1] + 1
         ready = sub if single else np.repeat(sub, counts[j0:j1])
-        e = C[k0:k1] + np.maximum(np.maximum.accumulate(ready - D[k0:k1]), end_prev - D[k0])
-        submit[j0:j1] = sub
-        end[k0:k1] = e
+        e = end[k0:k1]
+        np.subtract(ready, D[k0:k1], out=e)
+        acc(e, out=e)
+        np.maximum(e, end_prev - D[k0], out=e)
+        np.add(C[k0:k1], e, out=e)
 
     def leave(j0: int, j1: int) -> np.ndarray:
         if single:
@@ -115,15 +126,58 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
             j0 = j1
             if not binding:
                 break
-    start_cpu = np.concatenate(([0.0], submit[:-1]))
     wait = None
     if wk is not None:
+        start_cpu = np.concatenate(([0.0], submit[:-1]))
         wait = np.zeros(n_l)
         m = wk >= 0
         wait[m] = np.maximum(end[wk[m]] - start_cpu[m], 0.0)
         start_cpu = start_cpu + wait
-    stall = np.maximum(submit - start_cpu - host, 0.0)
+        stall = np.maximum(submit - start_cpu - host, 0.0)
+    else:  # the same operations in place: (submit_j - submit_{j-1}) - host_j, at least 0
+        stall = np.empty(n_l)
+        stall[0] = submit[0] - 0.0
+        np.subtract(submit[1:], submit[:-1], out=stall[1:])
+        np.subtract(stall, host, out=stall)
+        np.maximum(stall, 0.0, out=stall)
     return Timeline(plan, submit, stall, end - gpu, end, wait)
+
+
+def step_times(plan: LaunchPlan, hosts: np.ndarray) -> np.ndarray:
+    """Step time of `plan` under each row of `hosts` (host times of replicates): bitwise
+    `step_s(simulate_fast(plan.with_host(row)))` for every row. The rows go through `simulate_fast`'s first
+    unconstrained pass together (the same operations along each row) where that pass covers the whole plan; a row
+    where the queue would bind, and any plan the pass does not cover in one window, run alone."""
+    from simulator.engine.timeline import step_s
+
+    hosts = np.asarray(hosts, dtype=float)
+    n_r, n_l = hosts.shape
+    Q = plan.queue_depth
+    out = np.empty(n_r)
+    alone = np.ones(n_r, dtype=bool)
+    if n_l and plan.wait_kernel is None and n_l <= 8 * Q:  # simulate_fast's first window is the whole plan
+        counts, gpu = plan.kernels_per_launch, plan.gpu_s
+        c = plan.gap_s + gpu
+        C = np.cumsum(c)
+        D = C - c
+        single = c.size == n_l
+        sub = np.cumsum(hosts, axis=1)
+        np.add(sub, 0.0 - 0.0, out=sub)  # run_block(0, n, None, 0.0, 0.0)
+        e = np.subtract(sub if single else np.repeat(sub, counts, axis=1), D)
+        np.maximum.accumulate(e, axis=1, out=e)
+        np.maximum(e, 0.0 - D[0], out=e)
+        np.add(C, e, out=e)
+        alone[:] = False
+        if Q < n_l:  # the stall check: leave times of launches j - Q against the host-only chain
+            last_k = np.arange(n_l) if single else np.cumsum(counts) - 1
+            lk = last_k[:n_l - Q]
+            alone = (e[:, lk] - gpu[lk] > sub[:, Q - 1:n_l - 1] + hosts[:, Q:n_l]).any(axis=1)
+        tail = plan.host_tail_s
+        for r in np.flatnonzero(~alone):
+            out[r] = max(float(sub[r, -1]) + tail, float(e[r, -1]))
+    for r in np.flatnonzero(alone):
+        out[r] = step_s(simulate_fast(plan.with_host(hosts[r])))
+    return out
 
 
 class _Same:
@@ -138,12 +192,28 @@ _SAME = _Same()
 
 def _blocked_single(j0, Q, H, C, D, host, gpu, submit, end):
     """Blocked mode when every launch is one kernel (GPU-bound eager steps): the same two scans as
-    `run_block`, written into preallocated buffers. Returns (next launch, its submit and end floors)."""
+    `run_block`, written into preallocated buffers. Returns (next launch, its submit and end floors).
+
+    Runs of full blocks are first tried all at once (`_saturated_blocks`); a block that attempt cannot settle
+    is done alone, then the attempts resume."""
     n = host.size
     fl = np.empty(Q)
     tmp = np.empty(Q)
     acc = np.maximum.accumulate
+    tries = 8  # blocks per attempt: doubles while every block settles, up to _MAX_BLOCKS
+    buf = flags = None
     while j0 < n:
+        nb = min((n - j0) // Q, tries)
+        if nb >= 2:
+            if buf is None:  # scratch rows for the attempts (allocated once: attempts run back to back)
+                buf, flags = np.empty((3, _MAX_BLOCKS * Q)), np.empty(_MAX_BLOCKS * Q, dtype=bool)
+            done, stop = _saturated_blocks(j0, nb, Q, H, C, D, host, gpu, submit, end, buf, flags)
+            j0 += done * Q
+            if stop:
+                break
+            tries = min(tries * 2, _MAX_BLOCKS) if done == nb else 8
+            if done == nb:
+                continue
         j1 = min(n, j0 + Q)
         m = j1 - j0
         f, t = fl[:m], tmp[:m]
@@ -164,3 +234,58 @@ def _blocked_single(j0, Q, H, C, D, host, gpu, submit, end):
         if not binding:
             break
     return j0, float(submit[j0 - 1]), float(end[j0 - 1])
+
+
+_MAX_BLOCKS = 32  # rows of one attempt: 32 blocks of Q launches stay in cache
+
+
+def _saturated_blocks(j0, nb, Q, H, C, D, host, gpu, submit, end, buf, flags):
+    """`nb` full blocks of the loop in `_blocked_single` at once, on the guess that the GPU never waits in them
+    (each kernel starts when the previous one ends, so a block's ends are its floor plus the running stream
+    time). Under that guess the leave times each block needs are known, both scans run over all blocks as
+    rows of one array, and only the scalars carried from block to block (the end floor, the submit floor) are
+    a Python loop. The guess is then checked against the block loop's own expressions: the blocks before the
+    first where it fails are kept. Every kept value is the same floating-point operation on the same inputs
+    as the block loop, so the results are bitwise equal. Returns (blocks kept, whether the blocked mode ends:
+    a kept block with no binding floor is the loop's last)."""
+    k1 = j0 + nb * Q
+    Cm, Dm, Hm = C[j0:k1].reshape(nb, Q), D[j0:k1].reshape(nb, Q), H[j0:k1].reshape(nb, Q)
+    # end floors: K_b = end_prev - D[first]; the next end_prev is the block's last end, K_b + C[last]
+    k = float(end[j0 - 1] - D[j0])
+    d_first, c_last = D[j0:k1:Q].tolist(), C[j0 + Q - 1:k1:Q].tolist()
+    K = []
+    for b in range(nb):
+        K.append(k)
+        if b + 1 < nb:
+            k = (k + c_last[b]) - d_first[b + 1]
+    Kc = np.asarray(K)[:, None]
+    E = end[j0:k1].reshape(nb, Q)
+    np.add(Kc, Cm, out=E)
+    m = nb * Q
+    F, T, W = (buf[i, :m].reshape(nb, Q) for i in range(3))
+    np.subtract(end[j0 - Q:k1 - Q].reshape(nb, Q), gpu[j0 - Q:k1 - Q].reshape(nb, Q), out=F)  # leaves of j-Q
+    np.subtract(F, Hm, out=T)
+    np.maximum.accumulate(T, axis=1, out=T)
+    # submit floors: s_b = submit_prev - H[first - 1]; the next submit_prev is max(T[b, -1], s_b) + H[last]
+    s = float(submit[j0 - 1] - H[j0 - 1])
+    t_last, h_last = T[:, -1].tolist(), H[j0 + Q - 1:k1:Q].tolist()
+    S = []
+    for b in range(nb):
+        S.append(s)
+        sub_last = max(t_last[b], s) + h_last[b]  # submit of the block's last launch, as stored
+        s = sub_last - h_last[b]
+    Sub = submit[j0:k1].reshape(nb, Q)
+    np.maximum(T, np.asarray(S)[:, None], out=T)
+    np.add(T, Hm, out=Sub)
+    # the guess holds in a block where no (submit - D) rises above its end floor
+    np.subtract(Sub, Dm, out=W)
+    ok = W.max(axis=1) <= Kc[:, 0]
+    bad = int(np.argmin(ok)) if not ok.all() else nb
+    np.add(submit[j0 - 1:k1 - 1].reshape(nb, Q), host[j0:k1].reshape(nb, Q), out=W)
+    gt = flags[:m].reshape(nb, Q)
+    np.greater(F, W, out=gt)
+    binding = gt.any(axis=1)
+    free = int(np.argmin(binding)) if not binding.all() else nb  # first block whose floor never binds
+    if free < bad:
+        return free + 1, True
+    return bad, False

@@ -84,9 +84,27 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
         raise PlanError("step has no kernels")
     host, counts, gpu, gap, labels, names = [], [], [], [], [], []
     extra = [0]
+    # layers repeat the same Op objects: each object is costed once (by id: the step holds every op)
+    hm: dict[int, float] = {}
+    gm: dict[int, float] = {}
+    km: dict[int, int] = {}
+
+    def host_of(o) -> float:
+        v = hm.get(id(o))
+        if v is None:
+            v = hm[id(o)] = costs.host_s(o, quantile)
+        return v
+
+    def gpu_of(o) -> float:
+        v = gm.get(id(o))
+        if v is None:
+            v = gm[id(o)] = costs.gpu_s(o)
+        return v
 
     def add_gap(o, g: float, inner: float) -> None:
-        n = costs.gemm_kernels(o) - 1
+        n = km.get(id(o))
+        if n is None:
+            n = km[id(o)] = costs.gemm_kernels(o) - 1
         extra[0] += n
         gap.append(g + n * inner)
 
@@ -99,7 +117,7 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
         counts.append(n)
         labels.append(f"graph replay ({n} nodes)")
         for k, o in enumerate(seg):
-            gpu.append(costs.gpu_s(o))
+            gpu.append(gpu_of(o))
             node = costs.graph_node_trace_s if o.fixed_gpu_s is not None else costs.graph_node_s
             add_gap(o, costs.graph_launch_latency_s if k == 0 else node, node)
             names.append(o.name)
@@ -115,10 +133,10 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
                 if seg:
                     graph_segment(seg)
                     seg = []
-                host.append(costs.host_s(o, quantile))
+                host.append(host_of(o))
                 counts.append(1)
                 labels.append(o.name)
-                gpu.append(costs.gpu_s(o))
+                gpu.append(gpu_of(o))
                 add_gap(o, costs.eager_gap_s, costs.eager_gap_s)
                 names.append(o.name)
             else:
@@ -128,13 +146,13 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
     else:
         pending_host = costs.compiled_entry_s if compiled else 0.0
         for o in ops:
-            pending_host += costs.host_s(o, quantile)
+            pending_host += host_of(o)
             if o.launches_kernel:
                 host.append(pending_host)
                 pending_host = 0.0
                 counts.append(1)
                 labels.append(o.name)
-                gpu.append(costs.gpu_s(o))
+                gpu.append(gpu_of(o))
                 add_gap(o, costs.eager_gap_s, costs.eager_gap_s)
                 names.append(o.name)
     return LaunchPlan(
@@ -152,40 +170,48 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
     )
 
 
-_SAMPLER: list = [None, None]  # (plan, step, costs) of the last call, its sampler: host_band draws many replicates
+_SAMPLERS: dict[tuple, tuple] = {}  # (id(costs), op classes) -> (costs, sampler): steps of one fusion level share one
 
 
-def _host_sampler(plan: LaunchPlan, step: Step, costs: CostModel):
-    """A function rng -> host times, equal (bitwise, same draws) to the per-op loop it replaces:
+def _host_sampler(step: Step, costs: CostModel):
+    """A function u -> host times (u: uniform draws, one per op, in rows of replicates), equal (bitwise, same
+    draws) to the per-op loop it replaces:
 
         acc += costs.host_s(op, clip(round(u, 2), 0, 1)) for each op; launches take acc and reset it.
 
     Rounded quantiles take 101 values (k / 100), and an op's host cost depends only on its fixed cost,
     launch path and whether it launches a kernel, so each op class gets a table of 101 costs computed by
     `host_s` itself; the per-launch sums keep the loop's order of additions (first op, then the next...).
+    The sampler depends only on the sequence of op classes (not on shapes), so it is memoised on it.
     """
-    qs = [k / 100 for k in range(101)]
     classes: dict[tuple, int] = {}
-    tables: list[list[float]] = []
-    cls = np.empty(len(step.ops), dtype=np.int64)
-    seg_of, launch = [], 0
-    for i, o in enumerate(step.ops):
-        key = (o.fixed_host_s, o.path, o.launches_kernel)
-        c = classes.get(key)
+    reps: list = []  # one op of each class
+    by_obj: dict[int, int] = {}  # layers repeat the same Op objects: classify each object once
+    cls_l = []
+    for o in step.ops:
+        c = by_obj.get(id(o))
         if c is None:
-            c = classes[key] = len(tables)
-            tables.append([costs.host_s(o, q) for q in qs])
-        cls[i] = c
-        seg_of.append(launch)
-        if o.launches_kernel:
-            launch += 1
-    n_launch = launch
-    table = np.asarray(tables, dtype=float)
-    entry = costs.compiled_entry_s if any(o.path in _COMPILED_PATHS for o in step.ops) else 0.0
-    seg = np.asarray(seg_of, dtype=np.int64)
-    keep = seg < n_launch  # ops after the last launch (the host tail) are not part of any launch
+            key = (o.fixed_host_s, o.path, o.launches_kernel)
+            c = classes.get(key)
+            if c is None:
+                c = classes[key] = len(reps)
+                reps.append(o)
+            by_obj[id(o)] = c
+        cls_l.append(c)
+    cls = np.asarray(cls_l, dtype=np.int64)
+    mkey = (id(costs), tuple(classes), cls.tobytes())
+    hit = _SAMPLERS.get(mkey)
+    if hit is not None and hit[0] is costs:
+        return hit[1]
+    qs = [k / 100 for k in range(101)]
+    table = np.asarray([[costs.host_s(o, q) for q in qs] for o in reps], dtype=float)
+    launches = np.asarray([k[2] for k in classes], dtype=bool)[cls]
+    seg_all = np.cumsum(launches) - launches  # the launch each op's host work goes to
+    n_launch = int(launches.sum())
+    entry = costs.compiled_entry_s if any(o.path in _COMPILED_PATHS for o in reps) else 0.0
+    keep = seg_all < n_launch  # ops after the last launch (the host tail) are not part of any launch
     ops_idx = np.nonzero(keep)[0]
-    seg = seg[keep]
+    seg = seg_all[keep]
     starts = np.searchsorted(seg, np.arange(n_launch))
     pos = ops_idx - ops_idx[starts[seg]] if n_launch else ops_idx  # position of each op inside its launch
     # the k-th op of each launch, for k = 0, 1, ...: added in that order, as the loop does
@@ -194,21 +220,28 @@ def _host_sampler(plan: LaunchPlan, step: Step, costs: CostModel):
         sel = pos == k
         layers.append((seg[sel], ops_idx[sel]))
 
-    def sample(rng: np.random.Generator) -> np.ndarray:
-        u = rng.random(len(step.ops))
+    def sample(u: np.ndarray) -> np.ndarray:
         k = np.clip(np.rint(u * 100), 0, 100).astype(np.int64)
         v = table[cls, k]
-        out = np.zeros(n_launch)
+        out = np.zeros(u.shape[:-1] + (n_launch,))
         if n_launch and entry:
-            out[0] = entry
-        for j, (s, o) in enumerate(layers):
-            if j == 0:
-                out[s] = out[s] + v[o]
-            else:
-                out[s] += v[o]
+            out[..., 0] = entry
+        for s, o in layers:
+            out[..., s] += v[..., o]
         return out
 
+    if len(_SAMPLERS) > 64:
+        _SAMPLERS.clear()
+    _SAMPLERS[mkey] = (costs, sample)
     return sample
+
+
+def sample_hosts(plan: LaunchPlan, step: Step, costs: CostModel, u: np.ndarray) -> np.ndarray:
+    """Host times of replicates from their uniform draws `u` (rows of one draw per op of `step`), as `sample_host`
+    would give them one replicate at a time."""
+    if plan.graph_mode != "none":
+        return np.broadcast_to(plan.host_s, u.shape[:-1] + plan.host_s.shape).copy()
+    return _host_sampler(step, costs)(u)
 
 
 def sample_host(plan: LaunchPlan, step: Step, costs: CostModel, rng: np.random.Generator) -> np.ndarray:
@@ -220,7 +253,4 @@ def sample_host(plan: LaunchPlan, step: Step, costs: CostModel, rng: np.random.G
     """
     if plan.graph_mode != "none":
         return plan.host_s.copy()
-    key = _SAMPLER[0]
-    if key is None or key[0] is not plan or key[1] is not step or key[2] is not costs:
-        _SAMPLER[0], _SAMPLER[1] = (plan, step, costs), _host_sampler(plan, step, costs)
-    return _SAMPLER[1](rng)
+    return _host_sampler(step, costs)(rng.random(len(step.ops)))

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.model.costs import CostModel
-from simulator.engine.fastpath import simulate_fast
+from simulator.engine.fastpath import simulate_fast, step_times
 from simulator.model.kernels import Step
 from simulator.model.models import ModelSpec, load_model
-from simulator.engine.plan import build_plan, sample_host
+from simulator.engine.plan import build_plan, sample_hosts
 from simulator.model.profile import Profile, load_profile
 from simulator.engine.routing import Route, padded_shape, route_shape
 from simulator.engine.timeline import StepResult, Timeline, summarize
@@ -77,13 +77,14 @@ def host_band(step: Step, costs: CostModel, graph: str, replicates: int, seed: i
         plan = build_plan(step, costs, graph, pure_decode=pure_decode)
     rng = np.random.default_rng(seed)
     sf = costs.profile.host.step_factor
-    times = []
-    for _ in range(replicates):
-        host = sample_host(plan, step, costs, rng)
-        if sf is not None:  # one host-speed factor for the whole step
-            host = host * (sf.q(float(rng.random())) / sf.p50)
-        t = simulate_fast(plan.with_host(host))
-        times.append(summarize(t).step_s)
+    # each replicate draws one uniform per op (eager plans only), then (with a step factor) one more: all rows at
+    # once, the same stream as one replicate after the other
+    n = len(step.ops) if plan.graph_mode == "none" else 0
+    u = rng.random((replicates, n + (sf is not None)))
+    hosts = sample_hosts(plan, step, costs, u[:, :n])
+    if sf is not None:  # one host-speed factor for the whole step
+        hosts = hosts * np.array([sf.q(float(u[r, -1])) / sf.p50 for r in range(replicates)])[:, None]
+    times = step_times(plan, hosts)
     q = np.percentile(times, [10, 50, 90]) * 1e3
     return {"p10": float(q[0]), "p50": float(q[1]), "p90": float(q[2])}
 

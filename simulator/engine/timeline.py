@@ -63,6 +63,11 @@ class StepResult:
         }
 
 
+def step_s(t: Timeline) -> float:
+    """Step time: the later of the host's end (last submit plus its tail work) and the GPU's."""
+    return max(float(t.submit[-1]) + t.plan.host_tail_s, float(t.gpu_end[-1]))
+
+
 def summarize(t: Timeline) -> StepResult:
     """Summary figures of a timeline. A step is CPU-bound when the host lane's total work is at
     least the GPU lane's (kernel time + gaps); otherwise GPU-bound."""
@@ -70,8 +75,7 @@ def summarize(t: Timeline) -> StepResult:
     end_prev = np.concatenate(([0.0], t.gpu_end[:-1]))
     ready = np.repeat(t.submit, p.kernels_per_launch)
     bubble = float(np.maximum(ready - end_prev, 0.0).sum())
-    cpu_end = float(t.submit[-1]) + p.host_tail_s
-    step = max(cpu_end, float(t.gpu_end[-1]))
+    step = step_s(t)
     cpu_busy = float(p.host_s.sum()) + p.host_tail_s
     gpu_busy = float(p.gpu_s.sum())
     gaps = float(p.gap_s.sum())

@@ -277,13 +277,19 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
         b.all_reduce("embedding.all_reduce", T)
     if eager:
         _rotary_preamble_eager(b)
-    for _ in range(model.num_hidden_layers):
+    # layers 2..L are identical (the same Op objects): build two, repeat the second (only the compiled layer 0
+    # differs, by the embedding its norm absorbs)
+    L = model.num_hidden_layers
+    for _ in range(min(L, 2)):
+        start = len(b.ops)
         if eager:
             _layer_eager(b, packed=(fusion == "packed"))
         elif fusion == "compiled":
             _layer_compiled(b)
         else:
             _layer_fused(b)
+    if L > 2:
+        b.ops.extend(b.ops[start:] * (L - 2))
     last = shape.seqs + shape.padding  # logits for each sequence's last token (and each padding row)
     if eager:
         b.rmsnorm_eager("final_norm", T, H)

@@ -1,34 +1,23 @@
-"""Dispatch a validated scenario to the study that runs it. Each scenario kind registers one
-function `(scenario, out_dir | None) -> result dict` here."""
+"""Dispatch a validated scenario to the study that runs it. Each scenario kind names one function
+`(scenario, out_dir | None) -> result dict` here, imported only when a scenario of that kind runs (a step
+scenario does not pay for importing the serving, sweep or optimizer studies)."""
 
 from __future__ import annotations
 
+from importlib import import_module
 from pathlib import Path
 
-from simulator.config.step import StepScenario
-from simulator.config.toy import ToyScenario
-from simulator.studies.step import run_step_scenario, run_toy_scenario
-from simulator.config.serve import ServeScenario
-from simulator.config.capacity import CapacityScenario
-from simulator.serving.study import run_serve_scenario
-from simulator.studies.capacity import run_capacity_scenario
-from simulator.config.sweep import SweepScenario
-from simulator.studies.sweep import run_sweep_scenario
-from simulator.config.trace_workload import WorkloadScenario
-from simulator.studies.trace import run_workload_scenario
-from simulator.config.buckets import BucketsScenario
-from simulator.studies.optimize import run_buckets_scenario
-
-RUNNERS: dict[type, object] = {
-    StepScenario: run_step_scenario,
-    ToyScenario: run_toy_scenario,
-    ServeScenario: run_serve_scenario,
-    CapacityScenario: run_capacity_scenario,
-    SweepScenario: run_sweep_scenario,
-    WorkloadScenario: run_workload_scenario,
-    BucketsScenario: run_buckets_scenario,
+RUNNERS: dict[str, tuple[str, str]] = {  # scenario kind -> (module, function)
+    "step": ("simulator.studies.step", "run_step_scenario"),
+    "toy": ("simulator.studies.step", "run_toy_scenario"),
+    "serve": ("simulator.serving.study", "run_serve_scenario"),
+    "capacity": ("simulator.studies.capacity", "run_capacity_scenario"),
+    "sweep": ("simulator.studies.sweep", "run_sweep_scenario"),
+    "workload": ("simulator.studies.trace", "run_workload_scenario"),
+    "buckets": ("simulator.studies.optimize", "run_buckets_scenario"),
 }
 
 
 def run_scenario(sc, out: Path | None) -> dict:
-    return RUNNERS[type(sc)](sc, out)
+    module, fn = RUNNERS[sc.kind]
+    return getattr(import_module(module), fn)(sc, out)

@@ -1,0 +1,48 @@
+"""Import structure: what a command's process loads (start-up time is most of `predict`), and the tables that
+make it lazy (the CLI's command -> module map, the runner's scenario kind -> study map) staying complete."""
+
+import json
+import subprocess
+import sys
+
+import simulator.cli as cli
+from simulator.config import KINDS
+from simulator.studies.runner import RUNNERS
+
+
+def _modules_after(*argv: str) -> set[str]:
+    code = ("import sys, json, runpy\n"
+            f"sys.argv = ['launchsim', *{list(argv)!r}]\n"
+            "try:\n    runpy.run_module('simulator.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write(json.dumps(sorted(sys.modules)))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return set(json.loads(r.stderr.strip().splitlines()[-1]))
+
+
+def test_every_registered_command_is_in_the_command_map():
+    cli._load(cli._MODULES)
+    for c in cli.app.registered_commands:
+        name = c.name or c.callback.__name__.replace("_", "-")
+        assert cli._COMMANDS.get(name) == c.callback.__module__.rsplit(".", 1)[-1], name
+
+
+def test_every_scenario_kind_has_a_runner():
+    kinds = {k.model_fields["kind"].annotation.__args__[0] for k in KINDS}
+    assert kinds == set(RUNNERS)
+    from importlib import import_module
+
+    for module, fn in RUNNERS.values():
+        assert callable(getattr(import_module(module), fn))
+
+
+def test_predict_process_loads_only_what_it_needs():
+    mods = _modules_after("predict", "--model", "qwen3-0.6b", "--batch", "2", "--json")
+    assert "simulator.cli.core" in mods and "simulator.engine.fastpath" in mods
+    for m in ("simulator.cli.serve", "simulator.cli.buckets", "simulator.cli.calibration", "simulator.config",
+              "simulator.serving.replica", "simulator.sweep.grid", "simpy", "plotly", "yaml"):
+        assert m not in mods, m
+
+
+def test_help_and_unknown_commands_still_load_every_command():
+    mods = _modules_after("--help")
+    assert {f"simulator.cli.{m}" for m in cli._MODULES} <= mods
