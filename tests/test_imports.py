@@ -38,7 +38,9 @@ def test_every_scenario_kind_has_a_runner():
 def test_predict_process_loads_only_what_it_needs():
     mods = _modules_after("predict", "--model", "qwen3-0.6b", "--batch", "2", "--json")
     assert "simulator.cli.core" in mods and "simulator.engine.fastpath" in mods
-    for m in ("simulator.cli.serve", "simulator.cli.buckets", "simulator.cli.calibration", "simulator.config",
+    assert "simulator.config.step" in mods  # predict's flags go through the step kind's scenario model
+    for m in ("simulator.cli.serve", "simulator.cli.buckets", "simulator.cli.calibration", "simulator.config.serve",
+              "simulator.config.sweep", "simulator.config.capacity", "simulator.config.buckets",
               "simulator.serving.replica", "simulator.sweep.grid", "simpy", "plotly", "yaml"):
         assert m not in mods, m
 
