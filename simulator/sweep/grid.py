@@ -22,8 +22,7 @@ from pathlib import Path
 from simulator.common.errors import Interrupted
 from simulator.layouts.graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
 from simulator.model.models import ModelSpec
-from simulator.engine.stepcost import STATS, load_cached_profile, routed_step, step_time
-from simulator.model.workload import StepShape, decode
+from simulator.engine.stepcost import STATS, Expected, expected_step, load_cached_profile
 
 CACHE_VERSION = 2  # 2: capture_s from simulator/engine/startup.py (warm-ups + capture)
 CACHE_FILE = "cache.jsonl"
@@ -122,40 +121,18 @@ _MEM: dict[tuple, tuple] = {}  # per process: (layout memory, KV-cache bytes, KV
 _EXPECT: dict[tuple, dict] = {}  # per process: expectations shared by points that differ only in layout/budget
 
 
-def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> dict:
-    """Weighted sums over the distribution (and the mixed share) for one fusion level and graph mode."""
+def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> Expected:
+    """Expected figures over the distribution (and the mixed share) for one fusion level and graph mode
+    (`stepcost.expected_step`: the optimizer reports the same figures from the same function)."""
     key = (p.model, p.profile_digest, fusion, mode, sizes if mode != "none" else (), p.dist_sizes,
            p.dist_weights, p.ctx, p.mixed)
     hit = _EXPECT.get(key)
-    if hit is not None:
-        return hit
-    m = p.spec
-    share, ps, pl = p.mixed if p.mixed else (0.0, 0, 0)
-    kinds = [(1.0 - share, True)] + ([(share, False)] if share > 0 else [])
-    acc = dict.fromkeys(("rows", "pad", "wmean", "over", "step", "unpad", "tokens", "evals"), 0.0)
-    for b, w in zip(p.dist_sizes, p.dist_weights):
-        for wk, pure in kinds:
-            if wk <= 0:
-                continue
-            ww = w * wk
-            tokens = b if pure else b + ps * pl
-            shape = decode(b, p.ctx) if pure else StepShape(b, p.ctx, ps, pl)
-            rs = routed_step(m, p.profile, fusion, mode, sizes, shape)
-            r, extra = rs.route, rs.route.padding
-            run = rs.step_s
-            unpad = step_time(m, p.profile, fusion, r.mode, shape).step_s if extra else run
-            acc["rows"] += ww * r.executed
-            acc["pad"] += ww * extra
-            acc["wmean"] += ww * extra / r.executed
-            acc["over"] += ww * r.overflow
-            acc["step"] += ww * run
-            acc["unpad"] += ww * unpad
-            acc["tokens"] += ww * tokens
-            acc["evals"] += 1
-    if len(_EXPECT) > 100_000:
-        _EXPECT.clear()
-    _EXPECT[key] = acc
-    return acc
+    if hit is None:
+        if len(_EXPECT) > 100_000:
+            _EXPECT.clear()
+        hit = _EXPECT[key] = expected_step(p.spec, p.profile, fusion, mode, sizes if mode != "none" else (),
+                                           p.dist_sizes, p.dist_weights, p.ctx, p.mixed)
+    return hit
 
 
 def evaluate_point(p: Point) -> dict:
@@ -176,8 +153,8 @@ def evaluate_point(p: Point) -> dict:
         hit = _MEM[mkey] = (mem, kv, kv_cache_tokens(m, kv))
     mem, kv, kv_tokens = hit
     acc = _expectation(p, p.fusion, p.graph, sizes)
-    gnone = _expectation(p, p.fusion, "none", sizes)["step"]
-    eager = _expectation(p, "none", "none", sizes)["step"]
+    gnone = _expectation(p, p.fusion, "none", sizes).step_s
+    eager = _expectation(p, "none", "none", sizes).step_s
     ms = 1e3
     return {
         "model": m.name, "profile": p.profile, "fusion": p.fusion, "graph": p.graph, "layout": p.layout,
@@ -188,14 +165,14 @@ def evaluate_point(p: Point) -> dict:
         "graph_bytes": mem.total_bytes, "fits_budget": bool(mem.total_bytes <= p.budget_bytes),
         "kv_cache_bytes": kv, "kv_tokens": kv_tokens, "capture_s": mem.capture_s,
         "memory_source": mem.source,
-        "waste": acc["pad"] / acc["rows"], "waste_mean": acc["wmean"], "padded_rows": acc["pad"],
-        "overflow_frac": acc["over"],
-        "expected_step_ms": acc["step"] * ms, "unpadded_step_ms": acc["unpad"] * ms,
-        "padding_cost_ms": (acc["step"] - acc["unpad"]) * ms,
-        "graph_none_step_ms": gnone * ms, "speedup_vs_graph_none": gnone / acc["step"],
-        "eager_step_ms": eager * ms, "speedup_vs_eager": eager / acc["step"],
-        "tokens_per_s": acc["tokens"] / acc["step"],
-        "step_evals": int(acc["evals"]),
+        "waste": acc.waste, "waste_mean": acc.waste_mean, "padded_rows": acc.padded_rows,
+        "overflow_frac": acc.overflow_share,
+        "expected_step_ms": acc.step_s * ms, "unpadded_step_ms": acc.unpadded_s * ms,
+        "padding_cost_ms": (acc.step_s - acc.unpadded_s) * ms,
+        "graph_none_step_ms": gnone * ms, "speedup_vs_graph_none": gnone / acc.step_s,
+        "eager_step_ms": eager * ms, "speedup_vs_eager": eager / acc.step_s,
+        "tokens_per_s": acc.tokens / acc.step_s,
+        "step_evals": acc.evals,
     }
 
 
