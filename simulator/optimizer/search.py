@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.optimizer.exact import INF, _backtrack, _forward, _path_value, resources
+from simulator.optimizer.exact import INF, _backtrack, _forward, _path_value, monotone, resources
 from simulator.optimizer.pareto import beam_keep, dominance_keep
 
 
@@ -32,6 +32,7 @@ class _Search:
     def __init__(self, p, W, tail, A, arg, K, track_cap):
         self.p, self.W, self.tail, self.A, self.arg, self.K = p, W, tail, A, arg, K
         self.WT = np.ascontiguousarray(W.T)
+        self.monotone = monotone(p)
         self.track_mem, self.track_cap = p.memory_budget is not None, track_cap
         self.Bm = p.memory_budget if self.track_mem else INF
         self.Bc = p.capture_budget if track_cap else INF
@@ -68,7 +69,7 @@ class _Search:
         for (_, pe, stc, _), l in zip(self.dims, lam):
             pen[1:] += l * pe
             top[1:] += l * (stc + pe)
-        A, arg = _forward(W + pen[:, None], self.K)
+        A, arg = _forward(W, self.K, pen, self.monotone)
         fin = np.concatenate(([False], p.final_ok))
         tot = A + np.where(fin, self.tail + top, INF)[None, :]
         n, j = np.unravel_index(int(np.argmin(tot)), tot.shape)
