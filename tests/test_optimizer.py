@@ -91,6 +91,30 @@ def test_binding_budgets_match_brute_force(p, fm, fc):
     assert got.objective == pytest.approx(want, rel=1e-9, abs=1e-12) and _fits(p, got.sizes)
 
 
+@SETTINGS
+@given(problems(), hs.floats(0, 1), hs.floats(0, 1))
+def test_restarted_search_with_more_tables_matches_brute_force(p, fm, fc):
+    """The restart path (past FIRST_LIMIT labels: more Lagrangian tables, `_Search.widen`), forced from 0 labels."""
+    p.memory_budget = p.capture_budget = None
+    free = opt.solve(p)
+    ok = p.final_ok
+    lo_m, lo_c = float((p.static + p.mem_chk)[ok].min()), float(p.capture[ok].min())
+    p.memory_budget = lo_m + fm * max(free.memory - lo_m, 0.0)
+    p.capture_budget = lo_c + fc * max(free.capture - lo_c, 0.0) if fc < 0.5 else None
+    old = opt.FIRST_LIMIT
+    opt.FIRST_LIMIT = 0
+    try:
+        want_sizes, want = brute_force(p)
+        if want_sizes is None:
+            with pytest.raises(opt.Infeasible):
+                opt.solve(p)
+            return
+        got = opt.solve(p)
+    finally:
+        opt.FIRST_LIMIT = old
+    assert got.objective == pytest.approx(want, rel=1e-9, abs=1e-12) and _fits(p, got.sizes)
+
+
 @hs.composite
 def monge_tables(draw):
     """Interval costs of a problem with non-decreasing alpha (ties included), as _tables builds them."""

@@ -276,7 +276,13 @@ def solve(p: Problem, seeds: list[list[int]] = ()) -> Solution:
     if s.dual < s.ub - s.slack():
         for beam in (1, 4):  # heuristic layouts first: a good upper bound keeps the exact search small
             s.run(beam)
-        s.run(None)
+        try:  # cheap tables first; a search that grows past FIRST_LIMIT labels restarts with more tables
+            s.run(None, FIRST_LIMIT)
+        except SearchTooLarge:
+            s.widen()
+            for beam in (1, 4):  # the new tables also steer the heuristic passes to better incumbents
+                s.run(beam)
+            s.run(None)
     return _solution(p, s.ub_idx, s.ub, "labels", s.kept, by_count)
 
 
@@ -293,4 +299,4 @@ def _solution(p, idx, value, method, labels, by_count) -> Solution:
     return Solution([int(p.sizes[i - 1]) for i in idx], value, mem, cap, method, labels, by_count)
 
 
-from simulator.optimizer.search import LABEL_LIMIT, SearchTooLarge  # noqa: E402  (re-exported: part of this API)
+from simulator.optimizer.search import FIRST_LIMIT, LABEL_LIMIT, SearchTooLarge  # noqa: E402  (re-exported: part of this API)
