@@ -350,3 +350,20 @@ def test_run_scenario_writes_report_with_frontier(tmp_path):
     assert all(b <= a + 1e-15 for a, b in zip(objs, objs[1:]))  # more graphs allowed: never worse
     html = (tmp_path / "report.html").read_text()
     assert "cudagraph_capture_sizes" in html and "--cuda-graph-bs" in html and "batch_sizes" in html
+
+
+@settings(max_examples=200, deadline=None)
+@given(hs.lists(hs.floats(1e-6, 1e6), min_size=1, max_size=30), hs.floats(0, 1e3))
+def test_count_bound_never_undercounts(adds, slack):
+    """The label search's count bound: sizes that each add >= the least still fit (float sums included)."""
+    from simulator.optimizer.search import _below_min, _more
+
+    least = min(adds)
+    room = 0.0
+    for a in adds:  # the search adds figures one at a time, as here
+        room += a
+    room += slack
+    assert _more(np.array([room]), np.array([least]), 64)[0] >= min(len(adds), 64)
+    assert _more(np.array([5.0]), np.array([0.0]), 7)[0] == 7 and _more(np.array([5.0]), np.array([np.inf]), 7)[0] == 0
+    lo = _below_min(np.array([3.0, 1.0, 2.0]))
+    assert lo.tolist() == [np.inf, np.inf, 3.0, 1.0]

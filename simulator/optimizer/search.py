@@ -136,6 +136,10 @@ class _Search:
         capx = np.concatenate(([0.0], self.cap))
 
         worst_mem, worst_cap = _worst(p.mem_inc, p.mem_chk, K), _worst(self.cap, self.cap, K)
+        # least a size below candidate i adds to each budget's figure (index 0 unused): every one of m more sizes
+        # adds at least that much, so m <= budget left / it (the count the completion table may use)
+        cap_lo, mem_lo = _below_min(self.cap), _below_min(np.minimum(p.mem_inc, p.mem_chk))
+        count_bound = self.track_cap or self.track_mem
         lamr = dict(zip([d[0] for d in self.dims], self.lam)) if self.lam else {}
         J = np.arange(1, N + 1)
         ok = p.final_ok & (p.static + p.mem_chk <= Bm) & (self.cap <= Bc)
@@ -182,6 +186,14 @@ class _Search:
                 okm &= (r[sl, None] + chk[None, :] <= Bm) & (c[sl, None] + capx[None, :] <= Bc)
                 li, ii = np.nonzero(okm)
                 o2, r2, c2 = cand[li, ii], r[sl][li] + inc[ii], c[sl][li] + capx[ii]
+                if count_bound:  # the budget left caps how many sizes can still come below c_i
+                    n_ok = np.full(ii.size, left)
+                    if self.track_cap:
+                        n_ok = np.minimum(n_ok, 1 + _more(Bc - c2, cap_lo[ii], K, Bc))
+                    if self.track_mem:
+                        n_ok = np.minimum(n_ok, 1 + _more(Bm - r2, mem_lo[ii], K, Bm))
+                    f = o2 + self.Abest[np.maximum(n_ok, 1), ii] <= lim
+                    li, ii, o2, r2, c2 = li[f], ii[f], o2[f], r2[f], c2[f]
                 for lr, bl in bls:  # every Lagrangian table bounds the completion: keep only what all allow
                     lb = o2 + bl[ii] - lr.get("r", 0.0) * (Bm - r2 if self.track_mem else 0.0) \
                         - lr.get("c", 0.0) * (Bc - c2 if self.track_cap else 0.0)
@@ -226,6 +238,21 @@ def _worst(inc: np.ndarray, chk: np.ndarray, K: int) -> np.ndarray:
         v = np.where(j - t >= 1, S[np.maximum(j - 1, 0)] - S[lo] + c1[lo], -INF)
         out[t] = np.maximum(out[t - 1], v)
     return out
+
+
+def _below_min(v: np.ndarray) -> np.ndarray:
+    """out[i] (1-based candidate i): the least v over candidates 1..i-1; inf for i = 1 (none below)."""
+    return np.concatenate(([INF, INF], np.minimum.accumulate(v)[:-1])) if v.size else np.array([INF])
+
+
+def _more(room: np.ndarray, least: np.ndarray, K: int, budget: float = 0.0) -> np.ndarray:
+    """An upper bound on how many more sizes fit in `room` (= budget - the figure so far) when each adds at least
+    `least` (a least <= 0 bounds nothing: K). Rounded up (room + 1e-12 of the budget, then a relative 1e-9), so
+    the rounding of the figures' sums never cuts a completion that fits."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.floor((room + 1e-12 * abs(budget)) / least * (1 + 1e-9) + 1e-9)
+    m = np.where(least > 0, m, K)
+    return np.clip(np.nan_to_num(m, nan=K, posinf=K, neginf=0), 0, K).astype(np.int64)
 
 
 def _trace(layers, k, m) -> list[int]:
