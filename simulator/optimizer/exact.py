@@ -21,7 +21,8 @@ Either way the future of a partial layout (built from the largest size down) dep
 (smallest size so far, sizes used, r, capture so far), so Pareto labels over (objective, r, capture)
 at each (count, size) state with dominance pruning are exact.
 
-Algorithm. (1) The classic O(K N^2) partition DP (vectorised over sizes) gives, for every (count, largest
+Algorithm. (1) The classic O(K N^2) partition DP (vectorised over sizes; a block scan of the Monge array when
+alpha is non-decreasing, see `_forward`) gives, for every (count, largest
 size), the best layout ignoring memory and capture; if the overall best fits the budgets it is the answer
 (a capture cost equal for all sizes is folded into K first). (2) Otherwise a branch and bound over Pareto
 labels, from the largest size down, with exact prunes only: budgets; obj + a lower bound on the best
@@ -29,7 +30,9 @@ completion above the incumbent (the DP table, and a Lagrangian table for resourc
 dominance within a state and by labels with fewer sizes; a label no completion of which can break a budget
 is closed at once with its unconstrained completion. Incumbents come from single sizes, caller seeds
 (presets), the Lagrangian optima and two narrow beam passes; none of them decides the answer. The search
-raises SearchTooLarge past LABEL_LIMIT labels rather than answer approximately.
+raises SearchTooLarge past LABEL_LIMIT labels rather than answer approximately. Past FIRST_LIMIT labels it first
+restarts with more Lagrangian tables; a count bound (budget left / the least a size adds) caps the sizes a
+completion may still use.
 """
 
 from __future__ import annotations
