@@ -92,6 +92,88 @@ def test_binding_budgets_match_brute_force(p, fm, fc):
 
 
 @SETTINGS
+@given(problems(), hs.floats(0, 1), hs.floats(0, 1))
+def test_restarted_search_with_more_tables_matches_brute_force(p, fm, fc):
+    """The restart path (past FIRST_LIMIT labels: more Lagrangian tables, `_Search.widen`), forced from 0 labels."""
+    p.memory_budget = p.capture_budget = None
+    free = opt.solve(p)
+    ok = p.final_ok
+    lo_m, lo_c = float((p.static + p.mem_chk)[ok].min()), float(p.capture[ok].min())
+    p.memory_budget = lo_m + fm * max(free.memory - lo_m, 0.0)
+    p.capture_budget = lo_c + fc * max(free.capture - lo_c, 0.0) if fc < 0.5 else None
+    old = opt.FIRST_LIMIT
+    opt.FIRST_LIMIT = 0
+    try:
+        want_sizes, want = brute_force(p)
+        if want_sizes is None:
+            with pytest.raises(opt.Infeasible):
+                opt.solve(p)
+            return
+        got = opt.solve(p)
+    finally:
+        opt.FIRST_LIMIT = old
+    assert got.objective == pytest.approx(want, rel=1e-9, abs=1e-12) and _fits(p, got.sizes)
+
+
+@hs.composite
+def monge_tables(draw):
+    """Interval costs of a problem with non-decreasing alpha (ties included), as _tables builds them."""
+    n = draw(hs.integers(1, 40))
+    alpha = np.sort(np.array(draw(hs.lists(hs.integers(1, 12), min_size=n, max_size=n)), float)) / 7
+    batches = np.arange(1, n + 3)
+    w = np.array(draw(hs.lists(hs.integers(0, 5), min_size=batches.size, max_size=batches.size)), float) + 1e-3
+    beta = np.array(draw(hs.lists(hs.integers(-3, 3), min_size=batches.size, max_size=batches.size)), float) / 3
+    p = opt.Problem(np.arange(1, n + 1), batches, w / w.sum(), alpha, beta, np.zeros(batches.size), n)
+    pen = None
+    if draw(hs.booleans()):
+        pen = np.concatenate(([0.0], np.array(draw(hs.lists(hs.integers(0, 9), min_size=n, max_size=n)), float)))
+    return p, pen
+
+
+@settings(max_examples=300, deadline=None)
+@given(monge_tables(), hs.integers(1, 9), hs.integers(1, 12))
+def test_monotone_forward_equals_the_full_scan(case, block, k):
+    """The block scan (alpha non-decreasing: W is Monge) gives the full scan's minima (to rounding: with ties in
+    exact arithmetic, rounding decides which minimiser is leftmost) and minimisers that reach them."""
+    p, pen = case
+    assert opt.monotone(p)
+    W, _ = opt._tables(p)
+    K = min(k, len(p.sizes))
+    A, arg = opt._forward(W, K, pen, monotone=False)
+    A2, arg2 = np.full_like(A, np.inf), np.zeros_like(arg)
+    A2[1] = A[1]  # layer 1 is set by _forward before either scan
+    A2, arg2 = opt._forward_monotone(W, K, pen, A2, arg2, block)
+    fin = np.isfinite(A)
+    assert np.array_equal(fin, np.isfinite(A2))
+    assert np.allclose(A[fin], A2[fin], rtol=1e-12, atol=0)
+    Wp = W if pen is None else W + pen[:, None]
+    for n in range(2, K + 1):  # every minimiser reaches its minimum
+        j = np.nonzero(np.isfinite(A2[n]))[0]
+        assert np.array_equal(A2[n, j], Wp[arg2[n, j], j] + A2[n - 1, arg2[n, j]])
+
+
+@SETTINGS
+@given(problems())
+def test_block_scan_matches_brute_force(p):
+    """The optimizer with the block scan forced on (alpha sorted so that it applies) against brute force."""
+    p.alpha = np.sort(p.alpha)
+    if not opt.monotone(p):
+        return
+    old = opt.MONOTONE_MIN, opt.MONOTONE_BLOCK
+    opt.MONOTONE_MIN, opt.MONOTONE_BLOCK = 0, 2
+    try:
+        want_sizes, want = brute_force(p)
+        if want_sizes is None:
+            with pytest.raises(opt.Infeasible):
+                opt.solve(p)
+            return
+        got = opt.solve(p)
+    finally:
+        opt.MONOTONE_MIN, opt.MONOTONE_BLOCK = old
+    assert got.objective == pytest.approx(want, rel=1e-9, abs=1e-12) and _fits(p, got.sizes)
+
+
+@SETTINGS
 @given(problems(), hs.data())
 def test_never_worse_than_any_feasible_layout_seeded_or_not(p, data):
     lay = sorted(data.draw(hs.sets(hs.sampled_from([int(s) for s in p.sizes]), min_size=1)))
@@ -270,3 +352,20 @@ def test_run_scenario_writes_report_with_frontier(tmp_path):
     assert all(b <= a + 1e-15 for a, b in zip(objs, objs[1:]))  # more graphs allowed: never worse
     html = (tmp_path / "report.html").read_text()
     assert "cudagraph_capture_sizes" in html and "--cuda-graph-bs" in html and "batch_sizes" in html
+
+
+@settings(max_examples=200, deadline=None)
+@given(hs.lists(hs.floats(1e-6, 1e6), min_size=1, max_size=30), hs.floats(0, 1e3))
+def test_count_bound_never_undercounts(adds, slack):
+    """The label search's count bound: sizes that each add >= the least still fit (float sums included)."""
+    from simulator.optimizer.search import _below_min, _more
+
+    least = min(adds)
+    room = 0.0
+    for a in adds:  # the search adds figures one at a time, as here
+        room += a
+    room += slack
+    assert _more(np.array([room]), np.array([least]), 64)[0] >= min(len(adds), 64)
+    assert _more(np.array([5.0]), np.array([0.0]), 7)[0] == 7 and _more(np.array([5.0]), np.array([np.inf]), 7)[0] == 0
+    lo = _below_min(np.array([3.0, 1.0, 2.0]))
+    assert lo.tolist() == [np.inf, np.inf, 3.0, 1.0]

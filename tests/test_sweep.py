@@ -5,6 +5,8 @@ import json
 from pathlib import Path
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 import pytest
 from typer.testing import CliRunner
 
@@ -191,3 +193,33 @@ def test_sweep_scenario_errors_name_line(tmp_path):
 def test_example_scenarios_validate(name):
     sc = load_scenario(ROOT / "scenarios" / name)
     assert sc.kind == "sweep" and sorted(sc.budgets) == [256 << 20, 1 << 30]
+
+
+@settings(max_examples=60, deadline=None)
+@given(budget=hs.one_of(hs.integers(0, 1 << 62), hs.floats(allow_nan=False, allow_infinity=False)),
+       ctx=hs.integers(1, 10_000), util=hs.floats(0.1, 1.0), shared=hs.booleans(),
+       mixed=hs.one_of(hs.none(), hs.tuples(hs.floats(0, 1), hs.integers(1, 4), hs.integers(1, 64))),
+       name=hs.text(max_size=8))
+def test_point_key_is_the_documented_hash(budget, ctx, util, shared, mixed, name):
+    """Point.key() (built from cached pieces) equals its definition, also for points sharing the pieces."""
+    import hashlib
+    from dataclasses import asdict, replace
+    from simulator.sweep.grid import CACHE_VERSION
+
+    p = point_for(QWEN, PROFILE, fusion="fused", graph="full", layout=name, sizes=(1, 2, 4), distribution="d",
+                  dist_sizes=(1, 3), dist_weights=(0.25, 0.75), budget_bytes=budget, ctx=ctx, mixed=mixed,
+                  shared_pool=shared, gpu_util=util)
+    for q in (p, replace(p, budget_bytes=7), replace(p, ctx=float(ctx)), replace(p, sizes=(1, 2, 4))):
+        want = hashlib.sha256(json.dumps({**asdict(q), "v": CACHE_VERSION}, sort_keys=True).encode()).hexdigest()
+        assert q.key() == want[:24]
+
+
+def test_point_of_equals_the_constructor():
+    from dataclasses import astuple
+    from simulator.sweep.grid import Point
+
+    p = pt(mixed=(0.5, 1, 4))
+    q = Point.of(*astuple(p))
+    assert q == p and hash(q) == hash(p) and q.key() == p.key() and evaluate_point(q) == evaluate_point(p)
+    with pytest.raises(ValueError):
+        Point.of(*astuple(p)[:-1])

@@ -31,8 +31,8 @@ from simulator.common.limits import MAX_OPTIMIZE_SIZE
 from simulator.layouts.graph_memory import GraphMemoryModel
 from simulator.model.models import ModelSpec, load_model
 from simulator.model.profile import load_profile
-from simulator.engine.routing import check_mode, route
-from simulator.engine.stepcost import routed_step
+from simulator.engine.routing import check_mode
+from simulator.engine.stepcost import expected_step, routed_step
 from simulator.model.workload import decode
 
 PRESETS = V.values(V.COMPARED_PRESETS)
@@ -176,18 +176,14 @@ def solve(st: Setup, p: opt.Problem, seeds=()) -> opt.Solution:
 
 
 def metrics(st: Setup, sizes: list[int]) -> dict:
-    """Expected step time, padded rows, waste, eager share, memory and capture time of a layout."""
+    """Expected step time, padded rows, waste, eager share, memory and capture time of a layout
+    (`stepcost.expected_step`: the sweep reports the same figures from the same function)."""
     b, w = st.inp.dist.as_arrays()
-    s = sorted(int(x) for x in sizes)
-    routes = [route(st.inp.graph, s, int(x)) for x in b]
-    graphed = np.array([r.padded is not None for r in routes], dtype=bool)
-    padded = np.array([r.executed for r in routes])
-    step = np.array([st.step_s(int(x), s) for x in b])
-    rows = float((w * (padded - b) * graphed).sum())
+    e = expected_step(st.model, st.costs, st.inp.fusion, st.inp.graph, sorted(int(x) for x in sizes), b, w,
+                      st.inp.ctx)
     mem, cap = st.memory(sizes)
-    return {"graphs": len(sizes), "step_ms": float((w * step).sum() * 1e3), "padded_rows": rows,
-            "padding_waste": rows / float((w * padded * graphed).sum()) if graphed.any() else 0.0,
-            "eager_share": float(w[~graphed].sum()), "memory_bytes": mem, "memory_mib": mem / MiB,
+    return {"graphs": len(sizes), "step_ms": e.step_s * 1e3, "padded_rows": e.padded_rows,
+            "padding_waste": e.waste, "eager_share": e.eager_share, "memory_bytes": mem, "memory_mib": mem / MiB,
             "capture_s": cap}
 
 

@@ -29,12 +29,14 @@ def build_points(sc: SweepScenario) -> list[Point]:
     dists = [build_distribution(d) for d in sc.distributions]
     mixed = (sc.mixed.share, sc.mixed.prefill_seqs, sc.mixed.prefill_len) if sc.mixed and sc.mixed.share else None
     pts = []
-    for mname, prof, fusion, graph, (lname, sizes), dist, budget in itertools.product(
-            sc.models, sc.profiles, sc.fusion, sc.graph, layouts, dists, sc.budgets):
-        pts.append(point_for(load_model(mname), prof, fusion=fusion, graph=graph, layout=lname, sizes=sizes,
-                             distribution=dist.label, dist_sizes=dist.sizes, dist_weights=dist.weights,
-                             budget_bytes=budget, ctx=sc.ctx, mixed=mixed, shared_pool=sc.shared_pool,
-                             gpu_util=sc.gpu_util, workspace_bytes=sc.workspace_bytes))
+    for mname, prof in itertools.product(sc.models, sc.profiles):
+        proto = point_for(load_model(mname), prof, fusion="", graph="", layout="", sizes=(), distribution="",
+                          dist_sizes=(), dist_weights=(), budget_bytes=0, ctx=sc.ctx)
+        for fusion, graph, (lname, sizes), dist, budget in itertools.product(
+                sc.fusion, sc.graph, layouts, dists, sc.budgets):
+            pts.append(Point.of(proto.model, prof, proto.profile_digest, fusion, graph, lname, sizes, dist.label,
+                             dist.sizes, dist.weights, budget, sc.ctx, mixed, sc.shared_pool, sc.gpu_util,
+                             sc.workspace_bytes))
     return pts
 
 

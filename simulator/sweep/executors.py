@@ -72,8 +72,12 @@ def _progress(enabled: bool, total: int, cached: int):
 
 
 def run_chunks(chunks: list[list], on_done: Callable[[int, list, dict], None], executor: str = "local",
-               workers: int = 2, progress: bool = True, total_points: int = 0, cached_points: int = 0) -> None:
-    """Evaluate every chunk; call on_done(chunk_index, rows, stats) in the parent as each one finishes."""
+               workers: int = 2, progress: bool = True, total_points: int = 0, cached_points: int = 0,
+               affinity: list[int] | None = None) -> None:
+    """Evaluate every chunk; call on_done(chunk_index, rows, stats) in the parent as each one finishes.
+
+    `affinity[i]` (local processes only): the worker (0..workers-1) that runs chunk i, in chunk order, so
+    chunks that share step simulations share one worker's memo; without it any free worker takes the next."""
     from simulator.sweep.grid import evaluate_chunk
 
     if executor not in EXECUTORS:
@@ -91,9 +95,15 @@ def run_chunks(chunks: list[list], on_done: Callable[[int, list, dict], None], e
                 on_done(i, rows, st)
                 adv(len(rows), st["simulated"])
         return
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(chunks)), initializer=_die_with_parent)
+    if affinity is None:
+        pools = [ProcessPoolExecutor(max_workers=min(workers, len(chunks)), initializer=_die_with_parent)]
+        slot = [0] * len(chunks)
+    else:  # one single-process pool per worker: chunk i runs on worker affinity[i]
+        used = sorted(set(affinity))
+        pools = [ProcessPoolExecutor(max_workers=1, initializer=_die_with_parent) for _ in used]
+        slot = [used.index(a) for a in affinity]
     try:
-        futs = {pool.submit(evaluate_chunk, c): i for i, c in enumerate(chunks)}  # fork before the bar's thread
+        futs = {pools[slot[i]].submit(evaluate_chunk, c): i for i, c in enumerate(chunks)}  # fork before the bar's thread
         with _progress(progress, total_points, cached_points) as adv:
             pending = set(futs)
             while pending:
@@ -105,14 +115,16 @@ def run_chunks(chunks: list[list], on_done: Callable[[int, list, dict], None], e
     except BaseException:
         # the workers first: shutdown() forgets them (pool._processes = None), and a worker left running keeps
         # the manager thread, and so interpreter exit, waiting for its chunk
-        procs = list((getattr(pool, "_processes", None) or {}).values())
+        procs = [proc for pool in pools for proc in (getattr(pool, "_processes", None) or {}).values()]
         for proc in procs:
             proc.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
         for proc in procs:
             proc.join(timeout=5)
         raise
-    pool.shutdown(wait=True)
+    for pool in pools:
+        pool.shutdown(wait=True)
 
 
 def _run_ray(chunks, on_done, workers, progress, total_points, cached_points) -> None:

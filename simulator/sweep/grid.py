@@ -19,11 +19,12 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+import numpy as np
+
 from simulator.common.errors import Interrupted
 from simulator.layouts.graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
 from simulator.model.models import ModelSpec
-from simulator.engine.stepcost import STATS, load_cached_profile, routed_step, step_time
-from simulator.model.workload import StepShape, decode
+from simulator.engine.stepcost import STATS, Expected, expected_step, load_cached_profile
 
 CACHE_VERSION = 2  # 2: capture_s from simulator/engine/startup.py (warm-ups + capture)
 CACHE_FILE = "cache.jsonl"
@@ -56,6 +57,14 @@ class Point:
     gpu_util: float = 0.9
     workspace_bytes: int = 1 << 30
 
+    @classmethod
+    def of(cls, *values) -> "Point":
+        """Point(*values) without the frozen dataclass's per-field object.__setattr__ (grids build 100k of
+        these): every field given, positionally, in declaration order."""
+        p = object.__new__(cls)
+        p.__dict__.update(zip(_FIELD_NAMES, values, strict=True))
+        return p
+
     @property
     def spec(self) -> ModelSpec:
         return ModelSpec(*self.model)
@@ -63,42 +72,49 @@ class Point:
     def key(self) -> str:
         """sha256 of json.dumps({**asdict(self), "v": CACHE_VERSION}, sort_keys=True), first 24 hex digits.
 
-        Built field by field in that same text (json.dumps's ", " / ": " separators, keys sorted): the long
-        tuples (model, sizes, distribution) are shared by many points and serialised once per object."""
-        h = hashlib.sha256(b"{")
+        Built in that same text (json.dumps's ", " / ": " separators, keys sorted). `budget_bytes` sorts first
+        and is the innermost axis of a grid: the text after it is built once per distinct rest of the point
+        (the long tuples are recognised by identity and kept alive with the entry, so their ids stay unique)."""
+        rk = (id(self.model), id(self.sizes), id(self.dist_sizes), id(self.dist_weights), id(self.mixed),
+              self.profile, self.profile_digest, self.fusion, self.graph, self.layout, self.distribution,
+              type(self.ctx), self.ctx, type(self.gpu_util), self.gpu_util, type(self.shared_pool), self.shared_pool,
+              type(self.workspace_bytes), self.workspace_bytes)
+        hit = _KEY_REST.get(rk)
+        if hit is None or not (hit[0] is self.model and hit[1] is self.sizes and hit[2] is self.dist_sizes
+                               and hit[3] is self.dist_weights and hit[4] is self.mixed):
+            if len(_KEY_REST) > 4096:
+                _KEY_REST.clear()
+            hit = _KEY_REST[rk] = (self.model, self.sizes, self.dist_sizes, self.dist_weights, self.mixed,
+                                   self._key_text(skip="budget_bytes"))
+        b = self.budget_bytes
+        bj = int.__repr__(b) if type(b) is int else json.dumps(b)
+        return hashlib.sha256(b'{"budget_bytes": ' + bj.encode() + hit[5]).hexdigest()[:24]
+
+    def _key_text(self, skip: str) -> bytes:
+        """The key's JSON text after field `skip` (which must sort first), up to the closing brace."""
+        parts = []
         for name, head in _KEY_FIELDS:
+            if name == skip:
+                continue
             v = CACHE_VERSION if name == "v" else getattr(self, name)
-            t = type(v)
-            if t is int:
-                js = int.__repr__(v)
-            elif t is float and v - v == 0.0:  # finite: json writes float.__repr__
-                js = float.__repr__(v)
-            elif t is str:
-                js = _KEY_STR.get(v)
-                if js is None:
-                    if len(_KEY_STR) > 4096:
-                        _KEY_STR.clear()
-                    js = _KEY_STR[v] = json.dumps(v)
-            elif t is tuple and v:
+            if type(v) is tuple and len(v) > 8:  # shared by many points: serialised once per object
                 hit = _KEY_JSON.get(id(v))
                 if hit is None or hit[0] is not v:
                     if len(_KEY_JSON) > 4096:
                         _KEY_JSON.clear()
-                    hit = _KEY_JSON[id(v)] = (v, json.dumps(v, sort_keys=True).encode())
-                h.update(head.encode())
-                h.update(hit[1])
-                continue
+                    hit = _KEY_JSON[id(v)] = (v, json.dumps(v).encode())
+                parts.append(head.encode() + hit[1])
             else:
-                js = json.dumps(v, sort_keys=True)
-            h.update((head + js).encode())
-        h.update(b"}")
-        return h.hexdigest()[:24]
+                parts.append(head.encode() + json.dumps(v, sort_keys=True).encode())
+        return b"".join(parts) + b"}"
 
 
+_FIELD_NAMES = tuple(f.name for f in fields(Point))
 _KEY_FIELDS = tuple((k, ("" if i == 0 else ", ") + json.dumps(k) + ": ")
                     for i, k in enumerate(sorted([f.name for f in fields(Point)] + ["v"])))
-_KEY_STR: dict[str, str] = {}  # string -> its JSON
+_KEY_REST: dict[tuple, tuple] = {}  # the point without its budget -> (its tuples, kept alive; the key text after the budget)
 _KEY_JSON: dict[int, tuple[tuple, bytes]] = {}  # id(tuple) -> (the tuple, its JSON): kept alive, so ids stay unique
+assert _KEY_FIELDS[0][0] == "budget_bytes"
 
 
 def model_tuple(m: ModelSpec) -> tuple:
@@ -122,47 +138,44 @@ _MEM: dict[tuple, tuple] = {}  # per process: (layout memory, KV-cache bytes, KV
 _EXPECT: dict[tuple, dict] = {}  # per process: expectations shared by points that differ only in layout/budget
 
 
-def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> dict:
-    """Weighted sums over the distribution (and the mixed share) for one fusion level and graph mode."""
+def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> Expected:
+    """Expected figures over the distribution (and the mixed share) for one fusion level and graph mode
+    (`stepcost.expected_step`: the optimizer reports the same figures from the same function)."""
     key = (p.model, p.profile_digest, fusion, mode, sizes if mode != "none" else (), p.dist_sizes,
            p.dist_weights, p.ctx, p.mixed)
     hit = _EXPECT.get(key)
-    if hit is not None:
-        return hit
-    m = p.spec
-    share, ps, pl = p.mixed if p.mixed else (0.0, 0, 0)
-    kinds = [(1.0 - share, True)] + ([(share, False)] if share > 0 else [])
-    acc = dict.fromkeys(("rows", "pad", "wmean", "over", "step", "unpad", "tokens", "evals"), 0.0)
-    for b, w in zip(p.dist_sizes, p.dist_weights):
-        for wk, pure in kinds:
-            if wk <= 0:
-                continue
-            ww = w * wk
-            tokens = b if pure else b + ps * pl
-            shape = decode(b, p.ctx) if pure else StepShape(b, p.ctx, ps, pl)
-            rs = routed_step(m, p.profile, fusion, mode, sizes, shape)
-            r, extra = rs.route, rs.route.padding
-            run = rs.step_s
-            unpad = step_time(m, p.profile, fusion, r.mode, shape).step_s if extra else run
-            acc["rows"] += ww * r.executed
-            acc["pad"] += ww * extra
-            acc["wmean"] += ww * extra / r.executed
-            acc["over"] += ww * r.overflow
-            acc["step"] += ww * run
-            acc["unpad"] += ww * unpad
-            acc["tokens"] += ww * tokens
-            acc["evals"] += 1
-    if len(_EXPECT) > 100_000:
-        _EXPECT.clear()
-    _EXPECT[key] = acc
-    return acc
+    if hit is None:
+        if len(_EXPECT) > 100_000:
+            _EXPECT.clear()
+        hit = _EXPECT[key] = expected_step(p.spec, p.profile, fusion, mode, sizes if mode != "none" else (),
+                                           p.dist_sizes, p.dist_weights, p.ctx, p.mixed)
+    return hit
 
 
 def evaluate_point(p: Point) -> dict:
     """All figures of one grid point (pure: the same point always gives the same row).
 
     `step_evals` counts the step times the point's expected step time sums over (one per batch size and
-    step kind in its own mode; the eager baselines and any memoised sums are not counted)."""
+    step kind in its own mode; the eager baselines and any memoised sums are not counted). Points that differ
+    only in their budget share one row but for `budget_bytes` and `fits_budget` (memoised per process)."""
+    bkey = (p.model, p.profile, p.profile_digest, p.fusion, p.graph, p.layout, p.sizes, p.distribution, p.dist_sizes,
+            p.dist_weights, p.ctx, p.mixed, p.shared_pool, p.gpu_util, p.workspace_bytes,
+            type(p.ctx), type(p.shared_pool), type(p.gpu_util), type(p.workspace_bytes))  # 1 == 1.0 == True
+    base = _ROWS.get(bkey)
+    if base is None:
+        if len(_ROWS) > 20_000:
+            _ROWS.clear()
+        base = _ROWS[bkey] = _evaluate(p)
+    row = base.copy()
+    row["budget_bytes"] = p.budget_bytes
+    row["fits_budget"] = bool(row["graph_bytes"] <= p.budget_bytes)
+    return row
+
+
+_ROWS: dict[tuple, dict] = {}  # per process: a point's row without its budget
+
+
+def _evaluate(p: Point) -> dict:
     m = p.spec
     prof = load_cached_profile(p.profile)[0]
     sizes = tuple(p.sizes)
@@ -176,8 +189,8 @@ def evaluate_point(p: Point) -> dict:
         hit = _MEM[mkey] = (mem, kv, kv_cache_tokens(m, kv))
     mem, kv, kv_tokens = hit
     acc = _expectation(p, p.fusion, p.graph, sizes)
-    gnone = _expectation(p, p.fusion, "none", sizes)["step"]
-    eager = _expectation(p, "none", "none", sizes)["step"]
+    gnone = _expectation(p, p.fusion, "none", sizes).step_s
+    eager = _expectation(p, "none", "none", sizes).step_s
     ms = 1e3
     return {
         "model": m.name, "profile": p.profile, "fusion": p.fusion, "graph": p.graph, "layout": p.layout,
@@ -188,14 +201,14 @@ def evaluate_point(p: Point) -> dict:
         "graph_bytes": mem.total_bytes, "fits_budget": bool(mem.total_bytes <= p.budget_bytes),
         "kv_cache_bytes": kv, "kv_tokens": kv_tokens, "capture_s": mem.capture_s,
         "memory_source": mem.source,
-        "waste": acc["pad"] / acc["rows"], "waste_mean": acc["wmean"], "padded_rows": acc["pad"],
-        "overflow_frac": acc["over"],
-        "expected_step_ms": acc["step"] * ms, "unpadded_step_ms": acc["unpad"] * ms,
-        "padding_cost_ms": (acc["step"] - acc["unpad"]) * ms,
-        "graph_none_step_ms": gnone * ms, "speedup_vs_graph_none": gnone / acc["step"],
-        "eager_step_ms": eager * ms, "speedup_vs_eager": eager / acc["step"],
-        "tokens_per_s": acc["tokens"] / acc["step"],
-        "step_evals": int(acc["evals"]),
+        "waste": acc.waste, "waste_mean": acc.waste_mean, "padded_rows": acc.padded_rows,
+        "overflow_frac": acc.overflow_share,
+        "expected_step_ms": acc.step_s * ms, "unpadded_step_ms": acc.unpadded_s * ms,
+        "padding_cost_ms": (acc.step_s - acc.unpadded_s) * ms,
+        "graph_none_step_ms": gnone * ms, "speedup_vs_graph_none": gnone / acc.step_s,
+        "eager_step_ms": eager * ms, "speedup_vs_eager": eager / acc.step_s,
+        "tokens_per_s": acc.tokens / acc.step_s,
+        "step_evals": acc.evals,
     }
 
 
@@ -266,7 +279,12 @@ class SweepRun:
     step_lookups: int  # step-time memo lookups in this run
     step_evals: int = 0  # step times the computed points' expectations sum over
     wall_s: float = 0.0
-    keys: list[str] = field(default_factory=list)
+    points: list[Point] = field(default_factory=list, repr=False)
+
+    @property
+    def keys(self) -> list[str]:
+        """The cache key of every point, in point order (computed when asked: a run without a cache needs none)."""
+        return [p.key() for p in self.points]
 
 
 def _chunks(items: list, n: int) -> list[list]:
@@ -280,9 +298,9 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
     from simulator.sweep.executors import run_chunks
 
     t0 = time.perf_counter()
-    keys = [p.key() for p in points]
+    keys = [p.key() for p in points] if out is not None else None  # only the cache needs them
     done = load_cache(out) if out is not None else {}
-    pending = [i for i, k in enumerate(keys) if k not in done]
+    pending = [i for i, k in enumerate(keys) if k not in done] if done else list(range(len(points)))
     cached = len(points) - len(pending)
     if max_points is not None:
         pending = pending[:max_points]
@@ -294,6 +312,10 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
 
     pending.sort(key=lambda i: (group(i), points[i].graph, i))
     tasks = [c for _, g in itertools.groupby(pending, key=group) for c in _chunks(list(g), chunk)]
+    # each local worker takes a contiguous run of tasks (balanced by points): a group's steps are then simulated
+    # by one worker, not by every worker that happens to pick up one of its chunks
+    starts = np.cumsum([0] + [len(t) for t in tasks[:-1]])
+    affinity = [min(workers - 1, int(s0 * workers // max(len(pending), 1))) for s0 in starts]
     fresh: dict[int, dict] = {}
     stats = {"simulated": 0, "lookups": 0, "evals": 0}
 
@@ -308,7 +330,7 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
 
     try:
         run_chunks([[points[i] for i in t] for t in tasks], on_done, executor, workers, progress,
-                   total_points=len(pending), cached_points=cached)
+                   total_points=len(pending), cached_points=cached, affinity=affinity)
     except (KeyboardInterrupt, Interrupted) as e:
         if out is None:
             raise
@@ -317,10 +339,12 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
             f"{Path(out) / CACHE_FILE}; rerun the same command to resume from there",
             getattr(e, "code", 130)) from None
     rows = []
-    for i, k in enumerate(keys):
-        r = fresh.get(i, done.get(k))
+    for i in range(len(points)):
+        r = fresh.get(i)
+        if r is None and done:
+            r = done.get(keys[i])
         if r is not None:
             rows.append(r)
     return SweepRun(rows, computed=len(fresh), cached=cached, simulated_steps=stats["simulated"],
                     step_lookups=stats["lookups"], step_evals=stats["evals"], wall_s=time.perf_counter() - t0,
-                    keys=keys)
+                    points=points)
