@@ -31,7 +31,7 @@ from pathlib import Path
 from simulator.model.costs import CostModel
 from simulator.engine.predict import simulate
 from simulator.model.profile import Profile, load_profile
-from simulator.report.html import atomic_write_text, write_json
+from simulator.common.jsonfile import atomic_write_text, write_json
 from simulator.traces.importer import import_trace
 from simulator.traces.read import read_trace
 from simulator.traces.whatif import workload_step

@@ -19,7 +19,7 @@ EAGER_PATHS = ("eager_elementwise", "eager_reduction", "eager_gemm", "eager_atte
 
 def write_json_atomic(obj, path) -> None:
     """Write JSON atomically (simulator.report.html's temp file + os.replace; stdlib only)."""
-    from simulator.report.html import atomic_write_text
+    from simulator.common.jsonfile import atomic_write_text
 
     atomic_write_text(path, json.dumps(obj, indent=1) + "\n")
 

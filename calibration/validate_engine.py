@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from simulator.model.profile import load_profile
-from simulator.report.html import atomic_write_text, write_json
+from simulator.common.jsonfile import atomic_write_text, write_json
 
 MEASURED = Path("calibration/measured")
 ENGINE = MEASURED / "h200-engine" / "engine_loop.json"

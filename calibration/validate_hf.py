@@ -31,7 +31,7 @@ from simulator.model.kernels import LaunchPath, Op, OpClass
 from simulator.model.models import PRESETS
 from simulator.engine.predict import simulate
 from simulator.model.profile import Profile, load_profile
-from simulator.report.html import atomic_write_text, write_json
+from simulator.common.jsonfile import atomic_write_text, write_json
 from simulator.traces.host import describe, host_breakdown
 from simulator.traces.whatif import _gpu_s, cost_op, workload_step
 from simulator.traces.workload import workload_from_trace

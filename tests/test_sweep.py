@@ -18,7 +18,7 @@ from simulator.engine.plan import build_plan
 from simulator.engine.predict import simulate
 from simulator.model.profile import load_profile
 from simulator.sweep.grid import CACHE_FILE, evaluate_point, load_cache, point_for, run_points
-from simulator.sweep.evaluate import tiled_plan
+from simulator.engine.tiling import tiled_plan
 from simulator.model.workload import StepShape, build_step, decode
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from simulator.common import vocab as V
 from simulator.layouts.buckets import pad as _pad
 from simulator.layouts.buckets import parse_layout, preset_sizes
 from simulator.common.errors import UserError
-from simulator.report.html import dumps
+from simulator.common.jsonfile import dumps
 
 MiB = 1 << 20
 LAYOUT_HELP = ("capture sizes: a preset name, 1,2,4,8, '[1, 2, 8]', a vLLM compilation_config JSON "

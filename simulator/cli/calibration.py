@@ -190,7 +190,7 @@ def combine_profiles(
 ) -> None:
     """Write a profile with one profile's host section and another's device section."""
     from simulator.model.profile import combine, load_profile
-    from simulator.report.html import write_json
+    from simulator.common.jsonfile import write_json
 
     _out_json(out)
     p = combine(load_profile(host), load_profile(device))

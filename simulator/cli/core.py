@@ -13,7 +13,7 @@ import typer
 from . import app, choices
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
-from simulator.report.html import dumps
+from simulator.common.jsonfile import dumps
 
 from .tables import console, print_record, print_rows, say  # noqa: F401  (print_rows: used by other commands)
 

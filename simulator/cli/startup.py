@@ -10,7 +10,7 @@ import typer
 from . import app, choices
 from simulator.common import vocab as V
 from simulator.layouts.buckets import parse_layout
-from simulator.report.html import dumps
+from simulator.common.jsonfile import dumps
 from .buckets import LAYOUT_HELP
 
 

@@ -14,7 +14,7 @@ from . import app, choices
 from simulator.common import vocab as V
 from .core import console, print_rows
 from simulator.common.errors import UserError
-from simulator.report.html import dumps
+from simulator.common.jsonfile import dumps
 
 
 @app.command("import-trace")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
+import os
 from pathlib import Path
 
 from simulator.common.errors import UserError
@@ -161,3 +163,53 @@ def line_of(text: str | None, loc) -> int:
 def field_error(where: str, text: str | None, loc, msg: str, error: type[UserError] = UserError) -> UserError:
     """`FILE:LINE: field 'a.b[2]': msg` as an `error`."""
     return error(f"{where}:{line_of(text, loc)}: field '{format_loc(loc)}': {msg}")
+
+
+# --------------------------------------------------------------------------------------------- writing
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p
+
+
+def finite(obj):
+    """A copy of a JSON-bound value with NaN and infinities as None: JSON has no NaN (`json.dumps` would write
+    the non-standard token NaN, which strict readers reject)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if hasattr(obj, "tolist") or hasattr(obj, "item") or hasattr(obj, "model_dump"):
+        return finite(_default(obj))
+    return obj
+
+
+def dumps(obj, **kw) -> str:
+    """json.dumps that never writes NaN or Infinity (they become null)."""
+    return json.dumps(finite(obj), allow_nan=False, default=_default, **kw)
+
+
+def write_json(path: str | Path, obj) -> Path:
+    return atomic_write_text(path, dumps(obj, indent=2) + "\n")
+
+
+def _default(o):
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    if hasattr(o, "model_dump"):
+        return o.model_dump(mode="json")
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

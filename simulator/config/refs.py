@@ -118,7 +118,7 @@ def _capacity(sc) -> Iterator[Check]:
 
 
 def _buckets(sc) -> Iterator[Check]:
-    from simulator.studies.optimize import parse_memory_budget
+    from simulator.config.specs import parse_memory_budget
 
     yield ("model",), _model(sc.model)
     yield ("profile",), _profile(sc.profile)

@@ -8,6 +8,9 @@ from typing import Annotated, Union
 
 from pydantic import Field, model_validator
 
+from simulator.common import vocab as V
+from simulator.common.errors import UserError
+
 from .base import Batch, Strict
 
 SOURCES = ("histogram", "samples", "csv", "uniform")
@@ -75,3 +78,21 @@ class LayoutSpec(Strict):
         description="a preset (vllm, sglang, trtllm, seed, pow2, all), 'a,b,c' or a list of capture sizes")
     max_size: Batch | None = Field(None, description="cap on a preset's largest size (preset default if unset)")
     max_num_seqs: Batch | None = Field(None, description="vllm preset: max = min(2 x max_num_seqs, 512)")
+
+
+class MemoryBudgetError(UserError):
+    """A memory budget that is neither bytes nor a preset name."""
+
+
+def parse_memory_budget(v) -> float | str | None:
+    """Bytes as an int, '512MiB' / '1GiB', or a preset name (that preset's memory)."""
+    from simulator.config.sweep import parse_bytes
+
+    if v is None:
+        return None
+    if isinstance(v, str) and v.strip() in V.values(V.COMPARED_PRESETS) + (V.LayoutPreset.POW2.value,):
+        return v.strip()
+    try:
+        return float(parse_bytes(int(v) if isinstance(v, str) and v.strip().isdigit() else v))
+    except ValueError as e:
+        raise MemoryBudgetError(f"memory budget: {e} (or a preset name: vllm, sglang, trtllm, seed)") from None

@@ -6,7 +6,7 @@
 - `step_time(model, profile, fusion, mode, shape)`: the fast engine's StepResult of one step in graph mode
   `mode` (a configured mode or a plan mode: `routing.plan_mode` resolves it for the shape), memoised per process
   on (model, profile digest, fusion, plan mode, shape). Plans are built by layer tiling
-  (`sweep_eval.tiled_plan`, bitwise equal to `plan.build_plan` on the full step).
+  (`engine/tiling.tiled_plan`, bitwise equal to `plan.build_plan` on the full step).
 - `routed_step(model, profile, fusion, graph, sizes, shape)`: `routing.route_shape` then `step_time` of the
   padded shape (`routing.padded_shape`) in the routed plan mode: what a step costs under a graph mode and a
   capture layout. Predict (`predict.predict(sizes=...)`), the sweep, the optimizer and serving all read their
@@ -74,7 +74,7 @@ def step_time(model: ModelSpec, profile: str | None | Profile | CostModel, fusio
               shape: StepShape) -> StepResult:
     """The fast engine's result for one step (no padding: `shape` is what the GPU runs), memoised per process."""
     from simulator.engine.fastpath import simulate_fast
-    from simulator.sweep.evaluate import tiled_plan
+    from simulator.engine.tiling import tiled_plan
     from simulator.engine.timeline import summarize
 
     _, costs, digest = resolve(profile)

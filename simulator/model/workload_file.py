@@ -33,7 +33,7 @@ from simulator.common.errors import UserError, validate_versioned
 from simulator.common.jsonfile import field_error, line_of, read_json
 from simulator.model.kernels import OpClass
 from simulator.common.limits import MAX_BATCH, MAX_CTX, MAX_US
-from simulator.report.html import write_json
+from simulator.common.jsonfile import write_json
 
 FORMAT_VERSION = 1
 MAX_KERNELS = 1_000_000  # one step of the largest models launches a few thousand

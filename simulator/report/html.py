@@ -1,4 +1,4 @@
-"""Report output: atomic JSON/CSV/HTML writes and offline HTML pages.
+"""Report output: atomic CSV/HTML writes (JSON: simulator/common/jsonfile.py) and offline HTML pages.
 
 An HTML report loads plotly.js from plotly.min.js written once beside it (no network needed to open it; the
 folder's reports share the one copy), or inlines it on request (`--inline-plotly`), followed by each figure and
@@ -18,44 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return p
-
-
-def finite(obj):
-    """A copy of a JSON-bound value with NaN and infinities as None: JSON has no NaN (`json.dumps` would write
-    the non-standard token NaN, which strict readers reject)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    if hasattr(obj, "tolist") or hasattr(obj, "item") or hasattr(obj, "model_dump"):
-        return finite(_default(obj))
-    return obj
-
-
-def dumps(obj, **kw) -> str:
-    """json.dumps that never writes NaN or Infinity (they become null)."""
-    return json.dumps(finite(obj), allow_nan=False, default=_default, **kw)
-
-
-def write_json(path: str | Path, obj) -> Path:
-    return atomic_write_text(path, dumps(obj, indent=2) + "\n")
+from simulator.common.jsonfile import atomic_write_text
 
 
 def write_csv(path: str | Path, rows: list[dict]) -> Path:
@@ -68,16 +31,6 @@ def write_csv(path: str | Path, rows: list[dict]) -> Path:
         w.writeheader()
         w.writerows(rows)
     return atomic_write_text(path, buf.getvalue())
-
-
-def _default(o):
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    if hasattr(o, "model_dump"):
-        return o.model_dump(mode="json")
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 def table_html(rows: list[dict], caption: str = "", digits: int = 4) -> str:

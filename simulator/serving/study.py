@@ -14,7 +14,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from simulator.report import charts
-from simulator.report.html import table_html, write_csv, write_html, write_json
+from simulator.report.html import table_html, write_csv, write_html
+from simulator.common.jsonfile import write_json
 from .setup import build_config, load_run_trace, mean_metrics, merged_batch_log, run_replications
 
 SUMMARY_COLUMNS = ["replication", "throughput_req_s", "throughput_tok_s", "ttft_p99_s", "tpot_p99_ms", "gpu_busy_frac",

@@ -20,7 +20,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from simulator.report.progress import note
-from simulator.report.html import table_html, write_csv, write_html, write_json
+from simulator.report.html import table_html, write_csv, write_html
+from simulator.common.jsonfile import write_json
 from simulator.serving.capacity import Slo, find_capacity
 from simulator.serving.kv import KVError
 from simulator.serving.replica import prepare

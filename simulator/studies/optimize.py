@@ -28,6 +28,7 @@ from simulator.layouts.engine_syntax import engine_syntax  # noqa: F401  (re-exp
 from simulator.common.errors import UserError
 from simulator.common import vocab as V
 from simulator.common.limits import MAX_OPTIMIZE_SIZE
+from simulator.config.specs import parse_memory_budget  # noqa: F401  (the scenario field's parser)
 from simulator.layouts.graph_memory import GraphMemoryModel
 from simulator.model.models import ModelSpec, load_model
 from simulator.model.profile import load_profile
@@ -269,20 +270,6 @@ def frontiers(st: Setup, p: opt.Problem, presets: dict) -> tuple[list[dict], lis
     return by_k, by_m
 
 
-def parse_memory_budget(v) -> float | str | None:
-    """Bytes as an int, '512MiB' / '1GiB', or a preset name (that preset's memory)."""
-    from simulator.config.sweep import parse_bytes
-
-    if v is None:
-        return None
-    if isinstance(v, str) and v.strip() in PRESETS + (V.LayoutPreset.POW2.value,):
-        return v.strip()
-    try:
-        return float(parse_bytes(int(v) if isinstance(v, str) and v.strip().isdigit() else v))
-    except ValueError as e:
-        raise OptimizeError(f"memory budget: {e} (or a preset name: vllm, sglang, trtllm, seed)") from None
-
-
 def inputs_from_scenario(sc, **over):
     kw = dict(model=sc.model, profile=sc.profile, fusion=sc.fusion, graph=sc.graph, ctx=sc.ctx,
               objective=sc.objective, max_graphs=sc.max_graphs, memory_budget=parse_memory_budget(sc.memory_budget),
@@ -324,7 +311,8 @@ def run_buckets_scenario(sc, out: Path | None) -> dict:
 # -- report ----------------------------------------------------------------------------------------
 def write_outputs(result: dict, dist: BatchDistribution, out: Path, title: str, intro: str = "") -> None:
     from simulator.report import charts
-    from simulator.report.html import table_html, write_csv, write_html, write_json
+    from simulator.report.html import table_html, write_csv, write_html
+    from simulator.common.jsonfile import write_json
     import html
     import plotly.graph_objects as go
 

@@ -15,8 +15,9 @@ from simulator.model.models import load_model
 from simulator.engine.plan import LaunchPlan
 from simulator.engine.predict import host_band, run_engine, simulate
 from simulator.model.profile import load_profile
-from simulator.report.html import table_html, write_html, write_json
-from simulator.sweep.evaluate import tiled_plan
+from simulator.report.html import table_html, write_html
+from simulator.common.jsonfile import write_json
+from simulator.engine.tiling import tiled_plan
 from simulator.engine.timeline import summarize
 from simulator.model.workload import build_step, decode, kernels_per_layer
 

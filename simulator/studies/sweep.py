@@ -14,7 +14,8 @@ from simulator.layouts.buckets import parse_layout
 from simulator.config.sweep import NamedDistribution, SweepScenario
 from simulator.layouts.distribution import BatchDistribution
 from simulator.model.models import load_model
-from simulator.report.html import table_html, write_csv, write_html, write_json
+from simulator.report.html import table_html, write_csv, write_html
+from simulator.common.jsonfile import write_json
 from simulator.sweep.grid import Point, point_for, run_points
 
 MiB = 1 << 20

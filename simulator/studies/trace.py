@@ -7,7 +7,8 @@ from pathlib import Path
 from simulator.report import charts
 from simulator.config.trace_workload import WorkloadScenario
 from simulator.model.profile import load_profile
-from simulator.report.html import table_html, write_html, write_json
+from simulator.report.html import table_html, write_html
+from simulator.common.jsonfile import write_json
 from simulator.traces.predict import predict_workload, result_dict
 from simulator.model.workload_file import load_workload
 

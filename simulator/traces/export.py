@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from simulator.model.kernels import Step
-from simulator.report.html import write_json
+from simulator.common.jsonfile import write_json
 from simulator.engine.timeline import Timeline
 
 HOST_PID, GPU_PID, HOST_TID, STREAM = 1, 0, 1, 7

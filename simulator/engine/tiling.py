@@ -1,7 +1,7 @@
 """Layer-tiled launch plans for fast step evaluations.
 
-Owns `tiled_plan`; the memoised step times built from it live in stepcost.py (`step_time`, `load_cached_profile`,
-`STATS`, `reset_memo` are re-exported here for existing callers). The launch plan is built by layer tiling:
+Owns `tiled_plan` (the one exact way of not planning every layer); the memoised step times built from it live in
+stepcost.py. The launch plan is built by layer tiling:
 a decoder step is a preamble, L identical layers and a head, so the plans of the 1- and 2-layer versions
 of the model determine the L-layer plan exactly: with `block` the extra launches (kernels) the second
 layer adds, inserted at the first position where the two plans differ,
@@ -14,21 +14,14 @@ versions do not have this form is built in full instead.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
 
 import numpy as np
 
 from simulator.model.costs import CostModel
-from simulator.model.models import ModelSpec, load_model
+from simulator.model.models import ModelSpec
 from simulator.engine.plan import LaunchPlan, build_plan
 from simulator.engine.routing import plan_mode
-from simulator.engine.stepcost import STATS, load_cached_profile, reset_memo, step_time  # noqa: F401  (re-exported)
 from simulator.model.workload import StepShape, build_step
-
-
-@lru_cache(maxsize=64)
-def load_cached_model(name: str) -> ModelSpec:
-    return load_model(name)
 
 
 def _lcp(a, b) -> int:
