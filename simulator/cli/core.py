@@ -114,6 +114,9 @@ def predict(
                                           "two-lane CPU/GPU timeline across its steps (overlap under async)"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): per-GPU shard of the model plus an "
                            "all-reduce per attention and MLP block (collective figures published, unmeasured)"),
+    dtype: str = typer.Option("bf16", "--dtype", help="weights: bf16 | fp8 (e4m3, per-tensor scales: fp8 GEMM "
+                              "tables, activation-quant kernels, 1-byte weights)"),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16 | fp8 (1 byte per element)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict one decode (or mixed decode + prefill) step: step time, CPU/GPU split, kernels, launches.
@@ -137,6 +140,11 @@ def predict(
     from simulator.model.parallel import check_tp, shard, tp_fields
 
     check_tp(tp)
+    from simulator.model.dtype import check_dtype, dtype_fields, with_dtype
+
+    check_dtype(dtype), check_dtype(kv_dtype, "--kv-dtype")
+    if (dtype, kv_dtype) != ("bf16", "bf16") and (workload is not None or model is None):
+        raise UserError("--dtype/--kv-dtype need --model (imported workloads keep their traced kernels)")
     if tp != 1 and (workload is not None or model is None):
         raise UserError("--tp needs --model (imported workloads are single-GPU traces)")
     if report is not None and not steps:
@@ -167,7 +175,7 @@ def predict(
 
     modes(fusion, graph, engine)
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
-    m = shard(m, tp)
+    m = shard(with_dtype(m, dtype, kv_dtype), tp)
     ctx_fits(m, ctx, max(1, prefill_len))
     shape = StepShape(batch, ctx, prefill_seqs, prefill_len)
     sizes = None
@@ -177,7 +185,7 @@ def predict(
         sizes = parse_layout(layout)
     p = _predict(m, batch, ctx, fusion, graph, prof, engine, replicates, seed, shape=shape, sizes=sizes)
     d = {"model": model, "batch": batch, "ctx": ctx, "fusion": fusion, "engine": engine, **p.as_dict(),
-         **tp_fields(m, prof)}
+         **tp_fields(m, prof), **dtype_fields(m)}
     if layout is not None:  # where routing.route sent the step (graph: the mode it ran in)
         d.update(layout=layout, requested_graph=graph, padded=p.route.padded)
     if prefill_seqs:

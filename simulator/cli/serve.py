@@ -16,7 +16,7 @@ from .buckets import LAYOUT_HELP
 
 FLAGS = {"scheduling": "--scheduling", "model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "layout": "--layout",
          "rate": "--rate", "duration_s": "--duration", "seed": "--seed", "arrivals.trace": "--trace",
-         "tensor_parallel_size": "--tp"}
+         "tensor_parallel_size": "--tp", "dtype": "--dtype", "kv_dtype": "--kv-dtype"}
 
 
 def _layout(spec: str):
@@ -50,6 +50,8 @@ def serve(
                                        "of writing plotly.min.js beside it"),
     tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel GPUs per replica (1, 2, 4, 8; default 1): "
                                      "sets tensor_parallel_size; collective figures are published, unmeasured"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="weights: bf16 | fp8 (default bf16; sets dtype)"),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV cache: bf16 | fp8 (default bf16)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Simulate one GPU replica serving requests (continuous batching); print throughput, TTFT/TPOT, busy shares."""
@@ -81,7 +83,7 @@ def serve(
         data = {"kind": "serve", "name": "serve", "model": model}
     over = {"model": model, "rate": rate, "profile": profile, "fusion": fusion, "graph": graph,
             "layout": _layout(layout) if layout is not None else None, "duration_s": duration, "seed": seed,
-            "scheduling": scheduling, "tensor_parallel_size": tp}
+            "scheduling": scheduling, "tensor_parallel_size": tp, "dtype": dtype, "kv_dtype": kv_dtype}
     data.update({k: v for k, v in over.items() if v is not None})
     if trace is not None:
         data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
@@ -95,7 +97,7 @@ def serve(
         msg = str(e)
         given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "layout": layout,
                  "rate": rate, "duration_s": duration, "seed": seed, "arrivals.trace": trace, "scheduling": scheduling,
-                 "tensor_parallel_size": tp}
+                 "tensor_parallel_size": tp, "dtype": dtype, "kv_dtype": kv_dtype}
         for fld, flag in FLAGS.items():
             mark = f"field '{fld}': "
             if given.get(fld) is not None and mark in msg:
