@@ -41,6 +41,8 @@ def optimize(
     out: Optional[Path] = typer.Option(None, "--out", help="folder for report.html, result.json, frontier.csv"),
     inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html instead "
                                        "of writing plotly.min.js beside it"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="weights: bf16 | fp8 (default bf16)"),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV cache: bf16 | fp8 (default bf16)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Exact best CUDA-graph capture sizes for a batch-size distribution (dynamic programming)."""
@@ -68,6 +70,12 @@ def optimize(
     if not choice_objective:
         raise UserError(f"--objective must be step-time or padded-rows, got {objective!r}")
     model_flag("--model", model)
+    from simulator.model.dtype import check_dtype
+
+    if dtype is not None:
+        check_dtype(dtype)
+    if kv_dtype is not None:
+        check_dtype(kv_dtype, "--kv-dtype")
     if profile is not None:
         profile_flag("--profile", profile)
     if out is not None:
@@ -76,7 +84,8 @@ def optimize(
         mb = parse_memory_budget(memory_budget)
     over = dict(model=model, profile=profile, fusion=fusion, graph=graph, ctx=ctx, objective=objective,
                 max_graphs=max_graphs, memory_budget=mb,
-                capture_budget=capture_budget, max_size=max_size, shared_pool=False if private else None)
+                capture_budget=capture_budget, max_size=max_size, shared_pool=False if private else None,
+                dtype=dtype, kv_dtype=kv_dtype)
     title = "launchsim optimize"
     if scenario is not None:
         with named("--scenario"):
