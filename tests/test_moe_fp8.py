@@ -175,3 +175,11 @@ def test_scenario_dtype_field():
     assert sc.dtype == "fp8" and sc.kv_dtype == "bf16"
     with pytest.raises(UserError, match="dtype"):
         parse_scenario({"kind": "step", "name": "x", "model": "qwen3-0.6b", "dtype": "int4"})
+
+
+def test_moe_config_missing_top_k_names_the_field(tmp_path, capsys):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+                             "intermediate_size": 512, "vocab_size": 1000, "num_experts": 8}))
+    err = cli_error(capsys, ["predict", "--model", str(p)])
+    assert "num_experts_per_tok" in err and "missing" in err

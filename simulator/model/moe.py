@@ -44,6 +44,8 @@ def moe_fields(cfg: dict, bad) -> dict:
                       ("moe_intermediate_size", cfg.get("moe_intermediate_size") or cfg.get("intermediate_size"),
                        1 << 20),
                       ("shared_expert_intermediate_size", cfg.get("shared_expert_intermediate_size") or 0, 1 << 20)):
+        if v is None:
+            raise bad(k, f"missing field (required with {key})")
         if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (v == 0 and k != "shared_expert_intermediate_size"):
             raise bad(k, f"must be a positive integer, got {v!r}")
         if v > cap:
