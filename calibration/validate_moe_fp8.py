@@ -121,6 +121,11 @@ def hf_check(raw: dict, counts: dict, prof) -> dict:
             # the rest of the step (attention side, preamble, head): CUPTI kernel time vs the plan's GPU time
             row["rest_gpu_us_measured"] = c["kernel_us"] - r["layers"] * row["moe_block_gpu_us_measured"]
             row["rest_gpu_us_predicted"] = float(pl.gpu_s.sum() * 1e6) - r["layers"] * row["moe_block_gpu_us_predicted"]
+            # hybrid: launchsim's MoE blocks in the measured step (the rest from CUPTI), plus the profile's graph
+            # node gap per measured kernel and its graph launch latency
+            hyb = (row["rest_gpu_us_measured"] + r["layers"] * row["moe_block_gpu_us_predicted"]) * 1e-3 \
+                + (c["kernels"] * cm.graph_node_s + cm.graph_launch_latency_s) * 1e3
+            row["hybrid_graph_ms"], row["hybrid_error"] = hyb, _err(hyb, r["graph_ms"])
         out.append(row)
     return {"rows": out}
 
@@ -168,6 +173,11 @@ def render(v: dict) -> str:
                 f"{4 * r['moe_block_gpu_us_predicted']:.0f} predicted, rest of the step "
                 f"{r.get('rest_gpu_us_measured', 0):.0f} vs {r.get('rest_gpu_us_predicted', 0):.0f}"
                 for r in h["rows"]) + ".",
+            "", "MoE blocks in the measured step (launchsim's sparse-block prediction, the rest of the step from its "
+            "CUPTI kernel durations, plus the profile's graph node gap per kernel and graph launch latency) against "
+            "the full-graph replay: " + "; ".join(
+                f"b{r['batch']} {r['hybrid_graph_ms']:.3f} ms vs {r['graph_ms']:.3f} ms ({r['hybrid_error'] * 100:+.1f}%)"
+                for r in h["rows"] if "hybrid_graph_ms" in r) + ".",
             "", "## Notes", ""] + [f"- {n}" for n in v["notes"]]
     return "\n".join(out) + "\n"
 
