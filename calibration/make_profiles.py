@@ -6,7 +6,8 @@ reads the clean timing process's output (calibration/measured/h200-round-b/timin
 process's output (h200-round-a/counts_eager.json: cuBLAS kernels per GEMM call, CUPTI kernel durations
 for the trace node gap), plus the graph-memory measurements where calibration/build_memory.py exists,
 and, where calibration/measured/h200-engine/engine_loop.json exists, the engine loop's host work
-(calibration/build_engine.py) and the start-up figures (simulator/engine/startup.py `derive`), and writes simulator/profiles/h200.json (measured) and h100-sxm.json (derived by datasheet ratios).
+(calibration/build_engine.py) and the start-up figures (simulator/engine/startup.py `derive`), and, where calibration/measured/h200-round-d/moe_fp8.json exists, the FP8 and MoE tables
+(calibration/build_moe_fp8.py), and writes simulator/profiles/h200.json (measured) and h100-sxm.json (derived by datasheet ratios).
 Nothing is fitted on decode rows.
 """
 
@@ -42,6 +43,9 @@ def startup_data() -> dict:
 
 def startup_source() -> str:
     return " + ".join(str(f.relative_to(ROOT.parent)) for f in (ENGINE, *COMPILE) if f.exists())
+
+
+MOE_FP8 = MEASURED / "h200-round-d" / "moe_fp8.json"  # calibration/moe_fp8.py (FP8 / MoE tables, build_moe_fp8)
 COMPILED_FIT = {"model": "qwen3-0.6b", "fusion": "compiled", "dynamic": False, "batch": 1, "ctx": 512}
 
 
@@ -60,6 +64,10 @@ def build_h200() -> tuple[dict, str]:
     p = build(timing, counts, name="h200")
     p, note = with_decoder_figures(p, json.loads(DEPTH.read_text()), compiled_fit_row(timing))
     p["device"]["graph_memory"] = memory_section(MEMORY_DIR)
+    if MOE_FP8.exists():
+        from .build_moe_fp8 import add_to_profile
+
+        add_to_profile(p, json.loads(MOE_FP8.read_text()))
     if ENGINE.exists():
         p["host"]["engine_step_us"] = engine_section(json.loads(ENGINE.read_text()),
                                                      str(ENGINE.relative_to(ROOT.parent)))
@@ -75,6 +83,9 @@ def main() -> None:
     parse_profile(p, "h200")
     write_json_atomic(p, PROFILES / "h200.json")
     q = derive_h100(p)
+    from .build_moe_fp8 import derive_h100_moe
+
+    derive_h100_moe(q)
     parse_profile(q, "h100-sxm")
     write_json_atomic(q, PROFILES / "h100-sxm.json")
     print(f"wrote {PROFILES / 'h200.json'} and {PROFILES / 'h100-sxm.json'}")

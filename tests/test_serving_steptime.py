@@ -2,7 +2,7 @@
 rules, and the mixed-step interpolation."""
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from simulator.model.costs import CostModel
@@ -27,6 +27,7 @@ def full_depth(model, shape, fusion, mode):
        st.integers(1, 1500), st.integers(1, 4000))
 def test_layer_extrapolation_equals_the_full_depth_engine(name, fusion, mode, d, p, L, ctx):
     m = load_model(name)
+    assume(not (m.is_moe and fusion == "compiled"))  # refused for MoE models (simulator/model/moe.py)
     if d == 0 and p == 0:
         d = 1
     if mode == "full" and p:

@@ -108,6 +108,8 @@ def graph_memory(
     gpu_util: float = typer.Option(0.9, "--gpu-util", help="fraction of GPU memory the engine may use"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): every figure is one GPU's (weights, "
                            "KV, graph pools); --layout sglang captures up to 512 at tp >= 4"),
+    dtype: str = typer.Option("bf16", "--dtype", help="weights: bf16 | fp8 (1-byte projection weights)"),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16 | fp8 (1 byte per element)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Pinned graph memory, capture time and KV capacity of a layout; exit 1 when over --budget."""
@@ -124,7 +126,9 @@ def graph_memory(
 
     check_tp(tp)
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
-    base_name, m = m.name, shard(m, tp)
+    from simulator.model.dtype import with_dtype
+
+    base_name, m = m.name, shard(with_dtype(m, dtype, kv_dtype), tp)
     with named("--layout"):
         sizes = parse_layout(layout, max_size, max_num_seqs, tp=tp)
     ret = default_retention(layout) if retention is V.Retention.AUTO else retention.value

@@ -119,6 +119,9 @@ def predict(
                                           "two-lane CPU/GPU timeline across its steps (overlap under async)"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): per-GPU shard of the model plus an "
                            "all-reduce per attention and MLP block (collective figures published, unmeasured)"),
+    dtype: str = typer.Option("bf16", "--dtype", help="weights: bf16 | fp8 (e4m3, per-tensor scales: fp8 GEMM "
+                              "tables, activation-quant kernels, 1-byte weights)"),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16 | fp8 (1 byte per element)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict one decode (or mixed decode + prefill) step: step time, CPU/GPU split, kernels, launches.
@@ -133,6 +136,10 @@ def predict(
     count("--steps", steps, 10_000, low=0)
     from simulator.model.parallel import shard, tp_fields
 
+    from simulator.model.dtype import dtype_fields, with_dtype
+
+    if (dtype, kv_dtype) != ("bf16", "bf16") and (workload is not None or model is None):
+        raise UserError("--dtype/--kv-dtype need --model (imported workloads keep their traced kernels)")
     if tp != 1 and (workload is not None or model is None):
         raise UserError("--tp needs --model (imported workloads are single-GPU traces)")
     if report is not None and not steps:
@@ -155,13 +162,14 @@ def predict(
                                     replicates, seed, prefill_seqs, as_json)
     if (prefill_seqs > 0) != (prefill_len > 0):
         raise UserError("--prefill-seqs and --prefill-len must both be positive (a mixed step) or both 0")
-    sc = step_scenario(model, profile, fusion, graph, batch, ctx, engine, replicates, seed, tp)
+    sc = step_scenario(model, profile, fusion, graph, batch, ctx, engine, replicates, seed, tp, dtype, kv_dtype)
     from simulator.model.models import load_model
     from simulator.model.profile import load_profile
     from simulator.model.workload import StepShape
 
     batch, ctx, fusion, graph, engine = sc.batch[0], sc.ctx, sc.fusion[0], sc.graph[0], sc.engine
-    m, prof = shard(load_model(sc.model), tp), load_profile(sc.profile)  # both resolved by step_scenario
+    m = shard(with_dtype(load_model(sc.model), sc.dtype, sc.kv_dtype), tp)  # resolved by step_scenario
+    prof = load_profile(sc.profile)
     if prefill_len > 1:
         ctx_fits(m, ctx, prefill_len)
     shape = StepShape(batch, ctx, prefill_seqs, prefill_len)
@@ -172,7 +180,7 @@ def predict(
         sizes = parse_layout(layout)
     p = _predict(m, batch, ctx, fusion, graph, prof, engine, replicates, seed, shape=shape, sizes=sizes)
     d = {"model": model, "batch": batch, "ctx": ctx, "fusion": fusion, "engine": engine, **p.as_dict(),
-         **tp_fields(m, prof)}
+         **tp_fields(m, prof), **dtype_fields(m)}
     if layout is not None:  # where routing.route sent the step (graph: the mode it ran in)
         d.update(layout=layout, requested_graph=graph, padded=p.route.padded)
     if prefill_seqs:
@@ -193,19 +201,22 @@ def predict(
 
 STEP_FLAGS = {"model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "batch": "--batch",
               "ctx": "--ctx", "engine": "--engine", "replicates": "--replicates", "seed": "--seed",
-              "tensor_parallel_size": "--tp"}
+              "tensor_parallel_size": "--tp", "dtype": "--dtype", "kv_dtype": "--kv-dtype"}
 
 
-def step_scenario(model: str, profile, fusion, graph, batch, ctx, engine, replicates: int, seed: int, tp: int):
+def step_scenario(model: str, profile, fusion, graph, batch, ctx, engine, replicates: int, seed: int, tp: int,
+                  dtype: str = "bf16", kv_dtype: str = "bf16"):
     """`predict`'s flags as the `step` scenario of one grid point (config/step.py), validated and resolved as a
     `kind: step` file is (model, profile, context against the model's limit); errors name the flag and field."""
     from simulator.config.step import StepScenario
     from .flags import scenario_from_flags
 
     given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "batch": batch, "ctx": ctx,
-             "engine": engine, "replicates": replicates, "seed": seed, "tensor_parallel_size": tp}
+             "engine": engine, "replicates": replicates, "seed": seed, "tensor_parallel_size": tp, "dtype": dtype,
+             "kv_dtype": kv_dtype}
     data = {"kind": "step", "name": "predict", "model": model, "profile": profile, "fusion": [fusion],
-            "graph": [graph], "engine": engine, "replicates": replicates, "seed": seed, "tensor_parallel_size": tp}
+            "graph": [graph], "engine": engine, "replicates": replicates, "seed": seed, "tensor_parallel_size": tp,
+            "dtype": dtype, "kv_dtype": kv_dtype}
     if batch is not None:
         data["batch"] = [batch]
     if ctx is not None:

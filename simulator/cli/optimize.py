@@ -45,6 +45,8 @@ def optimize(
     out: Optional[Path] = typer.Option(None, "--out", help="folder for report.html, result.json, frontier.csv"),
     inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html instead "
                                        "of writing plotly.min.js beside it"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="weights: bf16 | fp8 (default bf16)"),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV cache: bf16 | fp8 (default bf16)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Exact best CUDA-graph capture sizes for a batch-size distribution (dynamic programming)."""
@@ -61,7 +63,8 @@ def optimize(
         check_out_dir(out)
     sc = buckets_scenario(scenario, dist, model=model, profile=profile, fusion=fusion, graph=graph, ctx=ctx,
                           objective=objective, max_graphs=max_graphs, memory_budget=memory_budget,
-                          capture_budget=capture_budget, max_size=max_size, shared_pool=False if private else None)
+                          capture_budget=capture_budget, max_size=max_size, shared_pool=False if private else None,
+                          dtype=dtype, kv_dtype=kv_dtype)
     inp = inputs_from_scenario(sc)
     title = "launchsim optimize" if scenario is None else f"launchsim optimize: {sc.name}"
     t0 = time.perf_counter()
@@ -82,7 +85,7 @@ def optimize(
 FLAGS = {"distribution": "--distribution", "model": "--model", "profile": "--profile", "fusion": "--fusion",
          "graph": "--graph", "ctx": "--ctx", "objective": "--objective", "max_graphs": "--max-graphs",
          "memory_budget": "--memory-budget (alias --budget)", "capture_budget": "--capture-budget",
-         "max_size": "--max-size"}
+         "max_size": "--max-size", "dtype": "--dtype", "kv_dtype": "--kv-dtype"}
 
 
 def buckets_scenario(scenario: Optional[Path], dist: Optional[Path], **flags):

@@ -17,7 +17,7 @@ from .buckets import LAYOUT_HELP
 
 FLAGS = {"scheduling": "--scheduling", "model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "layout": "--layout",
          "rate": "--rate", "duration_s": "--duration", "seed": "--seed", "arrivals.trace": "--trace",
-         "tensor_parallel_size": "--tp"}
+         "tensor_parallel_size": "--tp", "dtype": "--dtype", "kv_dtype": "--kv-dtype"}
 
 
 def _layout(spec: str):
@@ -53,6 +53,8 @@ def serve(
                                        "of writing plotly.min.js beside it"),
     tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel GPUs per replica (1, 2, 4, 8; default 1): "
                                      "sets tensor_parallel_size; collective figures are published, unmeasured"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="weights: bf16 | fp8 (default bf16; sets dtype)"),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV cache: bf16 | fp8 (default bf16)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Simulate one GPU replica serving requests (continuous batching); print throughput, TTFT/TPOT, busy shares."""
@@ -84,7 +86,7 @@ def serve(
         data = {"kind": "serve", "name": "serve", "model": model}
     over = {"model": model, "rate": rate, "profile": profile, "fusion": fusion, "graph": graph,
             "layout": _layout(layout) if layout is not None else None, "duration_s": duration, "seed": seed,
-            "scheduling": scheduling, "tensor_parallel_size": tp}
+            "scheduling": scheduling, "tensor_parallel_size": tp, "dtype": dtype, "kv_dtype": kv_dtype}
     data.update({k: v for k, v in over.items() if v is not None})
     if trace is not None:
         data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
@@ -93,7 +95,7 @@ def serve(
     where = "command line" if scenario is None else f"{scenario} (with command-line flags)"
     given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "layout": layout,
              "rate": rate, "duration_s": duration, "seed": seed, "arrivals.trace": trace, "scheduling": scheduling,
-             "tensor_parallel_size": tp}
+             "tensor_parallel_size": tp, "dtype": dtype, "kv_dtype": kv_dtype}
     sc = scenario_from_flags(ServeScenario, data, FLAGS, given, where)  # a flag's error names the flag and the field it fills
     if out is None:
         result = run_serve(sc)

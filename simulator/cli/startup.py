@@ -34,6 +34,8 @@ def startup(
                                           help="eager warm-up runs before each capture (default: the profile's, 2)"),
     ctx: int = typer.Option(512, "--ctx", help="context length of the warm-up runs (512 as measured)"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
+    dtype: str = typer.Option("bf16", "--dtype", help="weights: bf16 | fp8 (1-byte projection weights)"),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16 | fp8 (1 byte per element)"),
     as_json: bool = typer.Option(False, "--json", help='print {"compile_s", "warmup_s", "capture_s", "total_s", '
                                                        '"graphs", ...}'),
 ) -> None:
@@ -45,7 +47,10 @@ def startup(
     fusion, graph, compile_mode, compile_cache = fusion.value, graph.value, compile_mode.value, compile_cache.value
     count("--warmups", warmups, 100, low=0)
     count("--ctx", ctx, L.MAX_CTX)
+    from simulator.model.dtype import with_dtype
+
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
+    m = with_dtype(m, dtype, kv_dtype)
     ctx_fits(m, ctx)
     with named("--layout"):
         sizes = parse_layout(layout, max_size, max_num_seqs)

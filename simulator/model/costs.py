@@ -78,11 +78,15 @@ class CostModel:
 
     # -- GPU --------------------------------------------------------------------------------------
     def roofline_s(self, op: Op) -> float:
+        if op.op_class is OpClass.GEMM and op.dim("fp8"):  # fp8 tensor cores: twice the bf16 peak (datasheet)
+            return max(op.flops / (2 * self.peak_flops), op.bytes / self.bw, self.min_kernel_s)
         return max(op.flops / self.peak_flops if op.op_class in (OpClass.GEMM, OpClass.ATTENTION) else 0.0,
                    op.bytes / self.bw, self.min_kernel_s)
 
     def table_s(self, op: Op) -> float | None:
         """The measured time for this op, or None where the tables do not cover it."""
+        if any(k in _FP8_MOE_KEYS for k, _ in op.shape):
+            return _fp8_moe_s(self.profile.device.tables, op)  # simulator/model/dtype.py, moe.py
         if op.op_class is OpClass.GEMM:
             t = self._gemm.get((op.dim("n"), op.dim("k")))
             m = op.dim("m")
@@ -189,3 +193,20 @@ def _bilinear(xs: list[int], ys: list[int], z: list[list[float]], x: float, y: f
     top = z[i0][j0] * (1 - wy) + z[i0][j1] * wy
     bot = z[i1][j0] * (1 - wy) + z[i1][j1] * wy
     return (top * (1 - wx) + bot * wx) * US
+
+
+_FP8_MOE_KEYS = frozenset({"fp8", "quant", "grouped", "routing"})
+
+
+def _fp8_moe_s(tables, op: Op) -> float | None:
+    """FP8 GEMM / activation-quant / MoE op time from the profile's tables (None: roofline or byte curves)."""
+    from simulator.model import dtype, moe
+
+    if op.dim("fp8"):
+        v = dtype.fp8_gemm_us(tables, op.dim("n"), op.dim("k"), op.dim("m"))
+    elif op.dim("quant"):
+        v = dtype.quant_us(tables, op.dim("quant"), op.dim("m"), op.dim("k"))
+    else:
+        s = moe.table_s(tables, op)
+        return s
+    return None if v is None else v * US

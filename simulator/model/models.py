@@ -27,7 +27,20 @@ class ModelSpec:
     tie_word_embeddings: bool = False
     qk_norm: bool = False
     max_position_embeddings: int = 131072
-    dtype_bytes: int = 2  # bf16
+    dtype_bytes: int = 2  # bf16 activations (and weights / KV unless weight_dtype / kv_dtype say fp8)
+    # Mixture-of-Experts (simulator/model/moe.py); num_experts = 0 is a dense model
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0  # all shared experts together (0: none)
+    norm_topk_prob: bool = False
+    # storage dtypes (simulator/model/dtype.py): "bf16" or "fp8" (e4m3, per-tensor scales)
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
 
     @property
     def q_dim(self) -> int:
@@ -38,22 +51,43 @@ class ModelSpec:
         return self.num_key_value_heads * self.head_dim
 
     @property
-    def params(self) -> int:
-        """Parameter count (norm weights included; tied embeddings counted once)."""
-        h, i, L = self.hidden_size, self.intermediate_size, self.num_hidden_layers
-        per_layer = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h + 3 * h * i + 2 * h
-        if self.qk_norm:
-            per_layer += 2 * self.head_dim
+    def linear_params(self) -> int:
+        """Parameters of the projection GEMMs (attention, MLP or every expert): the ones `--dtype fp8` stores in
+        one byte. The MoE router, embeddings, lm_head and norms are not among them."""
+        h, L = self.hidden_size, self.num_hidden_layers
+        attn = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
+        if self.is_moe:
+            mlp = 3 * h * self.moe_intermediate_size * self.num_experts + 3 * h * self.shared_expert_intermediate_size
+        else:
+            mlp = 3 * h * self.intermediate_size
+        return L * (attn + mlp)
+
+    @property
+    def other_params(self) -> int:
+        """Parameters kept in bf16 at any dtype: norms, the MoE router (and shared-expert gate), embeddings, lm_head."""
+        h, L = self.hidden_size, self.num_hidden_layers
+        per_layer = 2 * h + (2 * self.head_dim if self.qk_norm else 0)
+        if self.is_moe:
+            per_layer += h * self.num_experts + (h if self.shared_expert_intermediate_size else 0)
         emb = self.vocab_size * h
         return L * per_layer + emb * (1 if self.tie_word_embeddings else 2) + h
 
     @property
+    def params(self) -> int:
+        """Parameter count (norm weights included; tied embeddings counted once; every expert counted)."""
+        return self.linear_params + self.other_params
+
+    @property
     def weight_bytes(self) -> int:
-        return self.params * self.dtype_bytes
+        """Weight bytes: projections at the weight dtype (fp8: 1 byte + one fp32 scale per weight matrix, ignored
+        here), the rest at bf16."""
+        w = 1 if self.weight_dtype == "fp8" else self.dtype_bytes
+        return self.linear_params * w + self.other_params * self.dtype_bytes
 
     def kv_bytes_per_token(self) -> int:
         """KV-cache bytes one token occupies across all layers (K and V)."""
-        return 2 * self.num_hidden_layers * self.kv_dim * self.dtype_bytes
+        kv = 1 if self.kv_dtype == "fp8" else self.dtype_bytes
+        return 2 * self.num_hidden_layers * self.kv_dim * kv
 
 
 # Published configs (Hugging Face `config.json` of each model).
@@ -62,6 +96,11 @@ PRESETS: dict[str, ModelSpec] = {
     "qwen3-8b": ModelSpec("qwen3-8b", 4096, 36, 32, 8, 128, 12288, 151936, False, True, 40960),
     "llama3-8b": ModelSpec("llama3-8b", 4096, 32, 32, 8, 128, 14336, 128256, False, False, 8192),
     "llama3-70b": ModelSpec("llama3-70b", 8192, 80, 64, 8, 128, 28672, 128256, False, False, 8192),
+    # Qwen/Qwen3-30B-A3B: 48 layers, 128 experts, top-8, moe_intermediate 768, no shared experts, norm_topk_prob
+    # true (intermediate_size 6144 is unused: every layer is sparse, decoder_sparse_step 1, mlp_only_layers [])
+    "qwen3-30b-a3b": ModelSpec("qwen3-30b-a3b", 2048, 48, 32, 4, 128, 6144, 151936, False, True, 40960,
+                               num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
+                               norm_topk_prob=True),
 }
 
 _REQUIRED = (
@@ -78,8 +117,10 @@ _LIMITS = {"hidden_size": L.MAX_DIM, "num_hidden_layers": L.MAX_LAYERS, "num_att
            "head_dim": 1 << 14, "max_position_embeddings": 1 << 31}
 
 
-_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_shared_experts",
-                "moe_intermediate_size", "num_shared_experts", "moe_num_experts", "expert_interval")
+# MoE fields launchsim reads (simulator/model/moe.py): num_experts / num_local_experts, num_experts_per_tok,
+# moe_intermediate_size, shared_expert_intermediate_size, norm_topk_prob. Expert layouts it does not model:
+_EXPERT_KEYS = ("n_routed_experts", "n_shared_experts", "num_shared_experts", "moe_num_experts", "expert_interval",
+                "first_k_dense_replace", "moe_layer_freq", "mlp_only_layers")
 _DTYPES_OK = ("bfloat16", "float16", "bf16", "fp16", "half", "auto")
 
 
@@ -92,7 +133,9 @@ def unmodelled_field(cfg: dict) -> tuple[str, str] | None:
 
     for k in _EXPERT_KEYS:
         if on(k):
-            return k, "Mixture-of-Experts (experts)"
+            return k, "this Mixture-of-Experts layout (only every-layer-sparse Qwen/Mixtral-style MoE is)"
+    if cfg.get("decoder_sparse_step") not in (None, 1):
+        return "decoder_sparse_step", "dense layers between MoE layers"
     for k in ("quantization_config", "quantization", "compression_config"):
         if on(k):
             return k, "quantization"
@@ -174,6 +217,8 @@ def load_model(name_or_path: str) -> ModelSpec:
     if tie is not None and not isinstance(tie, bool):
         raise bad("tie_word_embeddings", f"must be true or false, got {tie!r}")
     arch_text = " ".join(arch or []) + " " + str(mtype or "")
+    from simulator.model.moe import moe_fields
+
     return ModelSpec(
         name=path.stem if path.stem != "config" else path.parent.name or "custom",
         hidden_size=cfg["hidden_size"],
@@ -186,4 +231,5 @@ def load_model(name_or_path: str) -> ModelSpec:
         tie_word_embeddings=bool(tie),
         qk_norm="qwen3" in arch_text.lower(),
         max_position_embeddings=int(cfg.get("max_position_embeddings") or 131072),
+        **moe_fields(cfg, bad),
     )

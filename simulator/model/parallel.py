@@ -134,6 +134,9 @@ def shard(model: ModelSpec, tp: int, flag: str = "--tp") -> ModelSpec:
     if tp_of(model) != 1:
         raise ParallelError(f"{flag}: model {model.name} is already sharded (tp {tp_of(model)})")
     H, KV, I = model.num_attention_heads, model.num_key_value_heads, model.intermediate_size
+    if getattr(model, "num_experts", 0):
+        raise ParallelError(f"{flag} {tp}: {model.name} is a Mixture-of-Experts model; sharding its experts (tensor "
+                            f"or expert parallelism) is not modelled yet: use {flag} 1")
     if H % tp:
         raise ParallelError(f"{flag} {tp}: {model.name} has {H} attention heads, not divisible by {tp}")
     if KV >= tp and KV % tp:

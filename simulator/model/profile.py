@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from simulator.common.errors import UserError, validate_versioned
 from simulator.model.profile_check import check_profile, read_profile_file
+from simulator.model.profile_moe import Fp8QuantTable, GroupedGemmTable, RoutingTable
 
 import json
 from pathlib import Path
@@ -204,6 +205,11 @@ class Tables(_Strict):
     reduction: Curve | None = None
     memcopy: Curve | None = None
     embedding: Curve | None = None
+    # FP8 and MoE kernels (simulator/model/profile_moe.py, simulator/model/dtype.py, simulator/model/moe.py)
+    gemm_fp8: list[GemmTable] = Field(default_factory=list, description="per-tensor-scaled e4m3 GEMMs, bf16 out")
+    fp8_quant: list[Fp8QuantTable] = Field(default_factory=list)
+    grouped_gemm: list[GroupedGemmTable] = Field(default_factory=list)
+    moe_routing: RoutingTable | None = None
 
 
 class GraphMemoryLayoutTable(_Strict):

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from simulator.model.kernels import LaunchPath as P
 from simulator.model.kernels import Op, OpClass, Step
 from simulator.model.models import ModelSpec
+from simulator.model.dtype import FP8_GEMMS, quant_ops
+from simulator.model.moe import block_fused, block_hf
 from simulator.model.parallel import logits_vocab, tp_of
 
 FUSION_LEVELS = V.values(V.Fusion)
@@ -83,7 +85,13 @@ class _Builder:
 
     def gemm(self, name, m, n, k, path=P.EAGER_GEMM):
         e = self.e
+        if self.m.weight_dtype == "fp8" and name in FP8_GEMMS:  # simulator/model/dtype.py: 1-byte A and B
+            self.add(name, OpClass.GEMM, path, 2.0 * m * n * k, m * k + n * k + e * m * n, m=m, n=n, k=k, fp8=1)
+            return
         self.add(name, OpClass.GEMM, path, 2.0 * m * n * k, e * (m * k + n * k + m * n), m=m, n=n, k=k)
+
+    def quant(self, site, rows, k, fusion):
+        quant_ops(self, site, rows, k, fusion)  # fp8 only (simulator/model/dtype.py)
 
     def ew(self, name, elems, in_b, out_b, path=P.EAGER_ELEMENTWISE, cls=OpClass.ELEMENTWISE):
         """An elementwise-like kernel touching `elems` elements, `in_b` bytes read and `out_b` written each."""
@@ -154,7 +162,9 @@ def _layer_eager(b: _Builder, packed: bool) -> None:
     m, T, e = b.m, b.s.tokens, b.e
     H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
     hd = m.head_dim
+    lvl = "packed" if packed else "none"
     b.rmsnorm_eager("input_norm", T, H)
+    b.quant("norm", T, H, lvl)
     if packed:
         b.gemm("qkv_proj", T, q + 2 * kv, H)
         b.view("qkv.split", 3)
@@ -179,10 +189,16 @@ def _layer_eager(b: _Builder, packed: bool) -> None:
     else:
         b.copy("attn.contiguous", T * q, e, e)
     b.view("attn.reshape", 1)
+    b.quant("attn", T, q, lvl)
     b.gemm("o_proj", T, H, q)
     b.all_reduce("o_proj.all_reduce", T)
     b.ew("residual_add", T * H, 2 * e, e)
     b.rmsnorm_eager("post_norm", T, H)
+    if m.is_moe:  # simulator/model/moe.py: transformers' sparse block
+        block_hf(b)
+        b.ew("residual_add", T * H, 2 * e, e)
+        return
+    b.quant("norm", T, H, lvl)
     if packed:
         b.gemm("gate_up_proj", T, 2 * I, H)
         b.view("gate_up.chunk", 2)
@@ -191,6 +207,7 @@ def _layer_eager(b: _Builder, packed: bool) -> None:
         b.gemm("up_proj", T, I, H)
     b.ew("silu", T * I, e, e)
     b.ew("mul", T * I, 2 * e, e)
+    b.quant("silu", T, I, lvl)
     b.gemm("down_proj", T, H, I)
     b.all_reduce("down_proj.all_reduce", T)
     b.ew("residual_add", T * H, 2 * e, e)
@@ -205,6 +222,7 @@ def _layer_compiled(b: _Builder) -> None:
     first = b.pending_embedding  # layer 0's norm also does the embedding gather (Inductor fuses them)
     b.pending_embedding = 0.0
     b.red("add_rmsnorm", T * H, 3 * e + first / max(T * H, 1), e, path=C)
+    b.quant("norm", T, H, "compiled")
     b.gemm("q_proj", T, q, H, path=X)
     b.gemm("k_proj", T, kv, H, path=X)
     b.gemm("v_proj", T, kv, H, path=X)
@@ -217,12 +235,15 @@ def _layer_compiled(b: _Builder) -> None:
         b.red("rope_k_cache_write_k", T * kv, 2 * e, 2 * e, path=C)
     b.copy("cache_write_v", T * kv, e, e, path=C)
     b.attention(X)
+    b.quant("attn", T, q, "compiled")
     b.gemm("o_proj", T, H, q, path=X)
     b.all_reduce("o_proj.all_reduce", T)
     b.red("add_rmsnorm", T * H, 3 * e, 2 * e, path=C)
+    b.quant("norm", T, H, "compiled")
     b.gemm("gate_proj", T, I, H, path=X)
     b.gemm("up_proj", T, I, H, path=X)
     b.ew("silu_mul", T * I, 2 * e, e, path=C)
+    b.quant("silu", T, I, "compiled")
     b.gemm("down_proj", T, H, I, path=X)
     b.all_reduce("down_proj.all_reduce", T)
 
@@ -236,9 +257,13 @@ def _layer_fused(b: _Builder) -> None:
     b.gemm("qkv_proj", T, q + 2 * kv, H)
     b.red("fused_rope_cache_write", T * (q + 2 * kv), e, e, path=X)
     b.attention(P.EAGER_ATTENTION)
+    b.quant("attn", T, q, "fused")  # fp8: RMSNorm+quant and SiLU-mul+quant are fused; this one is not
     b.gemm("o_proj", T, H, q)
     b.all_reduce("o_proj.all_reduce", T)
     b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X)
+    if m.is_moe:  # simulator/model/moe.py: vLLM's fused_moe
+        block_fused(b)
+        return
     b.gemm("gate_up_proj", T, 2 * I, H)
     b.ew("silu_and_mul", T * I, 2 * e, e, path=X)
     b.gemm("down_proj", T, H, I)
@@ -261,6 +286,9 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
             f"context {shape.ctx} (+{max(1, shape.prefill_len)} new) exceeds {model.name}'s "
             f"max_position_embeddings {model.max_position_embeddings}"
         )
+    if model.is_moe and fusion == "compiled":
+        raise WorkloadError(f"fusion 'compiled' is not modelled for the MoE model {model.name} (torch.compile of "
+                            "an MoE layer was not measured): use none, packed or fused")
     b = _Builder(model, shape)
     T, H, e = shape.tokens, model.hidden_size, model.dtype_bytes
     eager = fusion in V.EAGER_FUSIONS

@@ -26,7 +26,10 @@ def build_config(run, model: str, profile: str | None, fusion: str, graph: str, 
     from simulator.model.parallel import shard
 
     tp = getattr(run, "tensor_parallel_size", 1)  # per-GPU shard: weights, KV and step time are one GPU's
-    m = shard(load_model(model), tp, "tensor_parallel_size")
+    from simulator.model.dtype import with_dtype
+
+    m = shard(with_dtype(load_model(model), getattr(run, "dtype", "bf16"), getattr(run, "kv_dtype", "bf16"), "dtype"),
+              tp, "tensor_parallel_size")
     prof = load_profile(profile)
     e = run.engine
     sizes = tuple(parse_layout(layout, max_num_seqs=e.max_num_seqs, tp=tp)) if graph != "none" else (1,)

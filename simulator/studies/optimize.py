@@ -59,6 +59,8 @@ class Inputs:
     max_size: int | None = None
     shared_pool: bool = True
     presets: tuple[str, ...] = PRESETS
+    dtype: str = "bf16"  # weights (simulator/model/dtype.py)
+    kv_dtype: str = "bf16"
     cover_max_size: bool = False  # step-time objective: the largest size must be max_size (mixed steps up to it keep a graph)
 
 
@@ -116,7 +118,10 @@ def setup(inp: Inputs) -> Setup:
         raise OptimizeError(f"{inp.dist.label}: the largest batch, {inp.dist.max_batch:,}, is above the "
                             f"optimizer's limit of {MAX_OPTIMIZE_SIZE:,} candidate sizes: give --max-size (max_size) "
                             f"<= {MAX_OPTIMIZE_SIZE:,}; larger batches then run without a graph")
+    from simulator.model.dtype import with_dtype
+
     model = load_model(inp.model) if isinstance(inp.model, str) else inp.model
+    model = with_dtype(model, inp.dtype, inp.kv_dtype)
     prof = load_profile(inp.profile)
     gm = GraphMemoryModel(model, prof, inp.fusion, inp.graph)
     mx = inp.max_size or inp.dist.max_batch
@@ -274,7 +279,7 @@ def inputs_from_scenario(sc, **over):
     kw = dict(model=sc.model, profile=sc.profile, fusion=sc.fusion, graph=sc.graph, ctx=sc.ctx,
               objective=sc.objective, max_graphs=sc.max_graphs, memory_budget=parse_memory_budget(sc.memory_budget),
               capture_budget=sc.capture_budget, max_size=sc.max_size, shared_pool=sc.shared_pool,
-              presets=tuple(sc.presets))
+              presets=tuple(sc.presets), dtype=sc.dtype, kv_dtype=sc.kv_dtype)
     kw.update({k: v for k, v in over.items() if v is not None})
     return Inputs(sc.distribution.build(), **kw)
 

@@ -46,7 +46,10 @@ def _grid(sc: StepScenario, model, costs, advance) -> list[dict]:
 def run_step_scenario(sc: StepScenario, out: Path | None) -> dict:
     from simulator.model.parallel import shard, tp_fields
 
-    model = shard(load_model(sc.model), getattr(sc, "tensor_parallel_size", 1), "tensor_parallel_size")
+    from simulator.model.dtype import with_dtype
+
+    model = shard(with_dtype(load_model(sc.model), sc.dtype, sc.kv_dtype, "dtype"),
+                  getattr(sc, "tensor_parallel_size", 1), "tensor_parallel_size")
     prof = load_profile(sc.profile)
     costs = CostModel(prof)
     from simulator.report.progress import task

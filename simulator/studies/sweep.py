@@ -26,12 +26,14 @@ def build_distribution(d: NamedDistribution) -> BatchDistribution:
 
 
 def build_points(sc: SweepScenario) -> list[Point]:
+    from simulator.model.dtype import with_dtype
+
     layouts = [(lay.name, tuple(parse_layout(lay.sizes, lay.max_size, lay.max_num_seqs))) for lay in sc.layouts]
     dists = [build_distribution(d) for d in sc.distributions]
     mixed = (sc.mixed.share, sc.mixed.prefill_seqs, sc.mixed.prefill_len) if sc.mixed and sc.mixed.share else None
     pts = []
     for mname, prof in itertools.product(sc.models, sc.profiles):
-        proto = point_for(load_model(mname), prof, fusion="", graph="", layout="", sizes=(), distribution="",
+        proto = point_for(with_dtype(load_model(mname), sc.dtype, sc.kv_dtype, "dtype"), prof, fusion="", graph="", layout="", sizes=(), distribution="",
                           dist_sizes=(), dist_weights=(), budget_bytes=0, ctx=sc.ctx)
         for fusion, graph, (lname, sizes), dist, budget in itertools.product(
                 sc.fusion, sc.graph, layouts, dists, sc.budgets):
