@@ -108,8 +108,8 @@ def graph_memory(
     gpu_util: float = typer.Option(0.9, "--gpu-util", help="fraction of GPU memory the engine may use"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): every figure is one GPU's (weights, "
                            "KV, graph pools); --layout sglang captures up to 512 at tp >= 4"),
-    dtype: str = typer.Option("bf16", "--dtype", help="weights: bf16 | fp8 (1-byte projection weights)"),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16 | fp8 (1 byte per element)"),
+    dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--dtype", help="weights (fp8: 1-byte projection weights)", what="dtype", field="dtype"),
+    kv_dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--kv-dtype", help="KV cache (fp8: 1 byte per element)", what="KV-cache dtype", field="kv_dtype"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Pinned graph memory, capture time and KV capacity of a layout; exit 1 when over --budget."""

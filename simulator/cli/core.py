@@ -119,9 +119,9 @@ def predict(
                                           "two-lane CPU/GPU timeline across its steps (overlap under async)"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): per-GPU shard of the model plus an "
                            "all-reduce per attention and MLP block (collective figures published, unmeasured)"),
-    dtype: str = typer.Option("bf16", "--dtype", help="weights: bf16 | fp8 (e4m3, per-tensor scales: fp8 GEMM "
+    dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--dtype", what="dtype", field="dtype", help="weights (fp8: e4m3, per-tensor scales: fp8 GEMM "
                               "tables, activation-quant kernels, 1-byte weights)"),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16 | fp8 (1 byte per element)"),
+    kv_dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--kv-dtype", help="KV cache (fp8: 1 byte per element)", what="KV-cache dtype", field="kv_dtype"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict one decode (or mixed decode + prefill) step: step time, CPU/GPU split, kernels, launches.

@@ -45,8 +45,8 @@ def optimize(
     out: Optional[Path] = typer.Option(None, "--out", help="folder for report.html, result.json, frontier.csv"),
     inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html instead "
                                        "of writing plotly.min.js beside it"),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="weights: bf16 | fp8 (default bf16)"),
-    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV cache: bf16 | fp8 (default bf16)"),
+    dtype: Optional[V.Dtype] = choices.option(V.Dtype, None, "--dtype", help="weights (default bf16)", what="dtype", field="dtype"),
+    kv_dtype: Optional[V.Dtype] = choices.option(V.Dtype, None, "--kv-dtype", help="KV cache (default bf16)", what="KV-cache dtype", field="kv_dtype"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Exact best CUDA-graph capture sizes for a batch-size distribution (dynamic programming)."""

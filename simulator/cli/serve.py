@@ -53,8 +53,8 @@ def serve(
                                        "of writing plotly.min.js beside it"),
     tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel GPUs per replica (1, 2, 4, 8; default 1): "
                                      "sets tensor_parallel_size; collective figures are published, unmeasured"),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="weights: bf16 | fp8 (default bf16; sets dtype)"),
-    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="KV cache: bf16 | fp8 (default bf16)"),
+    dtype: Optional[V.Dtype] = choices.option(V.Dtype, None, "--dtype", help="weights (default bf16; sets dtype)", what="dtype", field="dtype"),
+    kv_dtype: Optional[V.Dtype] = choices.option(V.Dtype, None, "--kv-dtype", help="KV cache (default bf16)", what="KV-cache dtype", field="kv_dtype"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Simulate one GPU replica serving requests (continuous batching); print throughput, TTFT/TPOT, busy shares."""

@@ -34,8 +34,8 @@ def startup(
                                           help="eager warm-up runs before each capture (default: the profile's, 2)"),
     ctx: int = typer.Option(512, "--ctx", help="context length of the warm-up runs (512 as measured)"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
-    dtype: str = typer.Option("bf16", "--dtype", help="weights: bf16 | fp8 (1-byte projection weights)"),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache: bf16 | fp8 (1 byte per element)"),
+    dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--dtype", help="weights (fp8: 1-byte projection weights)", what="dtype", field="dtype"),
+    kv_dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--kv-dtype", help="KV cache (fp8: 1 byte per element)", what="KV-cache dtype", field="kv_dtype"),
     as_json: bool = typer.Option(False, "--json", help='print {"compile_s", "warmup_s", "capture_s", "total_s", '
                                                        '"graphs", ...}'),
 ) -> None:

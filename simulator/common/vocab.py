@@ -134,6 +134,13 @@ class HostTime(StrEnum):
     DEFLATE = "deflate"
 
 
+class Dtype(StrEnum):
+    """Weight or KV-cache dtype (simulator/model/dtype.py): fp8 = e4m3 with per-tensor scales."""
+
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+
 class Executor(StrEnum):
     LOCAL = "local"
     RAY = "ray"

@@ -23,9 +23,9 @@ class BucketsScenario(Strict):
     description: str = Field("", description="free text shown in the report")
     distribution: DistributionSpec = Field(description="the batch-size distribution to optimize for")
     model: str = Field(description="model preset or config.json path")
-    dtype: Literal["bf16", "fp8"] = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
+    dtype: V.literal(V.Dtype) = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
                                           "per-tensor scales (simulator/model/dtype.py)")
-    kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
+    kv_dtype: V.literal(V.Dtype) = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
     profile: str | None = Field(None, description="profile name or path (default: h200)")
     fusion: FusionName = Field("fused", description="fusion level of the step whose cost is optimized")
     graph: GraphName = Field("full", description="graph mode of captured sizes (not none)")

@@ -90,9 +90,9 @@ class RunModel(Strict):
     warmup_frac: float = Field(0.1, ge=0, lt=1, description="leading share of the run left out of the metrics")
     drain_s: float | None = Field(None, ge=0, le=L.MAX_SECONDS, description="how long to keep serving after arrivals stop (default: duration)")
     seed: Seed = Field(0, description="root of the SeedSequence all streams and replications spawn from")
-    dtype: Literal["bf16", "fp8"] = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
+    dtype: V.literal(V.Dtype) = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
                                           "per-tensor scales (simulator/model/dtype.py)")
-    kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
+    kv_dtype: V.literal(V.Dtype) = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
     replications: PositiveInt = Field(1, le=100, description="independent runs (seeds spawned from the root)")
     arrivals: ArrivalModel = Field(default_factory=ArrivalModel, description="arrival process")
     prompt: LengthModel = Field(default_factory=default_prompt, description="prompt length distribution")

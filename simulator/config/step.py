@@ -33,9 +33,9 @@ class StepScenario(Strict):
         1, description="tensor-parallel GPUs of one NVLink node: each GPU runs a shard (heads, KV heads, MLP and "
                        "vocab / N) plus an all-reduce per attention and MLP block; figures are one GPU's. The "
                        "collective figures are published, not measured (simulator/model/parallel.py)")
-    dtype: Literal["bf16", "fp8"] = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
+    dtype: V.literal(V.Dtype) = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
                                           "per-tensor scales (simulator/model/dtype.py)")
-    kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
+    kv_dtype: V.literal(V.Dtype) = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
     profile: str | None = Field(None, description="profile name or path (default: h200)")
     fusion: list[FusionName] = Field(["none"], min_length=1, description="fusion levels to compare")
     graph: list[GraphName] = Field(["none"], min_length=1, description="graph modes to compare")

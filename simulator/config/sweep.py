@@ -54,9 +54,9 @@ class SweepScenario(Strict):
     name: str = Field(description="scenario name, used in reports")
     description: str = Field("", description="free text shown in the report")
     models: list[str] = Field(min_length=1, description="model presets or config.json paths")
-    dtype: Literal["bf16", "fp8"] = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
+    dtype: V.literal(V.Dtype) = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
                                           "per-tensor scales (simulator/model/dtype.py)")
-    kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
+    kv_dtype: V.literal(V.Dtype) = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
     profiles: list[str] = Field(["datasheet-h200"], min_length=1, description="profile names or paths")
     fusion: list[FusionName] = Field(["fused"], min_length=1, description="fusion levels")
     graph: list[GraphName] = Field(["none", "full"], min_length=1, description="graph modes")

@@ -27,9 +27,10 @@ import dataclasses
 
 import numpy as np
 
+from simulator.common import vocab as V
 from simulator.common.errors import UserError
 
-DTYPES = ("bf16", "fp8")
+DTYPES = V.values(V.Dtype)
 FP8_GEMMS = frozenset({"q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "gate_proj", "up_proj", "gate_up_proj",
                        "down_proj", "shared_gate_up_proj", "shared_down_proj"})
 
