@@ -1,4 +1,4 @@
-"""calibration/engine_loop.py's output -> the profile's `host.engine_step_us` (CPU only, no torch):
+"""calibration/scripts/engine_loop.py's output -> the profile's `host.engine_step_us` (CPU only, no torch):
 
     python -m calibration.build_engine calibration/measured/h200-engine/engine_loop.json   # prints the section
     python -m calibration.make_profiles                                                    # rebuilds h200.json
@@ -31,7 +31,7 @@ def _run(row: dict, graph: str, sampling: str, sched: str) -> dict | None:
     return None
 
 
-def engine_section(data: dict, source: str = "calibration/engine_loop.py") -> dict:
+def engine_section(data: dict, source: str = "calibration/scripts/engine_loop.py") -> dict:
     """The `host.engine_step_us` section from an engine_loop.json (raises ValueError if it has no usable rows)."""
     ops = data.get("loop_ops") or {"greedy": 1, "top_p": 13, "h2d_copies": 3}
     h2d = int(ops.get("h2d_copies", 3))

@@ -8,7 +8,7 @@ No torch here. Per model the section holds (simulator/model/profile.py `GraphMem
   (`workspace_in_first` marks the process's first capture, whose private pool holds the capture-stream
   cuBLAS workspace);
 - `constants`: W = first full b1 private pool minus the piecewise b1 pool of the same process (median over
-  the fit files), and alpha, sigma of the shared formula (simulator/layouts/graph_memory.py) fitted by grid search
+  the fit files), and alpha, sigma of the shared formula (simulator/engine/graph_memory.py) fitted by grid search
   on every cumulative shared row (both modes, keep and drop) of FIT_MODEL at FIT_FUSION only; other models
   and fusion levels are held out (calibration/validate_memory.py scores them);
 - `batch`/`private_pool_bytes`/`capture_s`: the original fusion-agnostic table, kept from `base` when given
@@ -31,7 +31,7 @@ MiB = 1 << 20
 SIGMAS = (0.0,)
 FORMULA = ("shared = W + sigma + P(s_1) + max(0, sum_{g != g_1} R(g) - alpha * (P(g_1) - R(g_1))); "
            "private = W + sum_s P(s); P measured per (fusion, mode, batch) else the segment formula; "
-           "R = logits under keep + piece-boundary tensors under piecewise (simulator/layouts/graph_memory.py)")
+           "R = logits under keep + piece-boundary tensors under piecewise (simulator/engine/graph_memory.py)")
 
 
 def load_measured(measured_dir) -> list[dict]:
@@ -66,7 +66,7 @@ def shared_rows(lay: dict, retention: str):
 
 def predict_shared(model, lay: dict, retention: str, sizes, alpha: float, sigma: float, w: float = 0.0) -> float:
     """The shared formula on a layout table's own private pools (P with W removed); W added as given."""
-    from simulator.layouts.graph_memory import retained_bytes
+    from simulator.engine.graph_memory import retained_bytes
 
     pool = dict(zip(lay["batch"], lay["private_reserved"]))
     if lay.get("workspace_in_first"):

@@ -1,4 +1,4 @@
-"""Profile sections for FP8 and MoE kernels from calibration/moe_fp8.py's output (CPU only, no torch):
+"""Profile sections for FP8 and MoE kernels from calibration/scripts/moe_fp8.py's output (CPU only, no torch):
 
     from calibration.build_moe_fp8 import moe_fp8_tables, derive_h100_moe
 
@@ -67,7 +67,7 @@ def add_to_profile(p: dict, raw: dict) -> dict:
     t["gemm"] = t["gemm"] + s.pop("gemm_bf16_extra")  # appended: the measured rows keep their order
     t.update(s)
     p["device"]["source"] += (f"; gemm_fp8 (per-tensor e4m3, grid M only), fp8_quant, grouped_gemm, moe_routing and "
-                              f"the bf16 router/expert GEMM rows from {SOURCE} (calibration/moe_fp8.py, one H200, "
+                              f"the bf16 router/expert GEMM rows from {SOURCE} (calibration/scripts/moe_fp8.py, one H200, "
                               "2026-12-01; that process's end canary was not taken)")
     return p
 

@@ -103,3 +103,13 @@ def exit_code(c: dict) -> int:
     print("CANARY FAILED: the host drifted during this run; its figures are not from one steady machine",
           file=sys.stderr, flush=True)
     return 3
+
+
+def require_gpu(what: str, error: type[Exception] = RuntimeError) -> None:
+    """Raise `error` (one line) unless torch is installed and sees a CUDA GPU."""
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        raise error(f"{what} needs torch and a CUDA GPU: pip install 'launchsim[calibrate]' on a GPU machine") from None
+    if not torch.cuda.is_available():
+        raise error(f"{what} needs a CUDA GPU, and torch sees none on this machine")

@@ -29,7 +29,7 @@ TIMING = MEASURED / "h200-round-b" / "timing.json"
 COUNTS = MEASURED / "h200-round-a" / "counts_eager.json"
 MEMORY_DIR = MEASURED / "h200-round-a"
 DEPTH = MEASURED / "h200-depth" / "depth.json"
-ENGINE = MEASURED / "h200-engine" / "engine_loop.json"  # calibration/engine_loop.py (host.engine_step_us)
+ENGINE = MEASURED / "h200-engine" / "engine_loop.json"  # calibration/scripts/engine_loop.py (host.engine_step_us)
 # torch.compile start-up rows: static (2 model sizes, shallow cuts + full depth) and dynamic, one machine
 COMPILE = (MEASURED / "h200-round-d" / "engine_loop.json", MEASURED / "h200-round-e" / "engine_loop.json")
 
@@ -45,7 +45,7 @@ def startup_source() -> str:
     return " + ".join(str(f.relative_to(ROOT.parent)) for f in (ENGINE, *COMPILE) if f.exists())
 
 
-MOE_FP8 = MEASURED / "h200-round-d" / "moe_fp8.json"  # calibration/moe_fp8.py (FP8 / MoE tables, build_moe_fp8)
+MOE_FP8 = MEASURED / "h200-round-d" / "moe_fp8.json"  # calibration/scripts/moe_fp8.py (FP8 / MoE tables, build_moe_fp8)
 COMPILED_FIT = {"model": "qwen3-0.6b", "fusion": "compiled", "dynamic": False, "batch": 1, "ctx": 512}
 
 

@@ -2,7 +2,7 @@
 
     python3 -m calibration.validate_engine [--profile h200] [--out calibration/validation]
 
-Inputs, three engine-loop rounds on H200 machines (calibration/engine_loop.py: a vLLM-style decode loop around
+Inputs, three engine-loop rounds on H200 machines (calibration/scripts/engine_loop.py: a vLLM-style decode loop around
 the reference decoder, qwen3-0.6b fusion none ctx 512, batch 1/8/64, eager or one full graph, greedy or top-p,
 sync or async): `h200-engine` (canary OK; the profile's engine-work figures come from its graph-sync rows),
 `h200-round-c` and `h200-round-e` (canary FAILED in both: the host drifted during the run). HF generate()
@@ -45,7 +45,7 @@ def _err(pred: float, meas: float) -> float:
 
 
 def loop_rows(data: dict, profile, inputs_round: bool = True) -> list[dict]:
-    from simulator.engine.predict import predict_loop
+    from simulator.engine.steploop import predict_loop
 
     rows = []
     for row in data.get("loop", []):

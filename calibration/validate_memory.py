@@ -1,4 +1,4 @@
-"""Score the graph-memory model (simulator/layouts/graph_memory.py) on every measured layout. CPU only.
+"""Score the graph-memory model (simulator/engine/graph_memory.py) on every measured layout. CPU only.
 
     python3 -m calibration.validate_memory [--measured DIR] [--out calibration/validation]
 
@@ -52,7 +52,7 @@ def _summ(rows: list[dict]) -> dict:
 
 
 def validate(measured_dir: str = MEASURED_DIR) -> dict:
-    from simulator.layouts.graph_memory import GraphMemoryModel
+    from simulator.engine.graph_memory import GraphMemoryModel
     from simulator.model.models import load_model
 
     section = memory_section(measured_dir)
@@ -130,7 +130,7 @@ def _with_constants(prof, name, consts):
 def issue_compare(section: dict, prof) -> list[dict]:
     """The issue's independent qwen3-0.6b none full figures against our measurement and our model (engine
     view: W in the pool, since an engine's first capture is its shared pool's largest graph)."""
-    from simulator.layouts.graph_memory import GraphMemoryModel
+    from simulator.engine.graph_memory import GraphMemoryModel
     from simulator.model.models import load_model
 
     lay = next(x for x in section["qwen3-0.6b"]["layouts"] if x["fusion"] == "none" and x["mode"] == "full")

@@ -2,7 +2,7 @@
 
     python -m calibration.validate_moe_fp8 [--profile h200] [--out calibration/validation]
 
-Inputs: calibration/measured/h200-round-d/moe_fp8.json (calibration/moe_fp8.py; that process's END CANARY WAS NOT
+Inputs: calibration/measured/h200-round-d/moe_fp8.json (calibration/scripts/moe_fp8.py; that process's END CANARY WAS NOT
 TAKEN: its last configuration broke the CUDA context) and moe_counts.json (kernels per step, CUPTI durations, a
 separate profiled process). Nothing here is fitted.
 1. FP8 GEMM table: the profile's per-tensor fp8 GEMM interpolation (log-log in M between grid points

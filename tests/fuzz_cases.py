@@ -1,4 +1,4 @@
-"""Generated bad (and some good) inputs for tests/test_fuzz_inputs.py.
+"""Generated bad (and some good) inputs for tests/cli/test_fuzz_inputs.py.
 
 Each case is a `Case`: an argv with placeholders ({d}: the session's fixture folder, {out}: a fresh output path
 that must not exist afterwards), the expected exit code (2, or 0 for valid input) and what the one error line must
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 PROFILE = ROOT / "simulator" / "profiles" / "h200.json"
 BIG = "1" + "0" * 30

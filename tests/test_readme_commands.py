@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 
 # (regex on the command, flags appended): the shortenings, applied to every matching command

@@ -76,7 +76,7 @@ def pad(
 
 
 def _bytes(v: Optional[str], flag: str) -> Optional[int]:
-    from ..config.sweep import parse_bytes
+    from ..config.specs import parse_bytes
 
     if v is None:
         return None
@@ -113,7 +113,7 @@ def graph_memory(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Pinned graph memory, capture time and KV capacity of a layout; exit 1 when over --budget."""
-    from simulator.layouts.graph_memory import GraphMemoryModel, default_retention, kv_cache_bytes, kv_cache_tokens
+    from simulator.engine.graph_memory import GraphMemoryModel, default_retention, kv_cache_bytes, kv_cache_tokens
     from simulator.model.models import load_model
     from simulator.model.profile import load_profile
 

@@ -18,12 +18,9 @@ from simulator.common.errors import UserError
 
 
 def _need_gpu(what: str) -> None:
-    try:
-        import torch  # noqa: PLC0415
-    except ImportError:
-        raise UserError(f"{what} needs torch and a CUDA GPU: pip install 'launchsim[calibrate]' on a GPU machine") from None
-    if not torch.cuda.is_available():
-        raise UserError(f"{what} needs a CUDA GPU, and torch sees none on this machine")
+    from calibration.hygiene import require_gpu  # torch is imported there, inside the function
+
+    require_gpu(what, UserError)
 
 
 def _out_json(out: Path) -> Path:

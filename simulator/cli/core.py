@@ -15,7 +15,7 @@ from simulator.common import vocab as V
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import dumps
 
-from .tables import console, print_record, print_rows, say  # noqa: F401  (print_rows: used by other commands)
+from .tables import console, print_record, print_rows, say  # noqa: F401
 
 PREDICT_FIELDS = ["model", "workload", "batch", "ctx", "prefill_seqs", "prefill_len", "tokens", "fusion", "graph",
                   "engine", "step_ms", "step_ms_p10", "step_ms_p50", "step_ms_p90", "cpu_ms", "gpu_ms", "bound",
@@ -186,7 +186,7 @@ def predict(
     if prefill_seqs:
         d.update(prefill_seqs=prefill_seqs, prefill_len=prefill_len, tokens=shape.tokens)
     if steps:
-        from simulator.engine.predict import predict_loop
+        from simulator.engine.steploop import predict_loop
 
         loop, fwd = predict_loop(m, batch, ctx, fusion, graph, prof, engine, steps, scheduling.value, sampling.value,
                                  shape)

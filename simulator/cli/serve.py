@@ -109,7 +109,7 @@ def serve(
     if as_json:
         print(dumps(d))
         return
-    from .core import print_rows
+    from .tables import print_rows
 
     print_rows([{"metric": k, "value": v} for k, v in d.items() if not isinstance(v, (list, dict))],
                f"serve {sc.model} at {sc.rate if sc.rate is not None else 'trace'} req/s", ["metric", "value"],

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from . import app, choices
 from simulator.common import vocab as V
-from .core import console, print_rows
+from .tables import console, print_rows
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import dumps
 

@@ -213,3 +213,29 @@ def _default(o):
     if hasattr(o, "model_dump"):
         return o.model_dump(mode="json")
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def read_text(path, what: str, error: type[UserError] = UserError) -> str:
+    """A user's text file, or one `error` line: '<path>: no such <what> file', a folder, binary, not UTF-8..."""
+    return read_text_file(path, what, error)
+
+
+def validate_versioned(model, raw: object, where: str, version_key: str, version: int,
+                       error: type[UserError], what: str, text: str | None = None):
+    """Validate a versioned JSON document (a profile, a workload file) into pydantic `model`; any problem
+    is one `error` line: not an object, wrong version, or the first field error with its path."""
+    from pydantic import ValidationError
+
+    if not isinstance(raw, dict):
+        raise error(f"{where}: {what} must be a JSON object")
+    v = raw.get(version_key)
+    if v != version or isinstance(v, bool):
+        raise error(f"{where}:{line_of(text, (version_key,))}: field '{version_key}': {version_key} is {v!r}, this launchsim "
+                    f"reads version {version}")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise field_error(where, text, tuple(err["loc"]), err["msg"], error) from None
+    except RecursionError:
+        raise error(f"{where}: nested too deep") from None

@@ -82,10 +82,3 @@ def validate_model(cls, data: object, where: str, lines: dict[tuple, int] | None
         return cls.model_validate(data)
     except ValidationError as e:
         raise validation_error(e, where, lines or {}) from None
-
-
-def load_yaml(path):
-    """config/yamlfile.load_yaml (kept here for callers that import it from base)."""
-    from .yamlfile import load_yaml as _load
-
-    return _load(path)

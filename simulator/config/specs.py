@@ -4,10 +4,12 @@ that a distribution or a layout is written, validated and built the same way in 
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Union
 
 from pydantic import Field, model_validator
 
+from simulator.common import limits as L
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
 
@@ -80,14 +82,41 @@ class LayoutSpec(Strict):
     max_num_seqs: Batch | None = Field(None, description="vllm preset: max = min(2 x max_num_seqs, 512)")
 
 
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
+
+
+def parse_bytes(v) -> int:
+    """An int of bytes or a string such as '256MiB', '1 GiB', '2e9'."""
+    if isinstance(v, bool):
+        raise ValueError("a byte count must be a number or a string like '256MiB'")
+    if isinstance(v, (int, float)):
+        return _checked_bytes(v, v)
+    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", str(v))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"cannot read {v!r} as bytes (use e.g. 268435456, '256MiB', '1GiB')")
+    try:
+        n = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    except ValueError:
+        raise ValueError(f"cannot read {v!r} as bytes") from None
+    return _checked_bytes(n, v)
+
+
+def _checked_bytes(n, v) -> int:
+    if n != n or n in (float("inf"), float("-inf")):
+        raise ValueError(f"a byte count must be a finite number, got {v!r}")
+    if n <= 0:
+        raise ValueError(f"a byte count must be positive, got {v!r}")
+    if n > L.MAX_BYTES:
+        raise ValueError(f"{v!r} is more than {L.MAX_BYTES:,} bytes (1 EiB)")
+    return int(n)
+
+
 class MemoryBudgetError(UserError):
     """A memory budget that is neither bytes nor a preset name."""
 
 
 def parse_memory_budget(v) -> float | str | None:
     """Bytes as an int, '512MiB' / '1GiB', or a preset name (that preset's memory)."""
-    from simulator.config.sweep import parse_bytes
-
     if v is None:
         return None
     if isinstance(v, str) and v.strip() in V.values(V.COMPARED_PRESETS) + (V.LayoutPreset.POW2.value,):

@@ -11,36 +11,9 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 from .base import Batch, Strict, Tokens
 from simulator.common import limits as L
 from simulator.common import vocab as V
-from .specs import DistributionSpec, LayoutSpec, NamedDistribution  # noqa: F401  (DistributionSpec re-exported)
+from .specs import parse_bytes, DistributionSpec, LayoutSpec, NamedDistribution  # noqa: F401  (DistributionSpec re-exported)
 from .step import FusionName, GraphName
 
-_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
-
-
-def parse_bytes(v) -> int:
-    """An int of bytes or a string such as '256MiB', '1 GiB', '2e9'."""
-    if isinstance(v, bool):
-        raise ValueError("a byte count must be a number or a string like '256MiB'")
-    if isinstance(v, (int, float)):
-        return _checked_bytes(v, v)
-    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", str(v))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"cannot read {v!r} as bytes (use e.g. 268435456, '256MiB', '1GiB')")
-    try:
-        n = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    except ValueError:
-        raise ValueError(f"cannot read {v!r} as bytes") from None
-    return _checked_bytes(n, v)
-
-
-def _checked_bytes(n, v) -> int:
-    if n != n or n in (float("inf"), float("-inf")):
-        raise ValueError(f"a byte count must be a finite number, got {v!r}")
-    if n <= 0:
-        raise ValueError(f"a byte count must be positive, got {v!r}")
-    if n > L.MAX_BYTES:
-        raise ValueError(f"{v!r} is more than {L.MAX_BYTES:,} bytes (1 EiB)")
-    return int(n)
 
 
 class MixedSpec(Strict):

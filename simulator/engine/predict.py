@@ -105,19 +105,3 @@ def predict(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "none", 
     return Prediction(res, tl, step, band, r)
 
 
-def predict_loop(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "none", graph: str = "none",
-                 profile: Profile | str | None = None, engine: str = "fast", steps: int = 8,
-                 scheduling: str = "sync", sampling: str = "greedy", shape: StepShape | None = None):
-    """N steps of the engine loop (simulator/engine/steploop.py) around one forward: (LoopResult, forward StepResult)."""
-    from simulator.engine.steploop import engine_costs, run_loop
-
-    m = load_model(model) if isinstance(model, str) else model
-    prof = profile if isinstance(profile, Profile) else load_profile(profile)
-    costs = CostModel(prof)
-    shape = shape or decode(batch, ctx)
-    step = build_step(m, shape, fusion)
-    plan = build_plan(step, costs, graph, pure_decode=shape.is_pure_decode)
-    ec = engine_costs(prof, max(1, shape.seqs), sampling)
-    res, tl, _ = run_loop(plan, ec, steps, scheduling, costs.eager_gap_s, engine)
-    res = dataclasses.replace(res, timeline=tl)  # the whole loop's two lanes (for the step report)
-    return res, summarize(run_engine(plan, engine))

@@ -54,7 +54,7 @@ ESTIMATE = EngineStepUs(
     sample_gpu={"greedy": ByBatch(batch=[1, 64], us=[8.0, 12.0]), "top_p": ByBatch(batch=[1, 64], us=[60.0, 90.0])},
     sample_kernels={"greedy": 1, "top_p": 8},
     tolist=_c(10.0), detokenize=ByBatch(batch=[1, 64], us=[5.0, 100.0]),
-    source="estimate: the profile has no host.engine_step_us (run calibration/engine_loop.py on the GPU)")
+    source="estimate: the profile has no host.engine_step_us (run calibration/scripts/engine_loop.py on the GPU)")
 
 
 @dataclass(frozen=True)
@@ -237,3 +237,29 @@ def run_loop(forward: LaunchPlan, ec: EngineCosts, steps: int, scheduling: str, 
     lp = build_loop(forward, ec, steps, scheduling, gap_s)
     tl = run_engine(lp.plan, engine)
     return summarize_loop(lp, tl), tl, lp
+
+
+def predict_loop(model, batch: int, ctx: int, fusion: str = "none", graph: str = "none",
+                 profile=None, engine: str = "fast", steps: int = 8,
+                 scheduling: str = "sync", sampling: str = "greedy", shape=None):
+    """N steps of the engine loop around one forward (`predict --steps`): (LoopResult, forward StepResult)."""
+    import dataclasses
+
+    from simulator.engine.plan import build_plan
+    from simulator.engine.predict import run_engine
+    from simulator.engine.timeline import summarize
+    from simulator.model.costs import CostModel
+    from simulator.model.models import load_model
+    from simulator.model.profile import Profile, load_profile
+    from simulator.model.workload import build_step, decode
+
+    m = load_model(model) if isinstance(model, str) else model
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    costs = CostModel(prof)
+    shape = shape or decode(batch, ctx)
+    step = build_step(m, shape, fusion)
+    plan = build_plan(step, costs, graph, pure_decode=shape.is_pure_decode)
+    ec = engine_costs(prof, max(1, shape.seqs), sampling)
+    res, tl, _ = run_loop(plan, ec, steps, scheduling, costs.eager_gap_s, engine)
+    res = dataclasses.replace(res, timeline=tl)  # the whole loop's two lanes (for the step report)
+    return res, summarize(run_engine(plan, engine))

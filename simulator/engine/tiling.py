@@ -7,7 +7,7 @@ of the model determine the L-layer plan exactly: with `block` the extra launches
 layer adds, inserted at the first position where the two plans differ,
     plan_L = plan_1[:a] + block * (L - 1) + plan_1[a:].
 That needs two small builds instead of one of L layers (about L/3 times less Python work); every array is
-bitwise equal to `build_plan` on the full step (tests/test_sweep.py checks this), and any plan whose two
+bitwise equal to `build_plan` on the full step (tests/sweep/test_sweep.py checks this), and any plan whose two
 versions do not have this form is built in full instead.
 """
 

@@ -14,7 +14,8 @@ from typing import Callable
 
 import numpy as np
 
-from simulator.common.errors import UserError, read_text
+from simulator.common.errors import UserError
+from simulator.common.jsonfile import read_text
 from simulator.common.limits import MAX_BATCH
 
 

@@ -8,7 +8,8 @@ Validation on load turns any schema problem into one `ProfileError` line naming 
 
 from __future__ import annotations
 
-from simulator.common.errors import UserError, validate_versioned
+from simulator.common.errors import UserError
+from simulator.common.jsonfile import validate_versioned
 from simulator.model.profile_check import check_profile, read_profile_file
 from simulator.model.profile_moe import Fp8QuantTable, GroupedGemmTable, RoutingTable
 
@@ -82,7 +83,7 @@ class ByBatch(_Strict):
 
 class EngineStepUs(_Strict):
     """The engine's own host work around each forward pass (simulator/engine/steploop.py), measured by
-    calibration/engine_loop.py on a vLLM-style decode loop; µs per step unless named otherwise."""
+    calibration/scripts/engine_loop.py on a vLLM-style decode loop; µs per step unless named otherwise."""
 
     schedule: ByBatch = Field(description="scheduling the step (which sequences, block bookkeeping)")
     prep: ByBatch = Field(description="building the step's inputs in persistent pinned host buffers")
@@ -112,7 +113,7 @@ class CompileFit(_Strict):
 
 
 class StartupFigures(_Strict):
-    """Start-up cost figures (simulator/engine/startup.py), from calibration/engine_loop.py's `capture` and `compile`
+    """Start-up cost figures (simulator/engine/startup.py), from calibration/scripts/engine_loop.py's `capture` and `compile`
     sections; calibration/validate_startup.py compares the model with every measured row."""
 
     warmup_runs: int = Field(2, ge=0, description="eager warm-up runs before each capture (engines do 1-2; the "
@@ -242,7 +243,7 @@ class GraphMemoryLayoutTable(_Strict):
 
 
 class GraphMemoryConstants(_Strict):
-    """Constants of the shared-pool formula (simulator/layouts/graph_memory.py), with where they came from."""
+    """Constants of the shared-pool formula (simulator/engine/graph_memory.py), with where they came from."""
 
     capture_workspace_bytes: float = Field(ge=0, description="cuBLAS workspace of the capture stream, paid "
                                                              "once per process inside the first pool")

@@ -29,7 +29,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.common.errors import UserError, validate_versioned
+from simulator.common.errors import UserError
+from simulator.common.jsonfile import validate_versioned
 from simulator.common.jsonfile import field_error, line_of, read_json
 from simulator.model.kernels import OpClass
 from simulator.common.limits import MAX_BATCH, MAX_CTX, MAX_US

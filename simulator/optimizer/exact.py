@@ -41,170 +41,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-
-INF = float("inf")
-
-
-@dataclass
-class Problem:
-    sizes: np.ndarray  # candidate capture sizes, ascending, unique, positive (N,)
-    batches: np.ndarray  # distribution support (M,)
-    weights: np.ndarray  # probabilities (M,)
-    alpha: np.ndarray  # per candidate: cost of a step padded to it (N,)
-    beta: np.ndarray  # per batch: added to alpha when the batch runs in a graph (M,)
-    eager: np.ndarray  # per batch: cost when no chosen size fits (M,)
-    max_graphs: int
-    final_ok: np.ndarray | None = None  # per candidate: may it be the largest size? (default all)
-    static: np.ndarray | None = None  # memory: bytes added by the largest size (N,)
-    mem_chk: np.ndarray | None = None  # memory: r + chk_i must fit (N,)
-    mem_inc: np.ndarray | None = None  # memory: r += inc_i (N,)
-    capture: np.ndarray | None = None  # capture seconds per size (N,)
-    memory_budget: float | None = None
-    capture_budget: float | None = None
-    mem_floor: np.ndarray | None = None  # memory: a layout whose largest size is J needs at least this (N,)
-
-    def __post_init__(self):
-        n = len(self.sizes)
-        self.sizes = np.asarray(self.sizes, dtype=np.int64)
-        if self.mem_floor is not None:
-            self.mem_floor = np.asarray(self.mem_floor, dtype=float)
-        for name in ("static", "mem_chk", "mem_inc", "capture"):
-            v = getattr(self, name)
-            setattr(self, name, np.zeros(n) if v is None else np.asarray(v, dtype=float))
-        self.final_ok = np.ones(n, bool) if self.final_ok is None else np.asarray(self.final_ok, bool)
-
-
-@dataclass
-class Solution:
-    sizes: list[int]
-    objective: float
-    memory: float
-    capture: float
-    method: str = "dp"
-    labels: int = 0  # labels the exact search kept (0 on the fast path)
-    by_count: list[float] = field(default_factory=list)  # unconstrained optimum with <= k sizes, k=1..K
-
-
-class Infeasible(Exception):
-    """No layout meets the budgets; `smallest` maps each budget to the least value some layout needs."""
-
-    def __init__(self, msg: str, smallest: dict[str, float]):
-        super().__init__(msg)
-        self.smallest = smallest
-
-
-# ---------------------------------------------------------------------------------------------------
-def _tables(p: Problem):
-    """Interval costs W ((N+1)x(N+1), +inf where i >= j; index 0 is 'nothing below') and tail(j)."""
-    b = np.asarray(p.batches, dtype=np.int64)
-    w = np.asarray(p.weights, dtype=float)
-    pos = np.searchsorted(b, p.sizes, side="right")  # batches <= c_j
-    cw = np.concatenate(([0.0], np.cumsum(w)))
-    cq = np.concatenate(([0.0], np.cumsum(w * p.beta)))
-    ce = np.concatenate(([0.0], np.cumsum(w * p.eager)))
-    P = np.concatenate(([0.0], cw[pos]))
-    Q = np.concatenate(([0.0], cq[pos]))
-    E = np.concatenate(([0.0], ce[pos]))
-    a = np.concatenate(([0.0], p.alpha))
-    W = a[None, :] * (P[None, :] - P[:, None]) + (Q[None, :] - Q[:, None])
-    W[np.tril_indices(W.shape[0])] = INF
-    tail = ce[-1] - E
-    return W, tail
-
-
-def _forward(W: np.ndarray, K: int, pen: np.ndarray | None = None, monotone: bool = False):
-    """A[n, j]: least cost of batches <= c_j using exactly n sizes, the largest c_j; arg[n, j]: previous.
-
-    The cost of interval (i, j] is W[i, j] (+ pen[i]: a Lagrangian penalty of size i). `monotone`: the caller
-    knows alpha is non-decreasing (and P is, weights being >= 0), so W is a Monge array:
-    W[i, j] + W[i', j'] - W[i, j'] - W[i', j] = (alpha_j - alpha_j') (P_i' - P_i) <= 0 for i < i', j < j', and
-    adding A[n-1, i] + pen[i] keeps it Monge. The leftmost minimising i then never decreases with j, so each
-    layer scans only rows between the minimisers of block-boundary columns: about N * (N / B + B) cells instead
-    of N^2 / 2, the same minima and the same leftmost argmins (np.argmin's ties) as the full scan."""
-    n1 = W.shape[0]
-    A = np.full((K + 1, n1), INF)
-    arg = np.zeros((K + 1, n1), dtype=np.int64)
-    A[1] = W[0] if pen is None else W[0] + pen[0]
-    A[1, 0] = INF
-    if K < 2:
-        return A, arg
-    if monotone and n1 > MONOTONE_MIN:
-        return _forward_monotone(W, K, pen, A, arg, MONOTONE_BLOCK)
-    WT = np.ascontiguousarray((W if pen is None else W + pen[:, None]).T)  # reductions along contiguous rows
-    buf = np.empty_like(WT)
-    rows = np.arange(n1)
-    for n in range(2, K + 1):
-        np.add(WT, A[n - 1][None, :], out=buf)
-        arg[n] = buf.argmin(axis=1)
-        A[n] = buf[rows, arg[n]]
-    return A, arg
-
-
-MONOTONE_MIN, MONOTONE_BLOCK = 64, 32  # the block scan from this many candidates on; columns per block
-
-
-def _forward_monotone(W, K, pen, A, arg, B: int):
-    n1 = W.shape[0]
-    Wp = W if pen is None else W + pen[:, None]
-    bounds = np.unique(np.concatenate((np.arange(1, n1, B), [n1 - 1])))  # boundary columns, ascending
-    Wb = np.ascontiguousarray(Wp[:, bounds])
-    for n in range(2, K + 1):
-        prev = A[n - 1]
-        vb = Wb + prev[:, None]
-        ab = vb.argmin(axis=0)  # leftmost minimiser of each boundary column (full scan)
-        arg[n, bounds] = ab
-        A[n, bounds] = vb[ab, np.arange(bounds.size)]
-        for t in range(bounds.size - 1):
-            j0, j1 = int(bounds[t]) + 1, int(bounds[t + 1])
-            if j0 >= j1:
-                continue
-            lo, hi = int(ab[t]), max(int(ab[t + 1]), int(ab[t]))
-            blk = Wp[lo:hi + 1, j0:j1] + prev[lo:hi + 1, None]
-            a = blk.argmin(axis=0)
-            arg[n, j0:j1] = a + lo
-            A[n, j0:j1] = blk[a, np.arange(j1 - j0)]
-    return A, arg
-
-
-def monotone(p: "Problem") -> bool:
-    """Is the interval cost Monge (alpha non-decreasing over the candidates, weights >= 0)? See `_forward`."""
-    return bool(np.all(np.diff(p.alpha) >= 0) and np.all(np.asarray(p.weights) >= 0))
-
-
-def _backtrack(arg: np.ndarray, n: int, j: int) -> list[int]:
-    out = []
-    while n >= 1 and j > 0:
-        out.append(j)
-        j = int(arg[n, j]) if n > 1 else 0
-        n -= 1
-    return out[::-1]
-
-
-def resources(p: Problem, idx: list[int]) -> tuple[float, float]:
-    """(memory, capture) of a layout given as 1-based candidate indices (ascending)."""
-    if not idx:
-        return 0.0, 0.0
-    r = p.static[idx[-1] - 1]
-    peak = -INF if p.mem_floor is None else p.mem_floor[idx[-1] - 1]
-    for i in reversed(idx):
-        peak = max(peak, r + p.mem_chk[i - 1])
-        r += p.mem_inc[i - 1]
-    cap = 0.0
-    for i in idx:
-        cap += p.capture[i - 1]
-    return float(peak), float(cap)
-
-
-def objective(p: Problem, sizes) -> float:
-    """Expected cost of a layout (any sorted sizes, not only candidates)."""
-    s = np.asarray(sorted(sizes), dtype=np.int64)
-    cand = {int(c): a for c, a in zip(p.sizes, p.alpha)}
-    total = 0.0
-    for b, w, be, ea in zip(p.batches, p.weights, p.beta, p.eager):
-        i = np.searchsorted(s, b, side="left")
-        total += w * (ea if i >= len(s) else cand[int(s[i])] + be)
-    return float(total)
-
+from simulator.optimizer.dp import (INF, MONOTONE_BLOCK, MONOTONE_MIN, Infeasible, Problem, Solution,  # noqa: F401
+                                    _backtrack, _forward, _forward_monotone, _tables, monotone, objective, resources)
+from simulator.optimizer.search import FIRST_LIMIT, LABEL_LIMIT, SearchTooLarge, _Search  # noqa: F401
 
 def _fits(p: Problem, mem: float, cap: float) -> bool:
     return ((p.memory_budget is None or mem <= p.memory_budget)
@@ -267,8 +106,6 @@ def solve(p: Problem, seeds: list[list[int]] = ()) -> Solution:
     idx = _backtrack(arg, int(n), int(j))
     if _fits(p, *resources(p, idx)):  # the unconstrained optimum fits: done
         return _solution(p, idx, float(tot[n, j]), "dp", 0, by_count)
-    from simulator.optimizer.search import _Search
-
     s = _Search(p, W, tail, A, arg, K, track_cap)
     pos = {int(c): i + 1 for i, c in enumerate(p.sizes)}
     for lay in list(seeds) + [[int(c)] for c in p.sizes[p.final_ok]]:
@@ -289,17 +126,8 @@ def solve(p: Problem, seeds: list[list[int]] = ()) -> Solution:
     return _solution(p, s.ub_idx, s.ub, "labels", s.kept, by_count)
 
 
-def _path_value(W, tail, idx) -> float:
-    v, prev = 0.0, 0
-    for j in idx:
-        v += W[prev, j]
-        prev = j
-    return float(v + tail[idx[-1]])
-
-
 def _solution(p, idx, value, method, labels, by_count) -> Solution:
     mem, cap = resources(p, idx)
     return Solution([int(p.sizes[i - 1]) for i in idx], value, mem, cap, method, labels, by_count)
 
 
-from simulator.optimizer.search import FIRST_LIMIT, LABEL_LIMIT, SearchTooLarge  # noqa: E402  (re-exported: part of this API)

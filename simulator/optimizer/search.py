@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.optimizer.exact import INF, _backtrack, _forward, _path_value, monotone, resources
+from simulator.optimizer.dp import INF, _backtrack, _forward, _path_value, monotone, resources
 from simulator.optimizer.pareto import beam_keep, dominance_keep
 
 

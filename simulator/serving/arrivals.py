@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.common.errors import UserError, read_text
+from simulator.common.errors import UserError
+from simulator.common.jsonfile import read_text
 from simulator.common import vocab as V
 from simulator.common.limits import MAX_CTX
 

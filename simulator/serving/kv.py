@@ -18,7 +18,7 @@ import operator
 from dataclasses import dataclass
 
 from simulator.common.errors import UserError
-from simulator.layouts.graph_memory import DEFAULT_WORKSPACE_BYTES, GraphMemoryModel, kv_cache_bytes
+from simulator.engine.graph_memory import DEFAULT_WORKSPACE_BYTES, GraphMemoryModel, kv_cache_bytes
 from simulator.model.models import ModelSpec
 from simulator.model.profile import Profile
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulator.model.costs import CostModel
-from simulator.layouts.graph_memory import DEFAULT_WORKSPACE_BYTES
+from simulator.engine.graph_memory import DEFAULT_WORKSPACE_BYTES
 from simulator.model.models import ModelSpec
 from simulator.model.profile import Profile
 from .arrivals import Workload

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.layouts.buckets import parse_layout
-from simulator.layouts.graph_memory import GiB
+from simulator.engine.graph_memory import GiB
 from simulator.model.models import load_model
 from simulator.model.profile import load_profile
 from .arrivals import Trace, child_seeds, load_trace, make_workload

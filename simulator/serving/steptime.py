@@ -3,7 +3,7 @@
 Depth: each step is `stepcost.step_time` of the full model (its plan built by layer tiling, bitwise the full
 build), so serving's step is stepcost's bit for bit. `layer_extrapolation=True` instead simulates 2 and 3 layers
 and extrapolates linearly, step(L) = step(2) + (L - 2) * (step(3) - step(2)) (equal to 1e-13 relative on every
-preset, fusion level and graph mode checked, tests/test_serving_steptime.py); since plans are tiled it is no
+preset, fusion level and graph mode checked, tests/serving/test_serving_steptime.py); since plans are tiled it is no
 cheaper (1.6 ms against 1.3 ms per qwen3-0.6b step), so it is off by default.
 
 Which plan a step runs and at which padded size is `routing.route` (the table is in routing.py and the README):
@@ -11,7 +11,7 @@ decode-only steps route by their n sequences, mixed steps by their T = decode ro
 largest captured size a step runs eager at its own size. The padded step is `routing.padded_shape`, the rule
 predict, the sweep and the optimizer use: the padding rows run every token-wise kernel (GEMMs, norms,
 elementwise, lm_head) but attend to nothing, as vLLM's padded slots (seq_len 0), so a decode step of n sequences
-at context c costs exactly `stepcost.routed_step(..., StepShape(n, c))` (tests/test_serving_steptime.py).
+at context c costs exactly `stepcost.routed_step(..., StepShape(n, c))` (tests/serving/test_serving_steptime.py).
 Engine results come from `stepcost.step_time` (one memo per process, keyed by the profile digest).
 Engine host work (`scheduling` sync or async, simulator/engine/steploop.py): each step's forward figures are turned
 into the engine loop's steady-state step time by `steploop.steady_step_s` with the engine's costs at the step's

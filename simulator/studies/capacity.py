@@ -25,7 +25,7 @@ from simulator.common.jsonfile import write_json
 from simulator.serving.capacity import Slo, find_capacity
 from simulator.serving.kv import KVError
 from simulator.serving.replica import prepare
-from simulator.layouts.graph_memory import GiB
+from simulator.engine.graph_memory import GiB
 from simulator.serving.setup import build_config, load_run_trace, mean_metrics, merged_batch_log, run_replications, start_rate
 
 CURVE_KEYS = ("rate", "meets", "why", "throughput_req_s", "throughput_tok_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",

@@ -29,7 +29,7 @@ from simulator.common.errors import UserError
 from simulator.common import vocab as V
 from simulator.common.limits import MAX_OPTIMIZE_SIZE
 from simulator.config.specs import parse_memory_budget  # noqa: F401  (the scenario field's parser)
-from simulator.layouts.graph_memory import GraphMemoryModel
+from simulator.engine.graph_memory import GraphMemoryModel
 from simulator.model.models import ModelSpec, load_model
 from simulator.model.profile import load_profile
 from simulator.engine.routing import check_mode

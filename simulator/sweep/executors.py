@@ -71,15 +71,15 @@ def _progress(enabled: bool, total: int, cached: int):
         yield advance
 
 
-def run_chunks(chunks: list[list], on_done: Callable[[int, list, dict], None], executor: str = "local",
+def run_chunks(evaluate: Callable[[list], tuple[list, dict]], chunks: list[list],
+               on_done: Callable[[int, list, dict], None], executor: str = "local",
                workers: int = 2, progress: bool = True, total_points: int = 0, cached_points: int = 0,
                affinity: list[int] | None = None) -> None:
-    """Evaluate every chunk; call on_done(chunk_index, rows, stats) in the parent as each one finishes.
+    """Evaluate every chunk with `evaluate(chunk) -> (rows, stats)` (a module-level function: worker processes
+    and Ray pickle it); call on_done(chunk_index, rows, stats) in the parent as each one finishes.
 
     `affinity[i]` (local processes only): the worker (0..workers-1) that runs chunk i, in chunk order, so
     chunks that share step simulations share one worker's memo; without it any free worker takes the next."""
-    from simulator.sweep.grid import evaluate_chunk
-
     if executor not in EXECUTORS:
         raise ExecutorError(f"unknown executor '{executor}': use local or ray")
     if workers <= 0:
@@ -87,11 +87,11 @@ def run_chunks(chunks: list[list], on_done: Callable[[int, list, dict], None], e
     if not chunks:
         return
     if executor == "ray":
-        return _run_ray(chunks, on_done, workers, progress, total_points, cached_points)
+        return _run_ray(evaluate, chunks, on_done, workers, progress, total_points, cached_points)
     if workers == 1 or len(chunks) == 1:
         with _progress(progress, total_points, cached_points) as adv:
             for i, c in enumerate(chunks):
-                rows, st = evaluate_chunk(c)
+                rows, st = evaluate(c)
                 on_done(i, rows, st)
                 adv(len(rows), st["simulated"])
         return
@@ -103,7 +103,7 @@ def run_chunks(chunks: list[list], on_done: Callable[[int, list, dict], None], e
         pools = [ProcessPoolExecutor(max_workers=1, initializer=_die_with_parent) for _ in used]
         slot = [used.index(a) for a in affinity]
     try:
-        futs = {pools[slot[i]].submit(evaluate_chunk, c): i for i, c in enumerate(chunks)}  # fork before the bar's thread
+        futs = {pools[slot[i]].submit(evaluate, c): i for i, c in enumerate(chunks)}  # fork before the bar's thread
         with _progress(progress, total_points, cached_points) as adv:
             pending = set(futs)
             while pending:
@@ -127,19 +127,17 @@ def run_chunks(chunks: list[list], on_done: Callable[[int, list, dict], None], e
         pool.shutdown(wait=True)
 
 
-def _run_ray(chunks, on_done, workers, progress, total_points, cached_points) -> None:
+def _run_ray(evaluate, chunks, on_done, workers, progress, total_points, cached_points) -> None:
     try:
         import ray
     except ImportError:
         raise ExecutorError("executor 'ray' needs Ray: pip install 'launchsim[ray]'") from None
-    from simulator.sweep.grid import evaluate_chunk
-
     started = False
     if not ray.is_initialized():
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
         started = True
     try:
-        remote = ray.remote(evaluate_chunk)
+        remote = ray.remote(evaluate)
         refs = {remote.remote(c): i for i, c in enumerate(chunks)}
         with _progress(progress, total_points, cached_points) as adv:
             pending = list(refs)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.common.errors import Interrupted
-from simulator.layouts.graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
+from simulator.engine.graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
 from simulator.model.models import ModelSpec
 from simulator.engine.stepcost import STATS, Expected, expected_step, load_cached_profile
 
@@ -329,7 +329,7 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
             stats[k] += st[k]
 
     try:
-        run_chunks([[points[i] for i in t] for t in tasks], on_done, executor, workers, progress,
+        run_chunks(evaluate_chunk, [[points[i] for i in t] for t in tasks], on_done, executor, workers, progress,
                    total_points=len(pending), cached_points=cached, affinity=affinity)
     except (KeyboardInterrupt, Interrupted) as e:
         if out is None:

@@ -9,15 +9,16 @@ import pytest
 from typer.testing import CliRunner
 
 from simulator.cli import app
-from simulator.layouts.graph_memory import GraphMemoryModel
+from simulator.engine.graph_memory import GraphMemoryModel
 from simulator.model.models import load_model
 from simulator.model.profile import CompileFit, StartupFigures, load_profile
 from simulator.engine.startup import DEFAULT_STARTUP, StartupError, StartupModel, compile_nodes, derive, eager_pass, validation_rows
 
 from tests.conftest import cli_error
+from tests.paths import ROOT
 
 runner = CliRunner()
-ENGINE = Path(__file__).resolve().parent.parent / "calibration" / "measured" / "h200-engine" / "engine_loop.json"
+ENGINE = ROOT / "calibration" / "measured" / "h200-engine" / "engine_loop.json"
 QWEN = load_model("qwen3-0.6b")
 
 

@@ -16,7 +16,7 @@ from simulator.traces.host import HostPolicyError, host_breakdown
 from simulator.traces.whatif import workload_step
 from simulator.traces.workload import workload_from_trace
 from simulator.model.workload_file import load_workload
-from tests.test_trace_import import PID, TID, Trace
+from tests.traces.test_trace_import import PID, TID, Trace
 
 PATHS = {"eager_gemm": 10.0, "eager_elementwise": 4.0, "eager_reduction": 6.0, "eager_view": 1.0, "raw": 2.0,
          "eager_copy": 3.0, "eager_attention": 12.0, "eager_embedding": 5.0, "custom_op": 7.0, "compiled": 8.0}

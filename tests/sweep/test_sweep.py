@@ -20,8 +20,8 @@ from simulator.model.profile import load_profile
 from simulator.sweep.grid import CACHE_FILE, evaluate_point, load_cache, point_for, run_points
 from simulator.engine.tiling import tiled_plan
 from simulator.model.workload import StepShape, build_step, decode
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PROFILE = "datasheet-h200"
 QWEN = load_model("qwen3-0.6b")
 

@@ -1,7 +1,7 @@
 """Kernel tables for issue 15 on one H200: FP8 GEMMs, MoE grouped GEMMs and routing kernels, and a real MoE
 decode step (transformers' Qwen3-MoE with random weights from the published Qwen3-30B-A3B config).
 
-    PYTHONUNBUFFERED=1 python3 -m calibration.moe_fp8 --out DIR [--quick] [--job timing|counts]
+    PYTHONUNBUFFERED=1 python3 -m calibration.scripts.moe_fp8 --out DIR [--quick] [--job timing|counts]
 
 `--job timing` (the default; no profiler in this process, canary at both ends, exit 3 on drift) writes
 DIR/moe_fp8.json:
@@ -31,8 +31,8 @@ import os
 import sys
 import time
 
-from .hygiene import canary, check_canary, exit_code, forbid_profiler
-from .jsonio import dump as _dump
+from ..hygiene import canary, check_canary, exit_code, forbid_profiler
+from ..jsonio import dump as _dump
 
 HELD_OUT_M = (3, 12, 48, 96, 192, 384, 768)
 MOE = dict(hidden=2048, inter=768, experts=128, top_k=8, heads=32, kv_heads=4, head_dim=128, vocab=151936)
@@ -52,7 +52,7 @@ def fp8_tables(quick):
     import torch
     import torch.nn.functional as F
 
-    from .tables import _reps, graph_op_us
+    from ..tables import _reps, graph_op_us
 
     e4 = torch.float8_e4m3fn
     out = []
@@ -85,7 +85,7 @@ def fp8_tables(quick):
 def quant_tables(quick):
     import torch
 
-    from .tables import graph_op_us
+    from ..tables import graph_op_us
 
     e4 = torch.float8_e4m3fn
     out = []
@@ -118,7 +118,7 @@ def _routed_counts(b, seed=0):
 def grouped_tables(quick):
     import torch
 
-    from .tables import graph_op_us
+    from ..tables import graph_op_us
 
     E, out = MOE["experts"], {"experts": MOE["experts"], "top_k": MOE["top_k"], "gemms": []}
     for name, k, n in (("gate_up", MOE["hidden"], 2 * MOE["inter"]), ("down", MOE["inter"], MOE["hidden"])):
@@ -151,7 +151,7 @@ def grouped_tables(quick):
 def routing_tables(quick):
     import torch
 
-    from .tables import graph_op_us
+    from ..tables import graph_op_us
 
     H, E, K = MOE["hidden"], MOE["experts"], MOE["top_k"]
     rows = []
@@ -179,7 +179,7 @@ def _hf_moe(batch, impl, layers):
     import torch
     import transformers
 
-    from .hf_decoder import HFRunner
+    from ..hf_decoder import HFRunner
 
     cfg = transformers.Qwen3MoeConfig(
         vocab_size=MOE["vocab"], hidden_size=MOE["hidden"], intermediate_size=6144,
@@ -258,7 +258,7 @@ def hf_moe_timing(quick, log):
 def hf_moe_counts(out_dir, quick, log):
     import torch
 
-    from .child_counts import step_counts
+    from ..child_counts import step_counts
 
     res = {"kind": "launchsim-moe-counts", "rows": []}
     for impl in (("default",) if quick else HF_IMPLS):
@@ -292,7 +292,7 @@ def main(argv=None) -> int:
     forbid_profiler()
     import torch
 
-    from . import microbench as mb
+    from .. import microbench as mb
 
     path = os.path.join(a.out, "moe_fp8.json")
     res = {"kind": "launchsim-moe-fp8", "quick": a.quick, "date": time.strftime("%Y-%m-%d"),

@@ -1,7 +1,7 @@
 """The engine around the forward pass, measured on the H200 (issue 11): a vLLM-style decode loop, HF
 `generate()`, graph capture and torch.compile start-up times. One timing process, no profiler.
 
-    PYTHONUNBUFFERED=1 python3 -m calibration.engine_loop --out DIR [--quick]
+    PYTHONUNBUFFERED=1 python3 -m calibration.scripts.engine_loop --out DIR [--quick]
 
 Writes DIR/engine_loop.json (atomically, after every section; a failing section records its error and the
 run goes on) and prints a summary last. Sections:
@@ -42,9 +42,9 @@ import sys
 import tempfile
 import time
 
-from .hygiene import canary, check_canary, exit_code, forbid_profiler, queued_device_us
-from .jsonio import dump as _dump
-from .microbench import _pct
+from ..hygiene import canary, check_canary, exit_code, forbid_profiler, queued_device_us
+from ..jsonio import dump as _dump
+from ..microbench import _pct
 
 MODEL, CTX = "qwen3-0.6b", 512
 DEADLINE_S = 330.0  # the whole run by default (--deadline overrides; section thresholds scale with it)
@@ -296,7 +296,7 @@ def device_us(fn, reps: int = 15, inner: int = 1) -> dict:
 def loop_section(res, save, quick, clock, log):
     import torch
 
-    from .reference_decoder import Runner, make_cache, make_weights, model_spec
+    from ..reference_decoder import Runner, make_cache, make_weights, model_spec
 
     m = model_spec(MODEL, quick)
     vocab = {i: f"\u2581t{i}" for i in range(m.vocab_size)}
@@ -360,7 +360,7 @@ def loop_section(res, save, quick, clock, log):
 def hf_section(res, save, quick, clock, log, reps: int = 5):
     import torch
 
-    from .hf_decoder import hf_config
+    from ..hf_decoder import hf_config
 
     cfg, cls = hf_config(MODEL)
     if quick:
@@ -419,7 +419,7 @@ def hf_section(res, save, quick, clock, log, reps: int = 5):
 def capture_section(res, save, quick, clock, log):
     import torch
 
-    from .reference_decoder import Runner, make_cache, make_weights, model_spec
+    from ..reference_decoder import Runner, make_cache, make_weights, model_spec
 
     out = res.setdefault("capture", [])
     for name in ("qwen3-0.6b", "llama3-8b"):
@@ -480,7 +480,7 @@ def compile_child(spec: dict, out_path: str) -> int:
     forbid_profiler()
     from simulator.model.models import PRESETS
 
-    from .reference_decoder import Runner, make_weights
+    from ..reference_decoder import Runner, make_weights
 
     t_import = time.time() - t_start
     m = dataclasses.replace(PRESETS[spec["model"]], num_hidden_layers=spec["layers"])
@@ -502,7 +502,7 @@ def _run_child(spec: dict, env: dict, path: str, timeout: float, root: str) -> d
     """One compile child in its own session; on timeout the whole group (Inductor's compile workers too) dies."""
     import signal
 
-    p = subprocess.Popen([sys.executable, "-m", "calibration.engine_loop", "--compile-child", json.dumps(spec),
+    p = subprocess.Popen([sys.executable, "-m", "calibration.scripts.engine_loop", "--compile-child", json.dumps(spec),
                           "--child-out", path], env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True)
     try:
@@ -541,7 +541,7 @@ def compile_section(res, save, quick, clock, log, runs=None, budget_s=COMPILE_BU
         runs = [(MODEL, d, False) for d in depths] + [(MODEL, depths[0], True)]
     budget = min(60.0 if quick else budget_s, clock.left() - 20)
     t_sec = time.time()
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     dirs = {run: tempfile.mkdtemp(prefix="launchsim_inductor_") for run in runs}
     try:
         for run in runs:  # each configuration cold, then warm (its cache reused)
@@ -631,7 +631,7 @@ def main(argv=None) -> int:
     forbid_profiler()
     import torch
 
-    from . import microbench as mb
+    from .. import microbench as mb
 
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, "engine_loop.json")

@@ -157,7 +157,7 @@ def test_full_decode_only_accepted():
     assert '"graph": "none"' in res.output
     res = CliRunner().invoke(app, ["predict", "--model", "qwen3-0.6b", "--graph", "full_decode_only", "--json"])
     assert res.exit_code == 0 and '"graph": "full"' in res.output
-    from simulator.layouts.graph_memory import GraphMemoryModel
+    from simulator.engine.graph_memory import GraphMemoryModel
 
     gm = GraphMemoryModel(QWEN, load_profile(PROFILE), "none", "full_decode_only")
     assert gm.layout((1, 2, 4), True).total_bytes == \

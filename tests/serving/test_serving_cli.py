@@ -14,9 +14,9 @@ from simulator.layouts.distribution import from_csv
 from simulator.studies.runner import run_scenario
 
 from tests.conftest import cli_error  # noqa: E402
+from tests.paths import ROOT
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parent.parent
 SERVE = ["serve", "--model", "qwen3-0.6b", "--profile", "datasheet-h200"]
 
 

@@ -1,6 +1,6 @@
 """Traces for benchmarks/validate_trace_import.py, recorded on the GPU machine (torch only):
 
-    OUT=<dir> PYTHONPATH=. python3 calibration/validation/trace_import_validation.capture.py
+    OUT=<dir> PYTHONPATH=. python3 calibration/scripts/trace_import_capture.py
 
 qwen3-0.6b, fusion none, ctx 512, reference decoder with random weights. For batch 1 and 8: a
 torch.profiler trace (CPU + CUDA, record_shapes) of 3 eager steps each followed by a synchronize

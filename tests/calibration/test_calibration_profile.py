@@ -10,8 +10,9 @@ import pytest
 
 from calibration.build_profile import build, derive_h100
 from simulator.model.profile import DEFAULT_PROFILE, PROFILE_DIR, ProfileError, load_profile, parse_profile
+from tests.paths import ROOT
 
-MEASURED = Path(__file__).resolve().parents[1] / "calibration" / "measured"
+MEASURED = ROOT / "calibration" / "measured"
 
 
 @pytest.fixture(scope="module")

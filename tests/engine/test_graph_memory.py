@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from simulator.cli import app, main
-from simulator.layouts.graph_memory import GraphMemoryError, GraphMemoryModel, kv_cache_bytes, kv_cache_tokens, live_tensors, segment_bytes
+from simulator.engine.graph_memory import GraphMemoryError, GraphMemoryModel, kv_cache_bytes, kv_cache_tokens, live_tensors, segment_bytes
 from simulator.model.models import ModelSpec
 from simulator.model.profile import GraphMemoryTable, load_profile
 
@@ -155,7 +155,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as hs  # noqa: E402
 
 from calibration.build_memory import memory_section  # noqa: E402
-from simulator.layouts.graph_memory import DEFAULT_CONSTANTS, default_retention, piece_output_bytes  # noqa: E402
+from simulator.engine.graph_memory import DEFAULT_CONSTANTS, default_retention, piece_output_bytes  # noqa: E402
 from simulator.model.models import load_model  # noqa: E402
 
 MEASURED = "calibration/measured/h200-round-a"

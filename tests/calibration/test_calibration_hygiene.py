@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from calibration.hygiene import CANARY_TOLERANCE, check_canary
+from tests.paths import ROOT
 
 
 def _c(host, dev=1.8):
@@ -31,7 +32,7 @@ def test_timing_modules_never_import_the_profiler():
     import ast
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent / "calibration"
+    root = ROOT / "calibration"
     for name in ("child_timing.py", "depth_sweep.py", "microbench.py", "tables.py", "streams.py",
                  "reference_decoder.py", "hf_decoder.py"):
         tree = ast.parse((root / name).read_text())

@@ -10,8 +10,8 @@ import pytest
 
 from simulator.config import load_scenario
 from simulator.studies.runner import run_scenario
+from tests.paths import GOLDEN
 
-GOLDEN = Path(__file__).parent / "golden"
 
 
 def test_s13_launch_bound_reproduces_seed_arithmetic(tmp_path):

@@ -227,7 +227,7 @@ def test_serving_step_includes_engine_work():
 
 
 def _fake_engine_loop() -> dict:
-    """The shape calibration/engine_loop.py writes (figures made up)."""
+    """The shape calibration/scripts/engine_loop.py writes (figures made up)."""
     def pct(v):
         return {"p10": v * 0.9, "p50": v, "p90": v * 1.2, "n": 30}
 
@@ -271,7 +271,7 @@ def test_build_engine_section_into_profile():
 
 def test_predict_steps_report_draws_the_loop(tmp_path):
     """`predict --steps N --report F.html` writes the loop's two lanes; --report without --steps is one line, exit 2."""
-    from tests.test_fuzz_inputs import assert_one_line_error, invoke
+    from tests.cli.test_fuzz_inputs import assert_one_line_error, invoke
 
     page = tmp_path / "loop.html"
     code, out, err = invoke(["predict", "--model", "qwen3-0.6b", "--batch", "8", "--graph", "full", "--steps", "3",

@@ -21,9 +21,10 @@ from simulator.model.profile import load_profile
 from simulator.model.workload import WorkloadError, build_step, decode
 
 from tests.conftest import cli_error
+from tests.paths import ROOT
 
 runner = CliRunner()
-RAW = Path(__file__).resolve().parents[1] / "calibration/measured/h200-round-d/moe_fp8.json"
+RAW = ROOT / "calibration/measured/h200-round-d/moe_fp8.json"
 
 
 def test_fp8_weight_bytes_qwen3_06b_by_hand():

@@ -297,7 +297,7 @@ def test_cohort_block_demand_matches_brute_force(bases, g, k, free):
 
 
 def test_kv_capacity_follows_the_memory_model():
-    from simulator.layouts.graph_memory import GraphMemoryModel, kv_cache_bytes
+    from simulator.engine.graph_memory import GraphMemoryModel, kv_cache_bytes
 
     kv = kv_capacity(MODEL, PROFILE, "fused", "full", [1, 2, 4, 8])
     lm = GraphMemoryModel(MODEL, PROFILE, "fused", "full").layout([1, 2, 4, 8])

@@ -15,14 +15,14 @@ from simulator.layouts.buckets import preset_sizes
 from simulator.cli import main
 from simulator.config import load_scenario
 from simulator.layouts.distribution import from_histogram
-from simulator.layouts.graph_memory import GraphMemoryModel
+from simulator.engine.graph_memory import GraphMemoryModel
 from simulator.model.models import load_model
 from simulator.model.profile import load_profile
 from simulator.studies.runner import run_scenario
 from simulator.studies.optimize import Inputs, build_problem, engine_syntax, parse_memory_budget, run, setup
 from tests.brute_force import brute_force
+from tests.paths import GOLDEN
 
-GOLDEN = Path(__file__).parent / "golden"
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

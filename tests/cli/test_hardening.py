@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from simulator.common.outpaths import LOCK_NAME, out_lock
-from tests.test_fuzz_inputs import assert_one_line_error, invoke
+from tests.cli.test_fuzz_inputs import assert_one_line_error, invoke
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SWEEP = {"kind": "sweep", "name": "tiny", "models": ["qwen3-0.6b"], "profiles": ["datasheet-h200"],
          "fusion": ["fused"], "graph": ["none", "full"],
          "layouts": [{"name": "a", "sizes": [1, 2, 4, 8]}, {"name": "b", "sizes": "seed"}],

@@ -12,8 +12,8 @@ import yaml
 from simulator.config import parse_scenario
 from simulator.studies.runner import run_scenario
 from tests.conftest import cli_error
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _doc(**extra):

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from simulator.cli import main
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("screenshots", ROOT / "scripts/screenshots.py")
 shots = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(shots)

@@ -1,0 +1,118 @@
+"""The floor plan holds: simulator's packages import only packages below them (no upward imports, so no
+import loops between packages), and no module imports itself back through others (no loops between
+modules), counting imports inside functions too (they are how loops used to hide)."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.paths import ROOT
+
+SIM = ROOT / "simulator"
+# lowest first; a package may import its own modules and those of strictly lower layers (plus the
+# `simulator` root, which holds only the version)
+LAYERS = [{"common"}, {"model", "layouts"}, {"engine"}, {"report"}, {"sweep", "optimizer", "serving", "traces"},
+          {"config"}, {"studies"}, {"cli"}]
+LEVEL = {p: i for i, layer in enumerate(LAYERS) for p in layer}
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every simulator module this file imports, at any depth of its code."""
+    mod = _module(path)
+    pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    out = set()
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, ast.Import):
+            out.update(a.name for a in n.names if a.name.startswith("simulator"))
+        elif isinstance(n, ast.ImportFrom):
+            if n.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - (n.level - 1)]
+                name = ".".join(base + ([n.module] if n.module else []))
+            else:
+                name = n.module or ""
+            if name.startswith("simulator"):
+                out.add(name)
+                out.update(f"{name}.{a.name}" for a in n.names)  # `from pkg import module`
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module(p): p for p in SIM.rglob("*.py")}
+    g = defaultdict(set)
+    for mod, path in files.items():
+        for target in _imports(path):
+            if target in files and target != mod:
+                g[mod].add(target)
+    return g
+
+
+def _package(mod: str) -> str:
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_every_package_has_a_layer():
+    pkgs = {p.name for p in SIM.iterdir() if p.is_dir() and (p / "__init__.py").exists()} - {"profiles"}
+    assert pkgs == set(LEVEL), "add the new package to LAYERS"
+
+
+def test_no_upward_imports():
+    bad = []
+    for mod, targets in _graph().items():
+        src = _package(mod)
+        for t in targets:
+            dst = _package(t)
+            if dst in ("", src) or src == "":
+                continue
+            if LEVEL[dst] >= LEVEL[src]:
+                bad.append(f"{mod} -> {t}")
+    assert not bad, "imports that run up or sideways:\n" + "\n".join(sorted(bad))
+
+
+def test_no_import_loops_between_modules():
+    g = _graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m):  # depth-first search; a grey node met again closes a loop
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(g.get(m, ())):
+            if state.get(t) == 1:
+                loop = stack[stack.index(t):] + [t]
+                pytest.fail("import loop: " + " -> ".join(loop))
+            if t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(g):
+        if m not in state:
+            visit(m)
+
+
+def test_torch_only_inside_calibration_and_lazily():
+    """torch is imported only inside calibration/, and there only inside functions (the one-off GPU scripts in
+    calibration/scripts/, run on the GPU machine and never imported, may import it at the top)."""
+    for p in SIM.rglob("*.py"):
+        tree = ast.parse(p.read_text())
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert "torch" not in names, p
+    for p in (ROOT / "calibration").rglob("*.py"):
+        if "scripts" in p.relative_to(ROOT / "calibration").parts:
+            continue
+        tree = ast.parse(p.read_text())
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        for n in top:
+            mods = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
+            assert not any(m.split(".")[0] == "torch" for m in mods), f"{p}: torch at module level"
