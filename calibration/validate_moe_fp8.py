@@ -30,7 +30,7 @@ from simulator.model.models import PRESETS
 from simulator.model.moe import expected_active_experts, grouped_gemm_us
 from simulator.model.profile import load_profile
 from simulator.model.workload import build_step, decode
-from simulator.report.html import atomic_write_text, write_json
+from simulator.common.jsonfile import atomic_write_text, write_json
 
 ROUND_D = Path("calibration/measured/h200-round-d")
 HF_LAYER = 94  # kernels per layer in the profiled transformers step (moe_counts.json, b8: 18..111)

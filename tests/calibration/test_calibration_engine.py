@@ -9,17 +9,20 @@ from pathlib import Path
 import pytest
 
 from calibration.build_engine import engine_section
-from calibration.validate_engine import ENGINE, loop_rows
+from calibration.validate_engine import ENGINE, MEASURED, loop_rows
 from simulator.model.profile import load_profile
 
 COMMITTED = Path("calibration/validation/engine_loop_validation.json")
 
 
-def test_loop_validation_reproduces_the_committed_report():
-    data = json.loads(ENGINE.read_text())
-    rows = loop_rows(data, load_profile("h200"))
-    committed = json.loads(COMMITTED.read_text())["loop"]
+@pytest.mark.parametrize("name", ["h200-engine", "h200-round-c", "h200-round-e"])
+def test_loop_validation_reproduces_the_committed_report(name):
+    path = MEASURED / name / "engine_loop.json"
+    data = json.loads(path.read_text())
+    rows = loop_rows(data, load_profile("h200"), inputs_round=path.resolve() == ENGINE.resolve())
+    committed = {r["name"]: r for r in json.loads(COMMITTED.read_text())["rounds"]}[name]["loop"]
     assert len(rows) == len(committed) == 18
+    assert sum(r["engine_inputs_from_this_row"] for r in rows) == (6 if name == "h200-engine" else 0)
     for got, want in zip(rows, committed):
         assert {k: got[k] for k in ("batch", "graph", "sampling", "scheduling")} == \
                {k: want[k] for k in ("batch", "graph", "sampling", "scheduling")}
