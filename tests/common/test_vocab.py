@@ -62,7 +62,8 @@ def test_yaml_fields_accept_the_enum_values(model, field, values):
 
 def test_engine_tuples_are_the_enum_values():
     from simulator.engine import predict, routing, startup, steploop
-    from simulator.layouts import buckets, graph_memory
+    from simulator.engine import graph_memory
+    from simulator.layouts import buckets
     from simulator.sweep import executors
     from simulator.model import workload
     from simulator.serving import arrivals
