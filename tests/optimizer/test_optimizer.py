@@ -72,16 +72,22 @@ def test_matches_brute_force_under_all_constraints(p):
     assert got.sizes == sorted(got.sizes) and _fits(p, got.sizes)
 
 
-@SETTINGS
-@given(problems(), hs.floats(0, 1), hs.floats(0, 1))
-def test_binding_budgets_match_brute_force(p, fm, fc):
-    """Budgets between the cheapest single size and the unconstrained optimum: the exact search path."""
+def _binding_budgets(p, fm: float, fc: float) -> None:
+    """Set budgets between the cheapest single size (fm, fc = 0) and the unconstrained optimum (1); fc >= 0.5:
+    no capture budget."""
     p.memory_budget = p.capture_budget = None
     free = opt.solve(p)
     ok = p.final_ok
     lo_m, lo_c = float((p.static + p.mem_chk)[ok].min()), float(p.capture[ok].min())
     p.memory_budget = lo_m + fm * max(free.memory - lo_m, 0.0)
     p.capture_budget = lo_c + fc * max(free.capture - lo_c, 0.0) if fc < 0.5 else None
+
+
+@SETTINGS
+@given(problems(), hs.floats(0, 1), hs.floats(0, 1))
+def test_binding_budgets_match_brute_force(p, fm, fc):
+    """Budgets between the cheapest single size and the unconstrained optimum: the exact search path."""
+    _binding_budgets(p, fm, fc)
     want_sizes, want = brute_force(p)
     if want_sizes is None:
         with pytest.raises(opt.Infeasible):
@@ -95,12 +101,7 @@ def test_binding_budgets_match_brute_force(p, fm, fc):
 @given(problems(), hs.floats(0, 1), hs.floats(0, 1))
 def test_restarted_search_with_more_tables_matches_brute_force(p, fm, fc):
     """The restart path (past FIRST_LIMIT labels: more Lagrangian tables, `_Search.widen`), forced from 0 labels."""
-    p.memory_budget = p.capture_budget = None
-    free = opt.solve(p)
-    ok = p.final_ok
-    lo_m, lo_c = float((p.static + p.mem_chk)[ok].min()), float(p.capture[ok].min())
-    p.memory_budget = lo_m + fm * max(free.memory - lo_m, 0.0)
-    p.capture_budget = lo_c + fc * max(free.capture - lo_c, 0.0) if fc < 0.5 else None
+    _binding_budgets(p, fm, fc)
     old = opt.FIRST_LIMIT
     opt.FIRST_LIMIT = 0
     try:
