@@ -24,7 +24,7 @@ from typing import Sequence
 from simulator.model.costs import CostModel
 from simulator.model.models import ModelSpec
 from simulator.model.profile import Profile, load_profile
-from simulator.engine.routing import Route, padded_shape, plan_mode, route_shape
+from simulator.engine.routing import DEFAULT_BACKEND, Route, lowered_pure, padded_shape, plan_mode, route_shape
 from simulator.engine.timeline import StepResult
 from simulator.model.workload import StepShape
 
@@ -72,7 +72,8 @@ def step_time(model: ModelSpec, profile: str | None | Profile | CostModel, fusio
     from simulator.engine.timeline import summarize
 
     _, costs, digest = resolve(profile)
-    pm = plan_mode(mode, shape.is_pure_decode)
+    pure = lowered_pure(mode, shape.is_pure_decode)  # `mode` is a routed plan mode (a mixed step may run full)
+    pm = plan_mode(mode, pure)
     STATS["lookups"] += 1
     memo = _MEMO.get((model, digest))
     if memo is None:
@@ -81,7 +82,7 @@ def step_time(model: ModelSpec, profile: str | None | Profile | CostModel, fusio
     r = memo.get(key)
     if r is None:
         r = memo[key] = summarize(simulate_fast(tiled_plan(model, shape, fusion, costs, pm,
-                                                           pure_decode=shape.is_pure_decode)))
+                                                           pure_decode=pure)))
         STATS["simulated"] += 1
     return r
 
@@ -98,9 +99,11 @@ class RoutedStep:
 
 
 def routed_step(model: ModelSpec, profile: str | None | Profile | CostModel, fusion: str, graph: str,
-                sizes: Sequence[int] | None, shape: StepShape) -> RoutedStep:
-    """A step of `shape` under graph mode `graph` and captured sizes `sizes` (None: every size captured)."""
-    r = route_shape(graph, sizes, shape)
+                sizes: Sequence[int] | None, shape: StepShape, *, backend: str = DEFAULT_BACKEND,
+                prefill_sizes: Sequence[int] | None = None) -> RoutedStep:
+    """A step of `shape` under graph mode `graph` and captured sizes `sizes` (None: every size captured);
+    `backend`, `prefill_sizes`: routing.route's."""
+    r = route_shape(graph, sizes, shape, backend=backend, prefill_sizes=prefill_sizes)
     run = padded_shape(shape, r)
     return RoutedStep(r, run, step_time(model, profile, fusion, r.mode, run))
 
