@@ -25,16 +25,21 @@ def build_distribution(d: NamedDistribution) -> BatchDistribution:
 
 
 def build_points(sc: SweepScenario) -> list[Point]:
+    from simulator.layouts.prefill import parse_prefill_layout
+
     layouts = [(lay.name, tuple(parse_layout(lay.sizes, lay.max_size, lay.max_num_seqs))) for lay in sc.layouts]
     dists = [build_distribution(d) for d in sc.distributions]
     mixed = (sc.mixed.share, sc.mixed.prefill_seqs, sc.mixed.prefill_len) if sc.mixed and sc.mixed.share else None
+    pre = parse_prefill_layout(sc.prefill_layout)
+    prefill = None if pre is None else tuple(pre)
     pts = []
     for mname, prof, fusion, graph, (lname, sizes), dist, budget in itertools.product(
             sc.models, sc.profiles, sc.fusion, sc.graph, layouts, dists, sc.budgets):
         pts.append(point_for(load_model(mname), prof, fusion=fusion, graph=graph, layout=lname, sizes=sizes,
                              distribution=dist.label, dist_sizes=dist.sizes, dist_weights=dist.weights,
                              budget_bytes=budget, ctx=sc.ctx, mixed=mixed, shared_pool=sc.shared_pool,
-                             gpu_util=sc.gpu_util, workspace_bytes=sc.workspace_bytes))
+                             gpu_util=sc.gpu_util, workspace_bytes=sc.workspace_bytes,
+                             attention_backend=sc.attention_backend, prefill_sizes=prefill))
     return pts
 
 
