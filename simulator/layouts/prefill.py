@@ -18,6 +18,7 @@ from simulator.layouts.buckets import BucketError, parse_layout
 
 PCG_PRESET = "sglang_pcg"
 PCG_MAX_TOKENS = 8192
+PCG_FLAG = "--piecewise-cuda-graph-tokens"
 _PCG_RANGES = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280, 4096, 256), (4608, 8192, 512))
 
 
@@ -49,6 +50,8 @@ def parse_prefill_layout(spec: str | list[int] | None) -> list[int] | None:
             raise BucketError(f"prefill layout '{spec}': the max tokens after '{PCG_PRESET}:' must be an "
                               "integer") from None
         return sglang_pcg_sizes(n)
+    if isinstance(spec, str) and spec.strip().startswith(PCG_FLAG):  # SGLang's own flag text
+        spec = ",".join(spec.strip()[len(PCG_FLAG):].split()) or ","
     try:
         return parse_layout(spec)
     except BucketError as e:
