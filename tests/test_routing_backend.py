@@ -210,7 +210,7 @@ def test_startup_and_memory_count_prefill_passes():
         if extra:  # private pools: one more piecewise pool per prefill size
             pa, pb = gm.layout(SIZES, False), gm.layout(SIZES, False, prefill_sizes=pre)
             assert pb.total_bytes - pa.total_bytes == pytest.approx(
-                sum(gm._graph_pool(t, "piecewise")[0] for t in pre), rel=1e-12)
+                sum(gm.prefill_pool_bytes(t) for t in pre), rel=1e-12)
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -270,25 +270,30 @@ class GraphMemoryModel:
         return float(largest * row + largest * logits_vocab(m) * m.dtype_bytes)
 
     # -- a layout ---------------------------------------------------------------------------------
+    def prefill_pool_bytes(self, tokens: int) -> float:
+        """Private pool of one prefill piecewise graph of `tokens` tokens: the formula's live set of `tokens` rows
+        without the logits (lm_head runs outside the layer pieces, on the last token of each sequence)."""
+        _check_batch(tokens)
+        return segment_bytes(live_tensors(self.model, int(tokens), self.fusion)[:-1]) + CAPTURE_SEGMENT
+
     def prefill_bytes(self, prefill_sizes, largest: int, shared_pool: bool = True) -> tuple[float, int]:
         """(pool bytes, graphs) the prefill piecewise graphs add (SGLang PCG, one per token count T; none unless
-        mixed steps run piecewise). Estimate: each is a piecewise graph of T rows, P(T) and R(T) as above (the
-        logits term of P counts T rows, an overestimate for a prefill). Shared pool: the largest prefill graph's
-        transient blocks grow the pool by their excess over the decode sizes' largest graph, P(T_max) - P(s_1)
-        when positive, and every prefill graph's retained piece-boundary tensors R(T) stack on top. Private
-        pools: the sum of P(T)."""
+        mixed steps run piecewise). Estimate, formula only (the measured tables hold decode graphs, logits
+        included): each is a piecewise graph of T rows with pool P'(T) (`prefill_pool_bytes`) that retains its
+        last piece boundary's tensors R'(T) = piece_output_bytes(T) (no logits, whatever the retention). Shared
+        pool: the largest prefill graph's transient blocks grow the pool by their excess over the decode sizes'
+        largest graph, max(0, P'(T_max) - P(s_1)), and every prefill graph's R'(T) stacks on top. Private pools:
+        the sum of P'(T). Not measured: the first estimate to check on a GPU."""
         from simulator.engine.routing import plan_mode
 
         ts = sorted({int(t) for t in prefill_sizes or ()})
         if not ts or plan_mode(self.graph_mode, pure_decode=False) != "piecewise":
             return 0.0, 0
-        for t in ts:
-            _check_batch(t)
-        pools = [self._graph_pool(t, "piecewise")[0] for t in ts]
+        pools = [self.prefill_pool_bytes(t) for t in ts]
         if not shared_pool:
             return float(sum(pools)), len(ts)
         grow = max(0.0, pools[-1] - self.largest_pool_bytes(largest))
-        return grow + float(sum(retained_bytes(self.model, t, "piecewise", self.retention) for t in ts)), len(ts)
+        return grow + float(sum(piece_output_bytes(self.model, t) for t in ts)), len(ts)
 
     def layout(self, sizes, shared_pool: bool = True, prefill_sizes=None) -> LayoutMemory:
         """`prefill_sizes`: token counts of the prefill piecewise graphs (None: none; `prefill_bytes`)."""
@@ -322,7 +327,7 @@ class GraphMemoryModel:
         pre, npre = self.prefill_bytes(prefill_sizes, sizes[-1], shared_pool)
         if npre:
             total = total + pre
-            parts["prefill_graphs"] = {"bytes": pre, "source": "derived"}
+            parts["prefill_graphs"] = {"bytes": pre, "source": "formula"}
         static = self.static_buffer_bytes(sizes[-1])
         parts["static_buffers"] = {"bytes": static, "source": "derived"}
         cap = sum(self.capture_s(s) for s in sizes)
