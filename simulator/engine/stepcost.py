@@ -24,7 +24,7 @@ from typing import Sequence
 from simulator.model.costs import CostModel
 from simulator.model.models import ModelSpec
 from simulator.model.profile import Profile, load_profile
-from simulator.engine.routing import DEFAULT_BACKEND, Route, lowered_pure, padded_shape, plan_mode, route_shape
+from simulator.engine.routing import DEFAULT_BACKEND, Route, padded_shape, plan_mode, route_shape
 from simulator.engine.timeline import StepResult
 from simulator.model.workload import StepShape
 
@@ -72,7 +72,7 @@ def step_time(model: ModelSpec, profile: str | None | Profile | CostModel, fusio
     from simulator.engine.timeline import summarize
 
     _, costs, digest = resolve(profile)
-    pure = lowered_pure(mode, shape.is_pure_decode)  # `mode` is a routed plan mode (a mixed step may run full)
+    pure = shape.is_pure_decode or mode == "full"  # routing.lowered_pure, inlined: `mode` is a routed plan mode
     pm = plan_mode(mode, pure)
     STATS["lookups"] += 1
     memo = _MEMO.get((model, digest))
