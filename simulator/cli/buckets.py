@@ -105,6 +105,10 @@ def graph_memory(
                                                  "auto (keep for --layout sglang, else drop)",
                                             what="output retention"),
     workspace: str = typer.Option("1GiB", "--workspace", help="workspace + eager activation memory"),
+    prefill_layout: Optional[str] = typer.Option(None, "--prefill-layout", help="prefill (token-count) sizes "
+                                                 "captured as piecewise graphs too (SGLang PCG): sglang_pcg, "
+                                                 "sglang_pcg:M or a list; counted under piecewise and "
+                                                 "full_and_piecewise"),
     gpu_util: float = typer.Option(0.9, "--gpu-util", help="fraction of GPU memory the engine may use"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): every figure is one GPU's (weights, "
                            "KV, graph pools); --layout sglang captures up to 512 at tp >= 4"),
@@ -132,12 +136,20 @@ def graph_memory(
     with named("--layout"):
         sizes = parse_layout(layout, max_size, max_num_seqs, tp=tp)
     ret = default_retention(layout) if retention is V.Retention.AUTO else retention.value
-    mem = GraphMemoryModel(m, prof, fusion, graph, ret).layout(sizes, shared_pool=not private)
+    prefill = None
+    if prefill_layout is not None:
+        from simulator.layouts.prefill import parse_prefill_layout
+
+        with named("--prefill-layout"):
+            prefill = parse_prefill_layout(prefill_layout)
+    mem = GraphMemoryModel(m, prof, fusion, graph, ret).layout(sizes, shared_pool=not private, prefill_sizes=prefill)
     kv = kv_cache_bytes(m, prof, mem, ws, gpu_util)
     fits = b is None or mem.total_bytes <= b
     d = {"model": base_name, **tp_fields(m, prof), "profile": prof.name, "layout": layout, **mem.as_dict(),
          "budget_bytes": b, "fits_budget": fits, "weights_bytes": m.weight_bytes,
          "kv_cache_bytes": kv, "kv_tokens": kv_cache_tokens(m, kv), "kv_fits": kv > 0}
+    if prefill is not None:
+        d["prefill_sizes"] = prefill
     if as_json:
         print(dumps(d))
     else:

@@ -110,6 +110,13 @@ def predict(
     layout: Optional[str] = typer.Option(None, "--layout", help="captured sizes (a preset name, 1,2,4,8, ...): the "
                                          "step pads to one, or runs eager above the largest (default: every size "
                                          "captured, no padding)"),
+    attention_backend: V.AttentionBackend = choices.option(
+        V.AttentionBackend, V.AttentionBackend.FLASHINFER, "--attention-backend", help="attention backend: fa3 runs a "
+        "mixed step (--prefill-seqs) under --graph full as one full graph; flashinfer, fa2, triton run it eager",
+        what="attention backend"),
+    prefill_layout: Optional[str] = typer.Option(None, "--prefill-layout", help="prefill (token-count) sizes a "
+                                                 "mixed step run piecewise pads to: sglang_pcg, sglang_pcg:M or a "
+                                                 "list (default: the --layout sizes)"),
     scheduling: V.Scheduling = choices.option(V.Scheduling, V.Scheduling.SYNC, "--scheduling", help="with --steps: "
                                               "the engine loop's scheduling", what="scheduling",
                                               choices=V.LOOP_SCHEDULING),
@@ -150,6 +157,17 @@ def predict(
         raise UserError("--layout needs --model (imported workloads are not padded)")
     if layout is not None and steps:
         raise UserError("--layout and --steps together are not supported yet: the engine loop runs unpadded")
+    routed = attention_backend != V.AttentionBackend.FLASHINFER or prefill_layout is not None
+    if routed and (workload is not None or model is None or steps):
+        raise UserError("--attention-backend and --prefill-layout need --model and a single forward (no --steps, "
+                        "no --workload)")
+    prefill_sizes = None
+    if prefill_layout is not None:
+        from simulator.layouts.prefill import parse_prefill_layout
+        from .checks import named
+
+        with named("--prefill-layout"):
+            prefill_sizes = parse_prefill_layout(prefill_layout)
     if workload is not None or model is None:
         from .trace import predict_workload_cmd
 
@@ -178,11 +196,14 @@ def predict(
         from simulator.layouts.buckets import parse_layout
 
         sizes = parse_layout(layout)
-    p = _predict(m, batch, ctx, fusion, graph, prof, engine, replicates, seed, shape=shape, sizes=sizes)
+    p = _predict(m, batch, ctx, fusion, graph, prof, engine, replicates, seed, shape=shape, sizes=sizes,
+                 backend=attention_backend.value, prefill_sizes=prefill_sizes)
     d = {"model": model, "batch": batch, "ctx": ctx, "fusion": fusion, "engine": engine, **p.as_dict(),
          **tp_fields(m, prof), **dtype_fields(m)}
-    if layout is not None:  # where routing.route sent the step (graph: the mode it ran in)
+    if layout is not None or routed:  # where routing.route sent the step (graph: the mode it ran in)
         d.update(layout=layout, requested_graph=graph, padded=p.route.padded)
+    if routed:
+        d.update(attention_backend=attention_backend.value, prefill_layout=prefill_layout)
     if prefill_seqs:
         d.update(prefill_seqs=prefill_seqs, prefill_len=prefill_len, tokens=shape.tokens)
     if steps:

@@ -13,11 +13,13 @@ from simulator.common import vocab as V
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import dumps
 from .buckets import LAYOUT_HELP
+from simulator.config.specs import ATTENTION_BACKEND_HELP, PREFILL_LAYOUT_HELP
 
 
 FLAGS = {"scheduling": "--scheduling", "model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "layout": "--layout",
          "rate": "--rate", "duration_s": "--duration", "seed": "--seed", "arrivals.trace": "--trace",
-         "tensor_parallel_size": "--tp", "dtype": "--dtype", "kv_dtype": "--kv-dtype"}
+         "tensor_parallel_size": "--tp", "dtype": "--dtype", "kv_dtype": "--kv-dtype",
+         "attention_backend": "--attention-backend", "prefill_layout": "--prefill-layout"}
 
 
 def _layout(spec: str):
@@ -43,6 +45,10 @@ def serve(
     graph: Optional[V.GraphMode] = choices.option(V.GraphMode, None, "--graph", help="CUDA-graph mode (default "
                                                   "full_and_piecewise)", what="graph mode", field="graph"),
     layout: Optional[str] = typer.Option(None, "--layout", help=LAYOUT_HELP),
+    attention_backend: Optional[V.AttentionBackend] = choices.option(
+        V.AttentionBackend, None, "--attention-backend", help=ATTENTION_BACKEND_HELP + " (default flashinfer)",
+        what="attention backend", field="attention_backend"),
+    prefill_layout: Optional[str] = typer.Option(None, "--prefill-layout", help=PREFILL_LAYOUT_HELP),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path"),
     scheduling: Optional[V.Scheduling] = choices.option(V.Scheduling, None, "--scheduling", help="engine host work "
                                                         "per step: none (forward only, default), sync or async",
@@ -86,7 +92,8 @@ def serve(
         data = {"kind": "serve", "name": "serve", "model": model}
     over = {"model": model, "rate": rate, "profile": profile, "fusion": fusion, "graph": graph,
             "layout": _layout(layout) if layout is not None else None, "duration_s": duration, "seed": seed,
-            "scheduling": scheduling, "tensor_parallel_size": tp, "dtype": dtype, "kv_dtype": kv_dtype}
+            "scheduling": scheduling, "tensor_parallel_size": tp, "dtype": dtype, "kv_dtype": kv_dtype,
+            "attention_backend": attention_backend, "prefill_layout": prefill_layout}
     data.update({k: v for k, v in over.items() if v is not None})
     if trace is not None:
         data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
@@ -95,7 +102,8 @@ def serve(
     where = "command line" if scenario is None else f"{scenario} (with command-line flags)"
     given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "layout": layout,
              "rate": rate, "duration_s": duration, "seed": seed, "arrivals.trace": trace, "scheduling": scheduling,
-             "tensor_parallel_size": tp, "dtype": dtype, "kv_dtype": kv_dtype}
+             "tensor_parallel_size": tp, "dtype": dtype, "kv_dtype": kv_dtype, "attention_backend": attention_backend,
+             "prefill_layout": prefill_layout}
     sc = scenario_from_flags(ServeScenario, data, FLAGS, given, where)  # a flag's error names the flag and the field it fills
     if out is None:
         result = run_serve(sc)

@@ -36,6 +36,10 @@ def startup(
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--dtype", help="weights (fp8: 1-byte projection weights)", what="dtype", field="dtype"),
     kv_dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--kv-dtype", help="KV cache (fp8: 1 byte per element)", what="KV-cache dtype", field="kv_dtype"),
+    prefill_layout: Optional[str] = typer.Option(None, "--prefill-layout", help="prefill (token-count) sizes "
+                                                 "captured as piecewise graphs too (SGLang PCG): sglang_pcg, "
+                                                 "sglang_pcg:M or a list; one pass each under piecewise and "
+                                                 "full_and_piecewise"),
     as_json: bool = typer.Option(False, "--json", help='print {"compile_s", "warmup_s", "capture_s", "total_s", '
                                                        '"graphs", ...}'),
 ) -> None:
@@ -54,8 +58,14 @@ def startup(
     ctx_fits(m, ctx)
     with named("--layout"):
         sizes = parse_layout(layout, max_size, max_num_seqs)
+    prefill = None
+    if prefill_layout is not None:
+        from simulator.layouts.prefill import parse_prefill_layout
+
+        with named("--prefill-layout"):
+            prefill = parse_prefill_layout(prefill_layout)
     res = StartupModel(m, prof, fusion, graph, ctx=ctx, warmup_runs=warmups).layout(sizes, compile_mode,
-                                                                                    compile_cache)
+                                                                                    compile_cache, prefill)
     if as_json:
         d = res.as_dict()
         out = {k: d[k] for k in ("compile_s", "warmup_s", "capture_s", "total_s", "graphs")}
@@ -63,6 +73,8 @@ def startup(
                    compile=compile_mode, compile_cache=compile_cache, warmup_runs=_runs(prof, warmups), ctx=ctx,
                    compile_measured=d["compile_measured"], per_graph=d["per_graph"], notes=d["notes"],
                    source=d["source"])
+        if prefill is not None:
+            out.update(prefill_sizes=prefill)
         print(dumps(out))
         return
     print(f"{m.name} on {prof.name}, {fusion}/{graph}, layout {layout}: {len(sizes)} sizes, {res.graphs} capture "

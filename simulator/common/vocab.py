@@ -36,6 +36,17 @@ class GraphMode(StrEnum):
     FULL_AND_PIECEWISE = "full_and_piecewise"
 
 
+class AttentionBackend(StrEnum):
+    """Attention backend: whether graph mode `full` captures mixed prefill+decode steps (simulator/engine/routing.py).
+    FlashAttention 3 captures mixed batches in a full graph (vLLM AttentionCGSupport.ALWAYS); FlashInfer, FA2 and
+    Triton capture uniform-decode batches only (a mixed step under `full` runs eager)."""
+
+    FLASHINFER = "flashinfer"
+    FA3 = "fa3"
+    FA2 = "fa2"
+    TRITON = "triton"
+
+
 class PlanMode(StrEnum):
     """How one step is launched: eager, one full-graph replay, or graph pieces with attention eager."""
 

@@ -106,7 +106,7 @@ def _serve(sc) -> Iterator[Check]:
 
         cfg = build_config(sc, sc.model, sc.profile, sc.fusion, sc.graph, sc.layout)
         kv_capacity(cfg.model, cfg.profile, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.gpu_util,
-                    cfg.workspace_bytes, cfg.block_size, cfg.kv_blocks)
+                    cfg.workspace_bytes, cfg.block_size, cfg.kv_blocks, prefill_sizes=cfg.prefill_sizes)
     yield ("engine",), kv_fits
 
 

@@ -12,7 +12,7 @@ from simulator.common import limits as L
 from simulator.common import vocab as V
 from .step import FusionName, GraphName
 
-from .specs import LayoutSizes
+from .specs import ATTENTION_BACKEND_HELP, PREFILL_LAYOUT_HELP, LayoutSizes, PrefillLayout
 
 
 class LengthModel(Strict):
@@ -104,6 +104,8 @@ class RunModel(Strict):
                             "with the forward; async = that host work overlaps the previous step's GPU work")
     sampling: V.literal(V.Sampling) = Field("greedy", description="sampling the engine runs each step "
                                                                        "(with scheduling sync/async)")
+    attention_backend: V.literal(V.AttentionBackend) = Field("flashinfer", description=ATTENTION_BACKEND_HELP)
+    prefill_layout: PrefillLayout = Field(None, description=PREFILL_LAYOUT_HELP)
 
 
 class ServeScenario(RunModel):

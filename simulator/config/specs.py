@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Union
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from simulator.common import limits as L
 from simulator.common import vocab as V
@@ -20,6 +20,24 @@ SOURCES = ("histogram", "samples", "csv", "uniform")
 # capture sizes: a preset name (vllm, sglang, trtllm, seed, pow2, all; simulator/layouts/buckets.py), "a,b,c" or
 # a list of sizes
 LayoutSizes = Union[str, list[Batch]]
+
+
+def _prefill_layout(v):
+    from simulator.layouts.prefill import parse_prefill_layout
+
+    parse_prefill_layout(v)  # a BucketError (UserError) names the problem; pydantic reports it on the field
+    return v
+
+
+# prefill (token-count) capture sizes for mixed steps run piecewise: `sglang_pcg`, `sglang_pcg:M`, `none`, a list
+# or engine text (simulator/layouts/prefill.py); None: no prefill graphs
+PrefillLayout = Annotated[Union[str, list[Batch], None], AfterValidator(_prefill_layout)]
+PREFILL_LAYOUT_HELP = ("prefill (token-count) capture sizes for mixed steps that run piecewise (SGLang's piecewise "
+                       "CUDA graphs): 'sglang_pcg' (SGLang's default list, max 8192 tokens), 'sglang_pcg:M' (max M), "
+                       "a list of token counts, or none (default: mixed steps pad to the decode sizes)")
+ATTENTION_BACKEND_HELP = ("attention backend: fa3 captures mixed prefill+decode steps in graph mode full (vLLM "
+                          "AttentionCGSupport.ALWAYS); flashinfer, fa2, triton capture decode-only steps "
+                          "(simulator/engine/routing.py)")
 
 
 class DistributionSpec(Strict):

@@ -11,6 +11,7 @@ from pydantic import Field, PositiveInt, field_validator, model_validator
 from .base import Batch, Strict, Tokens
 from simulator.common import limits as L
 from simulator.common import vocab as V
+from .specs import ATTENTION_BACKEND_HELP, PREFILL_LAYOUT_HELP, PrefillLayout  # noqa: F401
 from .specs import parse_bytes, DistributionSpec, LayoutSpec, NamedDistribution  # noqa: F401  (DistributionSpec re-exported)
 from .step import FusionName, GraphName
 
@@ -40,6 +41,8 @@ class SweepScenario(Strict):
     ctx: Tokens = Field(1024, description="context length of every decoding sequence, tokens")
     mixed: MixedSpec | None = Field(None, description="optional share of mixed (decode + prefill) steps")
     shared_pool: bool = Field(True, description="one graph pool shared by all sizes (captured largest-first)")
+    attention_backend: V.literal(V.AttentionBackend) = Field("flashinfer", description=ATTENTION_BACKEND_HELP)
+    prefill_layout: PrefillLayout = Field(None, description=PREFILL_LAYOUT_HELP)
     gpu_util: float = Field(0.9, gt=0, le=1, description="fraction of GPU memory the engine may use")
     workspace_bytes: Union[int, str] = Field("1GiB", validate_default=True, description="memory for workspaces and eager activations")
     executor: V.literal(V.Executor) = Field("local", description="local processes or a Ray cluster")

@@ -270,7 +270,33 @@ class GraphMemoryModel:
         return float(largest * row + largest * logits_vocab(m) * m.dtype_bytes)
 
     # -- a layout ---------------------------------------------------------------------------------
-    def layout(self, sizes, shared_pool: bool = True) -> LayoutMemory:
+    def prefill_pool_bytes(self, tokens: int) -> float:
+        """Private pool of one prefill piecewise graph of `tokens` tokens: the formula's live set of `tokens` rows
+        without the logits (lm_head runs outside the layer pieces, on the last token of each sequence)."""
+        _check_batch(tokens)
+        return segment_bytes(live_tensors(self.model, int(tokens), self.fusion)[:-1]) + CAPTURE_SEGMENT
+
+    def prefill_bytes(self, prefill_sizes, largest: int, shared_pool: bool = True) -> tuple[float, int]:
+        """(pool bytes, graphs) the prefill piecewise graphs add (SGLang PCG, one per token count T; none unless
+        mixed steps run piecewise). Estimate, formula only (the measured tables hold decode graphs, logits
+        included): each is a piecewise graph of T rows with pool P'(T) (`prefill_pool_bytes`) that retains its
+        last piece boundary's tensors R'(T) = piece_output_bytes(T) (no logits, whatever the retention). Shared
+        pool: the largest prefill graph's transient blocks grow the pool by their excess over the decode sizes'
+        largest graph, max(0, P'(T_max) - P(s_1)), and every prefill graph's R'(T) stacks on top. Private pools:
+        the sum of P'(T). Not measured: the first estimate to check on a GPU."""
+        from simulator.engine.routing import plan_mode
+
+        ts = sorted({int(t) for t in prefill_sizes or ()})
+        if not ts or plan_mode(self.graph_mode, pure_decode=False) != "piecewise":
+            return 0.0, 0
+        pools = [self.prefill_pool_bytes(t) for t in ts]
+        if not shared_pool:
+            return float(sum(pools)), len(ts)
+        grow = max(0.0, pools[-1] - self.largest_pool_bytes(largest))
+        return grow + float(sum(piece_output_bytes(self.model, t) for t in ts)), len(ts)
+
+    def layout(self, sizes, shared_pool: bool = True, prefill_sizes=None) -> LayoutMemory:
+        """`prefill_sizes`: token counts of the prefill piecewise graphs (None: none; `prefill_bytes`)."""
         sizes = tuple(sorted({int(s) for s in sizes}))
         if not sizes:
             raise GraphMemoryError("a capture layout needs at least one size")
@@ -298,12 +324,18 @@ class GraphMemoryModel:
             parts = {"private_pools_measured": {"bytes": meas, "source": "measured"},
                      "private_pools_formula": {"bytes": float(sum(pools)) - meas, "source": "formula"},
                      "capture_workspace": {"bytes": w, "source": csrc}}
+        pre, npre = self.prefill_bytes(prefill_sizes, sizes[-1], shared_pool)
+        if npre:
+            total = total + pre
+            parts["prefill_graphs"] = {"bytes": pre, "source": "formula"}
         static = self.static_buffer_bytes(sizes[-1])
         parts["static_buffers"] = {"bytes": static, "source": "derived"}
         cap = sum(self.capture_s(s) for s in sizes)
+        if npre:
+            cap += sum(p.warmup_s + p.capture_s for t in sorted({int(t) for t in prefill_sizes}) for p in self.startup.prefill_passes(t))
         src = "formula" if len(formula) == len(sizes) else (
             f"table at {len(sizes) - len(formula)} sizes, formula at {len(formula)}" if formula else "table")
-        return LayoutMemory(sizes, self.graphs_per_size * len(sizes), pools, float(total), static,
+        return LayoutMemory(sizes, self.graphs_per_size * len(sizes) + npre, pools, float(total), static,
                             float(total) + static, float(cap), shared_pool, self.graph_mode, src, self.retention,
                             parts)
 

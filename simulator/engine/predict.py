@@ -25,7 +25,7 @@ from simulator.model.kernels import Step
 from simulator.model.models import ModelSpec, load_model
 from simulator.engine.plan import build_plan, sample_hosts
 from simulator.model.profile import Profile, load_profile
-from simulator.engine.routing import Route, padded_shape, route_shape
+from simulator.engine.routing import DEFAULT_BACKEND, Route, lowered_pure, padded_shape, route_shape
 from simulator.engine.timeline import StepResult, Timeline, summarize
 from simulator.model.workload import StepShape, build_step, decode
 
@@ -91,17 +91,20 @@ def host_band(step: Step, costs: CostModel, graph: str, replicates: int, seed: i
 
 def predict(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "none", graph: str = "none",
             profile: Profile | str | None = None, engine: str = "fast", replicates: int = 0,
-            seed: int = 0, shape: StepShape | None = None, sizes: list[int] | None = None) -> Prediction:
-    """One step's figures; `sizes`: the captured sizes (None: every size captured, the step runs unpadded)."""
+            seed: int = 0, shape: StepShape | None = None, sizes: list[int] | None = None, *,
+            backend: str = DEFAULT_BACKEND, prefill_sizes: list[int] | None = None) -> Prediction:
+    """One step's figures; `sizes`: the captured sizes (None: every size captured, the step runs unpadded);
+    `backend`, `prefill_sizes`: the attention backend and prefill token sizes (routing.route)."""
     m = load_model(model) if isinstance(model, str) else model
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     costs = CostModel(prof)
     shape = shape or decode(batch, ctx)
-    r = route_shape(graph, sizes, shape)
+    r = route_shape(graph, sizes, shape, backend=backend, prefill_sizes=prefill_sizes)
     shape = padded_shape(shape, r)
     step = build_step(m, shape, fusion)
-    res, tl = simulate(step, costs, r.mode, engine, pure_decode=shape.is_pure_decode)
-    band = host_band(step, costs, r.mode, replicates, seed, shape.is_pure_decode) if replicates > 0 else None
+    pure = lowered_pure(r.mode, shape.is_pure_decode)
+    res, tl = simulate(step, costs, r.mode, engine, pure_decode=pure)
+    band = host_band(step, costs, r.mode, replicates, seed, pure) if replicates > 0 else None
     return Prediction(res, tl, step, band, r)
 
 

@@ -10,12 +10,16 @@ to nothing (seq_len 0, as vLLM's padded slots). Every caller (predict, the sweep
 
 Graph modes (configured) -> plan mode of a step, for a step whose rows fit the largest captured size:
 
-    mode                 decode-only step      mixed prefill + decode step
-    none                 none (eager)          none (eager)
-    full                 full                  none (eager)
-    full_decode_only     full                  none (eager)
-    piecewise            piecewise             piecewise
-    full_and_piecewise   full                  piecewise
+    mode                 decode-only step      mixed step (flashinfer, fa2, triton)   mixed step (fa3)
+    none                 none (eager)          none (eager)                           none (eager)
+    full                 full                  none (eager)                           full
+    full_decode_only     full                  none (eager)                           none (eager)
+    piecewise            piecewise             piecewise                              piecewise
+    full_and_piecewise   full                  piecewise                              piecewise
+
+The attention backend (`backend`, common/vocab.py AttentionBackend, default flashinfer) only changes the mixed
+step under `full`. A mixed step routed to `full` pads its token count to the captured sizes, as vLLM's dispatcher
+pads a mixed batch by its num_tokens.
 
 - A step pads to the smallest captured size >= its rows (`buckets.pad`, bisect_left as vLLM and SGLang do).
 - Above the largest captured size a step runs eager (`none`) in every mode, unpadded. vLLM's dispatcher runs a
@@ -27,6 +31,13 @@ Graph modes (configured) -> plan mode of a step, for a step whose rows fit the l
   decode batches only. launchsim models the latter: a mixed step under `full` runs eager, as under
   `full_decode_only` (vLLM FULL_DECODE_ONLY), because no piecewise graphs are captured in either mode.
   `full_and_piecewise` (vLLM's default in recent versions) runs mixed steps as piecewise graphs.
+  With `backend='fa3'` (AttentionCGSupport.ALWAYS) `full` captures mixed batches too: a mixed step runs one
+  full-graph replay; `full_decode_only` still runs it eager and `full_and_piecewise` still runs it piecewise
+  (vLLM: FULL_AND_PIECEWISE uses the piecewise graphs for mixed batches).
+- Prefill sizes (`prefill_sizes`, token counts; SGLang's piecewise CUDA graphs for extend/prefill, "PCG",
+  simulator/layouts/prefill.py): a mixed step whose plan mode is `piecewise` pads its token count to the smallest
+  prefill size >= it instead of the decode sizes; above the largest prefill size it runs eager. Decode-only
+  steps and mixed steps in other plan modes keep the decode sizes. None (the default): no second list.
 """
 
 from __future__ import annotations
@@ -39,6 +50,9 @@ from simulator.common.errors import UserError
 from simulator.common import vocab as V
 
 GRAPH_MODES = V.values(V.GraphMode)
+ATTENTION_BACKENDS = V.values(V.AttentionBackend)
+DEFAULT_BACKEND = V.AttentionBackend.FLASHINFER
+_MIXED_FULL = frozenset({V.AttentionBackend.FA3})  # backends whose `full` captures mixed batches
 PLAN_MODES = V.values(V.PlanMode)
 # plan mode per configured mode: (decode-only step, mixed step), for a step that fits a captured size
 _MODES = {"none": ("none", "none"), "full": ("full", "none"), "full_decode_only": ("full", "none"),
@@ -47,7 +61,7 @@ assert tuple(_MODES) == GRAPH_MODES, "every graph mode of common/vocab.py routes
 
 
 class RoutingError(UserError):
-    """An unknown graph mode or a step with no rows."""
+    """An unknown graph mode or attention backend, or a step with no rows."""
 
 
 def check_mode(graph: str) -> str:
@@ -56,9 +70,24 @@ def check_mode(graph: str) -> str:
     return graph
 
 
-def plan_mode(graph: str, pure_decode: bool = True) -> str:
+def check_backend(backend: str) -> str:
+    if backend not in ATTENTION_BACKENDS:
+        raise RoutingError(f"unknown attention backend '{backend}': use one of {', '.join(ATTENTION_BACKENDS)}")
+    return backend
+
+
+def plan_mode(graph: str, pure_decode: bool = True, backend: str = DEFAULT_BACKEND) -> str:
     """The plan mode a step runs in when its size is captured (no layout limit)."""
+    if not pure_decode and graph == "full" and check_backend(backend) in _MIXED_FULL:
+        return "full"
     return _MODES[check_mode(graph)][0 if pure_decode else 1]
+
+
+def lowered_pure(mode: str, pure_decode: bool) -> bool:
+    """The `pure_decode` flag under which `plan.build_plan` lowers an already routed plan mode `mode` as itself:
+    a mixed step routed to `full` (fa3) is one full-graph replay, which `plan_mode('full', mixed)` (flashinfer)
+    would turn eager. Identity for every route the default backend gives."""
+    return pure_decode or mode == "full"
 
 
 def graph_kinds(graph: str) -> tuple[str, ...]:
@@ -83,15 +112,20 @@ class Route:
         return self.executed - self.rows
 
 
-def route(graph: str, sizes: Sequence[int] | None, rows: int, pure_decode: bool = True) -> Route:
+def route(graph: str, sizes: Sequence[int] | None, rows: int, pure_decode: bool = True, *,
+          backend: str = DEFAULT_BACKEND, prefill_sizes: Sequence[int] | None = None) -> Route:
     """Where a step of `rows` rows goes under graph mode `graph` and the captured sizes `sizes` (ascending).
 
-    `sizes=None` means every size is captured (predict without a layout): the step runs at its own size."""
+    `sizes=None` means every size is captured (predict without a layout): the step runs at its own size.
+    `backend`: the attention backend (fa3: `full` captures mixed steps). `prefill_sizes`: the token counts of the
+    prefill (piecewise) graphs a mixed piecewise step pads to in place of `sizes` (None: no such list)."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows <= 0:
         raise RoutingError(f"a step needs a positive number of rows, got {rows!r}")
-    mode = plan_mode(graph, pure_decode)
+    mode = plan_mode(graph, pure_decode, backend)
     if mode == "none":
         return Route(rows, None, "none")
+    if not pure_decode and mode == "piecewise" and prefill_sizes is not None:
+        sizes = prefill_sizes
     if sizes is None:
         return Route(rows, rows, mode)
     p = pad(rows, list(sizes)) if sizes else None
@@ -105,9 +139,10 @@ def step_rows(shape) -> int:
     return shape.tokens if not shape.is_pure_decode else shape.decode_seqs
 
 
-def route_shape(graph: str, sizes: Sequence[int] | None, shape) -> Route:
+def route_shape(graph: str, sizes: Sequence[int] | None, shape, *, backend: str = DEFAULT_BACKEND,
+                prefill_sizes: Sequence[int] | None = None) -> Route:
     """`route` for a `workload.StepShape`."""
-    return route(graph, sizes, step_rows(shape), shape.is_pure_decode)
+    return route(graph, sizes, step_rows(shape), shape.is_pure_decode, backend=backend, prefill_sizes=prefill_sizes)
 
 
 def padded_shape(shape, r: Route):

@@ -31,6 +31,12 @@ so the host runs the whole forward); `full_and_piecewise` is two passes per size
 warm-ups. `none` captures nothing. If the graph-memory table of the profile has measured `capture_s` per
 batch (old profiles), it replaces the capture part (interpolated in batch).
 
+Prefill sizes (SGLang's piecewise graphs by token count, simulator/layouts/prefill.py; `prefill_sizes`): one
+piecewise capture pass per prefill size T, with its own warm-ups, as the piecewise rule above (`mode` of the pass:
+`prefill`, `batch`: T tokens). Its eager pass is launchsim's eager step of T rows (every token-wise kernel runs
+T rows; the attention of a real prefill differs). Counted only where mixed steps run piecewise (graph modes
+piecewise and full_and_piecewise: routing.plan_mode); elsewhere no mixed step would use them.
+
 Not modelled: the first eager run of a batch shape new to the process costs more (42-49 ms above the
 modelled eager step on the llama3-8b capture rows, orders 0-2; the qwen3-0.6b shapes had already run in that process). It depends on
 which kernels are new (lazy module loading, cuBLAS heuristics) and shrinks as sizes share kernels, so
@@ -213,6 +219,17 @@ class StartupModel:
         w, c = self.warmup_runs * step_s, self._capture_one(batch, host_s)
         return tuple(PassCost(batch, m, w, c) for m in self.modes)
 
+    def prefill_passes(self, tokens: int) -> tuple[PassCost, ...]:
+        """The capture pass of one prefill size of `tokens` tokens (none unless mixed steps run piecewise)."""
+        if not isinstance(tokens, numbers.Integral) or isinstance(tokens, bool) or tokens <= 0:
+            raise StartupError(f"prefill sizes must be positive integers, got {tokens!r}")
+        from simulator.engine.routing import plan_mode
+
+        if plan_mode(self.graph_mode, pure_decode=False) != "piecewise":
+            return ()
+        step_s, host_s = self._eager(int(tokens))
+        return (PassCost(int(tokens), "prefill", self.warmup_runs * step_s, self._capture_one(int(tokens), host_s)),)
+
     def size_s(self, batch: int) -> float:
         """Warm-up + capture seconds of one captured size (all its passes): what a capture budget counts."""
         return float(sum(p.warmup_s + p.capture_s for p in self.passes(batch)))
@@ -245,12 +262,16 @@ class StartupModel:
                 f"torch.compile {mode}, {cache} cache: {fit.fixed_s:.4g} s + {fit.per_node_s * 1e3:.3g} ms x {n} "
                 f"nodes, {where} (one compile; engines that compile per captured size pay it per size)")
 
-    def layout(self, sizes, compile_mode: str = "static", cache: str = "cold") -> StartupResult:
+    def layout(self, sizes, compile_mode: str = "static", cache: str = "cold", prefill_sizes=None) -> StartupResult:
+        """`prefill_sizes`: token counts of the prefill piecewise graphs (None: none), captured after the sizes."""
         sizes = tuple(sorted({int(s) for s in sizes}, reverse=True))  # captured largest first
         if not sizes:
             raise StartupError("a capture layout needs at least one size")
         comp, measured, cnote = self.compile(compile_mode, cache)
         passes = tuple(p for s in sizes for p in self.passes(s))
+        pre = tuple(p for t in sorted({int(t) for t in prefill_sizes or ()}, reverse=True)
+                    for p in self.prefill_passes(t))
+        passes += pre
         w = float(sum(p.warmup_s for p in passes))
         c = float(sum(p.capture_s for p in passes))
         notes = [cnote]
@@ -259,6 +280,11 @@ class StartupModel:
         if "piecewise" in self.modes:
             notes.append("piecewise: one capture pass per size (the forward runs once; its pieces are captured "
                          "in turn, attention eager in between)")
+        if pre:
+            notes.append(f"prefill sizes: {len(pre)} piecewise capture pass(es) by token count (SGLang PCG), each "
+                         "warmed up on launchsim's eager step of that many rows")
+        elif prefill_sizes:
+            notes.append(f"prefill sizes ignored: graph mode {self.graph_mode} runs no mixed step piecewise")
         notes.append(f"{self.warmup_runs} warm-up run(s) per capture pass, each launchsim's eager step time at "
                      f"ctx {self.ctx}")
         notes.append("not included: the first run of a batch shape new to the process (42-49 ms above the eager "

@@ -30,7 +30,7 @@ import numpy as np
 from simulator.model.costs import CostModel
 from simulator.model.models import ModelSpec
 from simulator.model.profile import Profile, load_profile
-from simulator.engine.routing import Route, padded_shape, plan_mode, route_shape
+from simulator.engine.routing import DEFAULT_BACKEND, Route, padded_shape, plan_mode, route_shape
 from simulator.engine.timeline import StepResult
 from simulator.model.workload import StepShape, decode
 
@@ -78,7 +78,8 @@ def step_time(model: ModelSpec, profile: str | None | Profile | CostModel, fusio
     from simulator.engine.timeline import summarize
 
     _, costs, digest = resolve(profile)
-    pm = plan_mode(mode, shape.is_pure_decode)
+    pure = shape.is_pure_decode or mode == "full"  # routing.lowered_pure, inlined: `mode` is a routed plan mode
+    pm = plan_mode(mode, pure)
     STATS["lookups"] += 1
     memo = _MEMO.get((model, digest))
     if memo is None:
@@ -87,7 +88,7 @@ def step_time(model: ModelSpec, profile: str | None | Profile | CostModel, fusio
     r = memo.get(key)
     if r is None:
         r = memo[key] = summarize(simulate_fast(tiled_plan(model, shape, fusion, costs, pm,
-                                                           pure_decode=shape.is_pure_decode)))
+                                                           pure_decode=pure)))
         STATS["simulated"] += 1
     return r
 
@@ -104,9 +105,11 @@ class RoutedStep:
 
 
 def routed_step(model: ModelSpec, profile: str | None | Profile | CostModel, fusion: str, graph: str,
-                sizes: Sequence[int] | None, shape: StepShape) -> RoutedStep:
-    """A step of `shape` under graph mode `graph` and captured sizes `sizes` (None: every size captured)."""
-    r = route_shape(graph, sizes, shape)
+                sizes: Sequence[int] | None, shape: StepShape, *, backend: str = DEFAULT_BACKEND,
+                prefill_sizes: Sequence[int] | None = None) -> RoutedStep:
+    """A step of `shape` under graph mode `graph` and captured sizes `sizes` (None: every size captured);
+    `backend`, `prefill_sizes`: routing.route's."""
+    r = route_shape(graph, sizes, shape, backend=backend, prefill_sizes=prefill_sizes)
     run = padded_shape(shape, r)
     return RoutedStep(r, run, step_time(model, profile, fusion, r.mode, run))
 
@@ -133,8 +136,9 @@ _AXIS: dict[tuple, dict[int, tuple]] = {}  # per config: batch -> _COLUMNS
 _COLUMNS = ("executed", "padding", "eager", "overflow", "step", "unpad", "waste")
 
 
-def _per_batch(model, profile, fusion, graph, sizes, shape, memo: dict, b: int) -> tuple:
-    rs = routed_step(model, profile, fusion, graph, sizes, shape)
+def _per_batch(model, profile, fusion, graph, sizes, shape, memo: dict, b: int, backend: str = DEFAULT_BACKEND,
+               prefill_sizes: Sequence[int] | None = None) -> tuple:
+    rs = routed_step(model, profile, fusion, graph, sizes, shape, backend=backend, prefill_sizes=prefill_sizes)
     r = rs.route
     run = rs.step_s
     unpad = step_time(model, profile, fusion, r.mode, shape).step_s if r.padding else run
@@ -145,7 +149,8 @@ def _per_batch(model, profile, fusion, graph, sizes, shape, memo: dict, b: int) 
 
 def expected_step(model: ModelSpec, profile: str | None | Profile | CostModel, fusion: str, graph: str,
                   sizes: Sequence[int] | None, batches: Sequence[int], weights: Sequence[float], ctx: int,
-                  mixed: tuple[float, int, int] | None = None) -> Expected:
+                  mixed: tuple[float, int, int] | None = None, *, backend: str = DEFAULT_BACKEND,
+                  prefill_sizes: Sequence[int] | None = None) -> Expected:
     """Expected step time and padding of steps whose batch sizes follow (`batches`, `weights`: probabilities).
 
     Every step is routed (`routing.route_shape`) and costed exactly as `routed_step` does it: a decode step of
@@ -172,7 +177,8 @@ def expected_step(model: ModelSpec, profile: str | None | Profile | CostModel, f
     for wk, pre in kinds:
         if wk <= 0:
             continue
-        key = (model, digest, fusion, graph, sizes_t, ctx, pre)
+        key = (model, digest, fusion, graph, sizes_t, ctx, pre, backend,
+               None if prefill_sizes is None else tuple(prefill_sizes))
         memo = _AXIS.get(key)
         if memo is None:
             if len(_AXIS) > 4096:
@@ -180,7 +186,8 @@ def expected_step(model: ModelSpec, profile: str | None | Profile | CostModel, f
             memo = _AXIS[key] = {}
         get = memo.get
         rows = [get(b) or _per_batch(model, profile, fusion, graph, sizes_t,
-                                     decode(b, ctx) if pre is None else StepShape(b, ctx, pre[0], pre[1]), memo, b)
+                                     decode(b, ctx) if pre is None else StepShape(b, ctx, pre[0], pre[1]), memo, b,
+                                     backend, prefill_sizes)
                 for b in bs]
         ww = wk * w
         parts.append(ww[:, None] * np.array(rows))

@@ -50,9 +50,10 @@ class KVCapacity:
 
 def kv_capacity(model: ModelSpec, profile: Profile, fusion: str, graph: str, sizes: list[int],
                 gpu_util: float = 0.9, workspace_bytes: float = DEFAULT_WORKSPACE_BYTES,
-                block_size: int = BLOCK_SIZE, blocks_override: int | None = None) -> KVCapacity:
-    """KV blocks left after weights, the capture layout's graph memory and workspace."""
-    lm = GraphMemoryModel(model, profile, fusion, graph).layout(sizes or [1])
+                block_size: int = BLOCK_SIZE, blocks_override: int | None = None, *,
+                prefill_sizes: list[int] | None = None) -> KVCapacity:
+    """KV blocks left after weights, the capture layout's graph memory (prefill graphs included) and workspace."""
+    lm = GraphMemoryModel(model, profile, fusion, graph).layout(sizes or [1], prefill_sizes=prefill_sizes)
     kvb = kv_cache_bytes(model, profile, lm, workspace_bytes=workspace_bytes, gpu_util=gpu_util)
     per_block = model.kv_bytes_per_token() * block_size
     blocks = int(kvb // per_block) if kvb > 0 else 0

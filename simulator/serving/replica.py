@@ -53,6 +53,8 @@ class ServeConfig:
     merge_steps: bool = True
     scheduling: str = "none"  # none | sync | async: the engine's host work around each forward (steploop)
     sampling: str = "greedy"
+    attention_backend: str = "flashinfer"  # routing.route's backend and prefill sizes
+    prefill_sizes: tuple[int, ...] | None = None
 
     def limits(self) -> Limits:
         mml = self.max_model_len or self.model.max_position_embeddings
@@ -63,6 +65,10 @@ class ServeConfig:
              "layout": self.layout_label}
         if self.scheduling != "none":
             d["scheduling"] = self.scheduling
+        if self.attention_backend != "flashinfer":  # defaults stay out: outputs unchanged
+            d["attention_backend"] = self.attention_backend
+        if self.prefill_sizes is not None and self.graph != "none":
+            d["prefill_sizes"] = list(self.prefill_sizes)
         return d
 
 
@@ -77,9 +83,10 @@ class Prepared:
 def prepare(cfg: ServeConfig) -> Prepared:
     costs = CostModel(cfg.profile)
     timer = StepTimer(cfg.model, costs, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.ctx_bucket,
-                      scheduling=cfg.scheduling, sampling=cfg.sampling)
+                      scheduling=cfg.scheduling, sampling=cfg.sampling, backend=cfg.attention_backend,
+                      prefill_sizes=cfg.prefill_sizes)
     kv = kv_capacity(cfg.model, cfg.profile, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.gpu_util,
-                     cfg.workspace_bytes, cfg.block_size, cfg.kv_blocks)
+                     cfg.workspace_bytes, cfg.block_size, cfg.kv_blocks, prefill_sizes=cfg.prefill_sizes)
     return Prepared(timer, kv)
 
 

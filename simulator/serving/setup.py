@@ -42,7 +42,16 @@ def build_config(run, model: str, profile: str | None, fusion: str, graph: str, 
         workspace_bytes=e.workspace_gib * GiB, kv_blocks=e.kv_blocks, ctx_bucket=e.ctx_bucket,
         warmup_frac=run.warmup_frac, drain_s=run.drain_s, merge_steps=e.merge_steps,
         scheduling=getattr(run, "scheduling", "none"), sampling=getattr(run, "sampling", "greedy"),
+        attention_backend=getattr(run, "attention_backend", "flashinfer"),
+        prefill_sizes=_prefill(getattr(run, "prefill_layout", None)) if graph != "none" else None,
     )
+
+
+def _prefill(spec) -> tuple[int, ...] | None:
+    from simulator.layouts.prefill import parse_prefill_layout
+
+    sizes = parse_prefill_layout(spec)
+    return None if sizes is None else tuple(sizes)
 
 
 def replication_seeds(seed: int, n: int) -> list[np.random.SeedSequence]:

@@ -38,7 +38,7 @@ from typing import NamedTuple
 from simulator.model.costs import CostModel
 from simulator.model.models import ModelSpec
 from simulator.engine.predict import simulate
-from simulator.engine.routing import check_mode, padded_shape, route
+from simulator.engine.routing import DEFAULT_BACKEND, check_backend, check_mode, lowered_pure, padded_shape, route
 from simulator.engine.stepcost import resolve, step_time
 from simulator.model.workload import StepShape, build_step
 
@@ -72,8 +72,11 @@ class StepCost(NamedTuple):
 class StepTimer:
     def __init__(self, model: ModelSpec, costs: CostModel, fusion: str, graph: str, sizes: list[int],
                  ctx_bucket: int = CTX_BUCKET, engine: str = "fast", layer_extrapolation: bool = False,
-                 scheduling: str = "none", sampling: str = "greedy"):
+                 scheduling: str = "none", sampling: str = "greedy", *, backend: str = DEFAULT_BACKEND,
+                 prefill_sizes: list[int] | None = None):
         self.model, self.costs, self.fusion, self.graph = model, costs, fusion, check_mode(graph)
+        self.backend = check_backend(backend)  # attention backend and prefill token sizes: routing.route's
+        self.prefill_sizes = list(prefill_sizes) if prefill_sizes is not None and graph != "none" else None
         self.scheduling, self.sampling = scheduling, sampling
         self._ec: dict[int, object] = {}
         self.sizes = list(sizes) if graph != "none" else []
@@ -101,7 +104,7 @@ class StepTimer:
         if self.engine == "fast":
             return step_time(model, self.costs, self.fusion, mode, shape)
         step = build_step(model, shape, self.fusion)
-        return simulate(step, self.costs, mode, self.engine, pure_decode=shape.is_pure_decode)[0]
+        return simulate(step, self.costs, mode, self.engine, pure_decode=lowered_pure(mode, shape.is_pure_decode))[0]
 
     def _run(self, key: tuple, shape: StepShape, mode: str, rows: int, padded: int) -> StepCost:
         L = self.model.num_hidden_layers
@@ -161,7 +164,7 @@ class StepTimer:
         cb = max(0, min(cb, self.max_pos - L - 1))
         pad = 0
         if mode != "none":
-            pad = route(self.graph, self.sizes, d + p * L, pure_decode=False).padding
+            pad = self._route_mixed(d + p * L).padding
         shape = StepShape(d, cb, p, L, pad)
         key = (mode, shape)
         c = self._cache.get(key)
@@ -169,13 +172,17 @@ class StepTimer:
             c = self._run(key, shape, mode, d + p * L, shape.tokens)
         return c
 
+    def _route_mixed(self, tokens: int):
+        return route(self.graph, self.sizes, tokens, pure_decode=False, backend=self.backend,
+                     prefill_sizes=self.prefill_sizes)
+
     def mixed(self, d: int, p: int, prefill_tokens: int, ctx: int) -> StepCost:
         """A step with `d` decode rows and `p` prefill chunks holding `prefill_tokens` tokens in all, at mean
         context `ctx` (exact: mixed steps interpolate in the context instead of bucketing it)."""
         T = d + prefill_tokens
         rt = self._mroutes.get(T)
         if rt is None:
-            r = route(self.graph, self.sizes, T, pure_decode=False)
+            r = self._route_mixed(T)
             rt = self._mroutes[T] = (r.mode, r.executed)
         mode, padded = rt
         bd, bc, bl = self._brackets_d, self._brackets_c, self._brackets_l

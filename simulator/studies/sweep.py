@@ -27,10 +27,13 @@ def build_distribution(d: NamedDistribution) -> BatchDistribution:
 
 def build_points(sc: SweepScenario) -> list[Point]:
     from simulator.model.dtype import with_dtype
+    from simulator.layouts.prefill import parse_prefill_layout
 
     layouts = [(lay.name, tuple(parse_layout(lay.sizes, lay.max_size, lay.max_num_seqs))) for lay in sc.layouts]
     dists = [build_distribution(d) for d in sc.distributions]
     mixed = (sc.mixed.share, sc.mixed.prefill_seqs, sc.mixed.prefill_len) if sc.mixed and sc.mixed.share else None
+    pre = parse_prefill_layout(sc.prefill_layout)
+    prefill = None if pre is None else tuple(pre)
     pts = []
     for mname, prof in itertools.product(sc.models, sc.profiles):
         proto = point_for(with_dtype(load_model(mname), sc.dtype, sc.kv_dtype, "dtype"), prof, fusion="", graph="", layout="", sizes=(), distribution="",
@@ -39,7 +42,7 @@ def build_points(sc: SweepScenario) -> list[Point]:
                 sc.fusion, sc.graph, layouts, dists, sc.budgets):
             pts.append(Point.of(proto.model, prof, proto.profile_digest, fusion, graph, lname, sizes, dist.label,
                              dist.sizes, dist.weights, budget, sc.ctx, mixed, sc.shared_pool, sc.gpu_util,
-                             sc.workspace_bytes))
+                             sc.workspace_bytes, sc.attention_backend, prefill))
     return pts
 
 

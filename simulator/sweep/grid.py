@@ -56,6 +56,8 @@ class Point:
     shared_pool: bool = True
     gpu_util: float = 0.9
     workspace_bytes: int = 1 << 30
+    attention_backend: str = "flashinfer"  # routing.route's backend and prefill sizes (None: no prefill graphs);
+    prefill_sizes: tuple[int, ...] | None = None  # at these defaults a point's key is what it was before them
 
     @classmethod
     def of(cls, *values) -> "Point":
@@ -70,6 +72,15 @@ class Point:
         return ModelSpec(*self.model)
 
     def key(self) -> str:
+        """`base_key`, or with a non-default attention backend or prefill sizes, sha256 of it followed by their
+        JSON (so points at the defaults keep the keys of caches written before these fields existed)."""
+        k = self.base_key()
+        if self.attention_backend == "flashinfer" and self.prefill_sizes is None:
+            return k
+        extra = json.dumps({"attention_backend": self.attention_backend, "prefill_sizes": self.prefill_sizes})
+        return hashlib.sha256((k + extra).encode()).hexdigest()[:24]
+
+    def base_key(self) -> str:
         """sha256 of json.dumps({**asdict(self), "v": CACHE_VERSION}, sort_keys=True), first 24 hex digits.
 
         Built in that same text (json.dumps's ", " / ": " separators, keys sorted). `budget_bytes` sorts first
@@ -110,8 +121,10 @@ class Point:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(Point))
+_ROUTING_FIELDS = ("attention_backend", "prefill_sizes")  # outside base_key (see Point.key)
 _KEY_FIELDS = tuple((k, ("" if i == 0 else ", ") + json.dumps(k) + ": ")
-                    for i, k in enumerate(sorted([f.name for f in fields(Point)] + ["v"])))
+                    for i, k in enumerate(sorted([f.name for f in fields(Point) if f.name not in _ROUTING_FIELDS]
+                                                 + ["v"])))
 _KEY_REST: dict[tuple, tuple] = {}  # the point without its budget -> (its tuples, kept alive; the key text after the budget)
 _KEY_JSON: dict[int, tuple[tuple, bytes]] = {}  # id(tuple) -> (the tuple, its JSON): kept alive, so ids stay unique
 assert _KEY_FIELDS[0][0] == "budget_bytes"
@@ -142,13 +155,14 @@ def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> Ex
     """Expected figures over the distribution (and the mixed share) for one fusion level and graph mode
     (`stepcost.expected_step`: the optimizer reports the same figures from the same function)."""
     key = (p.model, p.profile_digest, fusion, mode, sizes if mode != "none" else (), p.dist_sizes,
-           p.dist_weights, p.ctx, p.mixed)
+           p.dist_weights, p.ctx, p.mixed, p.attention_backend, p.prefill_sizes)
     hit = _EXPECT.get(key)
     if hit is None:
         if len(_EXPECT) > 100_000:
             _EXPECT.clear()
         hit = _EXPECT[key] = expected_step(p.spec, p.profile, fusion, mode, sizes if mode != "none" else (),
-                                           p.dist_sizes, p.dist_weights, p.ctx, p.mixed)
+                                           p.dist_sizes, p.dist_weights, p.ctx, p.mixed,
+                                           backend=p.attention_backend, prefill_sizes=p.prefill_sizes)
     return hit
 
 
@@ -179,10 +193,11 @@ def _evaluate(p: Point) -> dict:
     m = p.spec
     prof = load_cached_profile(p.profile)[0]
     sizes = tuple(p.sizes)
-    mkey = (p.model, p.profile_digest, p.fusion, p.graph, sizes, p.shared_pool, p.workspace_bytes, p.gpu_util)
+    mkey = (p.model, p.profile_digest, p.fusion, p.graph, sizes, p.shared_pool, p.workspace_bytes, p.gpu_util,
+            p.prefill_sizes)
     hit = _MEM.get(mkey)  # points that differ only in budget or distribution share the layout's memory
     if hit is None:
-        mem = GraphMemoryModel(m, prof, p.fusion, p.graph).layout(sizes, p.shared_pool)
+        mem = GraphMemoryModel(m, prof, p.fusion, p.graph).layout(sizes, p.shared_pool, prefill_sizes=p.prefill_sizes)
         kv = kv_cache_bytes(m, prof, mem, p.workspace_bytes, p.gpu_util)
         if len(_MEM) > 100_000:
             _MEM.clear()
