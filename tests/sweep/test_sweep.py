@@ -209,9 +209,14 @@ def test_point_key_is_the_documented_hash(budget, ctx, util, shared, mixed, name
     p = point_for(QWEN, PROFILE, fusion="fused", graph="full", layout=name, sizes=(1, 2, 4), distribution="d",
                   dist_sizes=(1, 3), dist_weights=(0.25, 0.75), budget_bytes=budget, ctx=ctx, mixed=mixed,
                   shared_pool=shared, gpu_util=util)
-    for q in (p, replace(p, budget_bytes=7), replace(p, ctx=float(ctx)), replace(p, sizes=(1, 2, 4))):
-        want = hashlib.sha256(json.dumps({**asdict(q), "v": CACHE_VERSION}, sort_keys=True).encode()).hexdigest()
-        assert q.key() == want[:24]
+    for q in (p, replace(p, budget_bytes=7), replace(p, ctx=float(ctx)), replace(p, sizes=(1, 2, 4)),
+              replace(p, attention_backend="fa3"), replace(p, prefill_sizes=(4, 8, 16))):
+        d = asdict(q)
+        routing = {k: d.pop(k) for k in ("attention_backend", "prefill_sizes")}
+        want = hashlib.sha256(json.dumps({**d, "v": CACHE_VERSION}, sort_keys=True).encode()).hexdigest()[:24]
+        if routing != {"attention_backend": "flashinfer", "prefill_sizes": None}:  # see Point.key
+            want = hashlib.sha256((want + json.dumps(routing)).encode()).hexdigest()[:24]
+        assert q.key() == want
 
 
 def test_point_of_equals_the_constructor():
