@@ -14,7 +14,7 @@ LOG=benchmarks/results/LATEST.txt
   for cmd in "bench_targets.py" "bench_engine.py --repeats 3" "bench_sweep.py" "bench_optimizer.py --repeats 1" \
              "bench_serve.py --runs 1"; do
     echo; echo "## python benchmarks/$cmd"
-    $PY benchmarks/$cmd 2>&1 | grep -v '\r' || echo "(exit $?)"
+    $PY benchmarks/$cmd 2>&1 | sed 's/.*\r//'; echo "(exit ${PIPESTATUS[0]})"
   done
   echo; echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 } 2>&1 | tee $LOG.tmp
