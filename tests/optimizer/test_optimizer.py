@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
+from simulator.optimizer import dp
 from simulator.optimizer import exact as opt
 from simulator.layouts.buckets import preset_sizes
 from simulator.cli import main
@@ -72,6 +73,25 @@ def test_matches_brute_force_under_all_constraints(p):
     assert got.sizes == sorted(got.sizes) and _fits(p, got.sizes)
 
 
+def _agrees_with_brute_force(p, module, **patch) -> None:
+    """opt.solve(p), with `module`'s constants patched (restored after), equals brute force, or both are
+    infeasible."""
+    old = {k: getattr(module, k) for k in patch}
+    for k, v in patch.items():
+        setattr(module, k, v)
+    try:
+        want_sizes, want = brute_force(p)
+        if want_sizes is None:
+            with pytest.raises(opt.Infeasible):
+                opt.solve(p)
+            return
+        got = opt.solve(p)
+    finally:
+        for k, v in old.items():
+            setattr(module, k, v)
+    assert got.objective == pytest.approx(want, rel=1e-9, abs=1e-12) and _fits(p, got.sizes)
+
+
 def _binding_budgets(p, fm: float, fc: float) -> None:
     """Set budgets between the cheapest single size (fm, fc = 0) and the unconstrained optimum (1); fc >= 0.5:
     no capture budget."""
@@ -102,18 +122,7 @@ def test_binding_budgets_match_brute_force(p, fm, fc):
 def test_restarted_search_with_more_tables_matches_brute_force(p, fm, fc):
     """The restart path (past FIRST_LIMIT labels: more Lagrangian tables, `_Search.widen`), forced from 0 labels."""
     _binding_budgets(p, fm, fc)
-    old = opt.FIRST_LIMIT
-    opt.FIRST_LIMIT = 0
-    try:
-        want_sizes, want = brute_force(p)
-        if want_sizes is None:
-            with pytest.raises(opt.Infeasible):
-                opt.solve(p)
-            return
-        got = opt.solve(p)
-    finally:
-        opt.FIRST_LIMIT = old
-    assert got.objective == pytest.approx(want, rel=1e-9, abs=1e-12) and _fits(p, got.sizes)
+    _agrees_with_brute_force(p, opt, FIRST_LIMIT=0)  # exact.solve reads its own FIRST_LIMIT
 
 
 @hs.composite
@@ -160,18 +169,7 @@ def test_block_scan_matches_brute_force(p):
     p.alpha = np.sort(p.alpha)
     if not opt.monotone(p):
         return
-    old = opt.MONOTONE_MIN, opt.MONOTONE_BLOCK
-    opt.MONOTONE_MIN, opt.MONOTONE_BLOCK = 0, 2
-    try:
-        want_sizes, want = brute_force(p)
-        if want_sizes is None:
-            with pytest.raises(opt.Infeasible):
-                opt.solve(p)
-            return
-        got = opt.solve(p)
-    finally:
-        opt.MONOTONE_MIN, opt.MONOTONE_BLOCK = old
-    assert got.objective == pytest.approx(want, rel=1e-9, abs=1e-12) and _fits(p, got.sizes)
+    _agrees_with_brute_force(p, dp, MONOTONE_MIN=0, MONOTONE_BLOCK=2)  # dp._forward reads dp's constants
 
 
 @SETTINGS
