@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from simulator.optimizer.exact import INF, Problem, _fits, objective, resources
+from simulator.optimizer.dp import INF, Problem, objective, resources
+from simulator.optimizer.exact import _fits
 
 
 def brute_force(p: Problem) -> tuple[list[int] | None, float]:

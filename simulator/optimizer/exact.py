@@ -37,13 +37,13 @@ completion may still use.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from simulator.optimizer.dp import (INF, MONOTONE_BLOCK, MONOTONE_MIN, Infeasible, Problem, Solution,  # noqa: F401
-                                    _backtrack, _forward, _forward_monotone, _tables, monotone, objective, resources)
-from simulator.optimizer.search import FIRST_LIMIT, LABEL_LIMIT, SearchTooLarge, _Search  # noqa: F401
+from simulator.optimizer.dp import (INF, Infeasible, Problem, Solution, _backtrack, _forward, _tables, monotone,
+                                    resources)
+from simulator.optimizer.dp import objective  # noqa: F401  (the optimizer's front door: opt.objective for callers)
+from simulator.optimizer.search import FIRST_LIMIT, SearchTooLarge, _Search
+
 
 def _fits(p: Problem, mem: float, cap: float) -> bool:
     return ((p.memory_budget is None or mem <= p.memory_budget)

@@ -13,7 +13,7 @@ from simulator.model.costs import CostModel
 from simulator.model.models import load_model
 from simulator.model.profile import load_profile
 from simulator.model.workload import StepShape, build_step, decode
-from simulator.optimizer.exact import objective
+from simulator.optimizer.dp import objective
 from simulator.studies.optimize import Inputs, build_problem, metrics, setup
 from simulator.sweep.grid import evaluate_point, point_for
 

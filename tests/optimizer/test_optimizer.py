@@ -53,7 +53,7 @@ def problems(draw):
 
 def _fits(p, sizes):
     idx = [int(np.searchsorted(p.sizes, s)) + 1 for s in sizes]
-    mem, cap = opt.resources(p, idx)
+    mem, cap = dp.resources(p, idx)
     return (len(sizes) <= p.max_graphs and p.final_ok[idx[-1] - 1]
             and (p.memory_budget is None or mem <= p.memory_budget)
             and (p.capture_budget is None or cap <= p.capture_budget))
@@ -62,20 +62,15 @@ def _fits(p, sizes):
 @SETTINGS
 @given(problems())
 def test_matches_brute_force_under_all_constraints(p):
-    want_sizes, want = brute_force(p)
-    if want_sizes is None:
-        with pytest.raises(opt.Infeasible):
-            opt.solve(p)
-        return
-    got = opt.solve(p)
-    assert got.objective == pytest.approx(want, rel=1e-9, abs=1e-12)
-    assert got.objective == pytest.approx(opt.objective(p, got.sizes), rel=1e-9, abs=1e-12)
-    assert got.sizes == sorted(got.sizes) and _fits(p, got.sizes)
+    got = _agrees_with_brute_force(p, opt)
+    if got is not None:
+        assert got.objective == pytest.approx(opt.objective(p, got.sizes), rel=1e-9, abs=1e-12)
+        assert got.sizes == sorted(got.sizes)
 
 
-def _agrees_with_brute_force(p, module, **patch) -> None:
-    """opt.solve(p), with `module`'s constants patched (restored after), equals brute force, or both are
-    infeasible."""
+def _agrees_with_brute_force(p, module, **patch):
+    """opt.solve(p), with `module`'s constants patched (restored after), equals brute force (returns the
+    solution), or both are infeasible (returns None)."""
     old = {k: getattr(module, k) for k in patch}
     for k, v in patch.items():
         setattr(module, k, v)
@@ -84,12 +79,13 @@ def _agrees_with_brute_force(p, module, **patch) -> None:
         if want_sizes is None:
             with pytest.raises(opt.Infeasible):
                 opt.solve(p)
-            return
+            return None
         got = opt.solve(p)
     finally:
         for k, v in old.items():
             setattr(module, k, v)
     assert got.objective == pytest.approx(want, rel=1e-9, abs=1e-12) and _fits(p, got.sizes)
+    return got
 
 
 def _binding_budgets(p, fm: float, fc: float) -> None:
@@ -146,13 +142,13 @@ def test_monotone_forward_equals_the_full_scan(case, block, k):
     """The block scan (alpha non-decreasing: W is Monge) gives the full scan's minima (to rounding: with ties in
     exact arithmetic, rounding decides which minimiser is leftmost) and minimisers that reach them."""
     p, pen = case
-    assert opt.monotone(p)
-    W, _ = opt._tables(p)
+    assert dp.monotone(p)
+    W, _ = dp._tables(p)
     K = min(k, len(p.sizes))
-    A, arg = opt._forward(W, K, pen, monotone=False)
+    A, arg = dp._forward(W, K, pen, monotone=False)
     A2, arg2 = np.full_like(A, np.inf), np.zeros_like(arg)
     A2[1] = A[1]  # layer 1 is set by _forward before either scan
-    A2, arg2 = opt._forward_monotone(W, K, pen, A2, arg2, block)
+    A2, arg2 = dp._forward_monotone(W, K, pen, A2, arg2, block)
     fin = np.isfinite(A)
     assert np.array_equal(fin, np.isfinite(A2))
     assert np.allclose(A[fin], A2[fin], rtol=1e-12, atol=0)
@@ -167,7 +163,7 @@ def test_monotone_forward_equals_the_full_scan(case, block, k):
 def test_block_scan_matches_brute_force(p):
     """The optimizer with the block scan forced on (alpha sorted so that it applies) against brute force."""
     p.alpha = np.sort(p.alpha)
-    if not opt.monotone(p):
+    if not dp.monotone(p):
         return
     _agrees_with_brute_force(p, dp, MONOTONE_MIN=0, MONOTONE_BLOCK=2)  # dp._forward reads dp's constants
 
@@ -222,7 +218,7 @@ def test_memory_arithmetic_equals_graph_memory_model(shared, graph, lay):
     st = setup(Inputs(from_histogram({64: 1.0}), "qwen3-0.6b", "datasheet-h200", graph=graph, shared_pool=shared,
                       objective="padded-rows"))
     p = build_problem(st, None)
-    mem, cap = opt.resources(p, sorted(lay))
+    mem, cap = dp.resources(p, sorted(lay))
     lm = GraphMemoryModel(load_model("qwen3-0.6b"), load_profile("datasheet-h200"), "fused", graph)
     want = lm.layout(sorted(lay), shared)
     assert mem == want.total_bytes
