@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -15,7 +13,7 @@ from simulator.common import vocab as V
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import dumps
 
-from .tables import console, print_record, print_rows, say  # noqa: F401
+from .tables import print_record, print_rows, say
 
 PREDICT_FIELDS = ["model", "workload", "batch", "ctx", "prefill_seqs", "prefill_len", "tokens", "fusion", "graph",
                   "engine", "step_ms", "step_ms_p10", "step_ms_p50", "step_ms_p90", "cpu_ms", "gpu_ms", "bound",

@@ -3,8 +3,7 @@ distribution x graph-memory budget, run in parallel, resumable, reported as CSV,
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Literal, Union
+from typing import Literal, Union
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
@@ -12,7 +11,7 @@ from .base import Batch, Strict, Tokens
 from simulator.common import limits as L
 from simulator.common import vocab as V
 from .specs import ATTENTION_BACKEND_HELP, PREFILL_LAYOUT_HELP, PrefillLayout  # noqa: F401
-from .specs import parse_bytes, DistributionSpec, LayoutSpec, NamedDistribution  # noqa: F401  (DistributionSpec re-exported)
+from .specs import parse_bytes, LayoutSpec, NamedDistribution
 from .step import FusionName, GraphName
 
 

@@ -75,7 +75,7 @@ from simulator.common.errors import UserError
 from simulator.common import vocab as V
 from simulator.model.models import ModelSpec
 from simulator.model.parallel import logits_vocab, tp_of
-from simulator.engine.plan import GRAPH_MODES
+from simulator.engine.routing import GRAPH_MODES
 from simulator.model.profile import GraphMemoryConstants, GraphMemoryTable, Profile
 from simulator.model.workload import FUSION_LEVELS, build_step, decode
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from simulator.model.costs import CostModel
 from simulator.model.kernels import LaunchPath, OpClass, Step
-from simulator.engine.routing import GRAPH_MODES, RoutingError, plan_mode  # noqa: F401  (GRAPH_MODES re-exported)
+from simulator.engine.routing import RoutingError, plan_mode
 _COMPILED_PATHS = (LaunchPath.COMPILED, LaunchPath.COMPILED_EXTERN)
 
 

@@ -10,7 +10,6 @@ exactly as the sweep, the optimizer and serving route it.
 
 from __future__ import annotations
 
-import dataclasses
 
 from simulator.common.errors import UserError
 from simulator.common import vocab as V

@@ -181,7 +181,7 @@ class StartupModel:
     def __init__(self, model: ModelSpec, profile: Profile, fusion: str = "fused", graph_mode: str = "full",
                  ctx: int = DEFAULT_CTX, warmup_runs: int | None = None, eager=None):
         """`eager(batch) -> (step_s, host_s)` replaces launchsim's eager pass (tests)."""
-        from simulator.engine.plan import GRAPH_MODES
+        from simulator.engine.routing import GRAPH_MODES
         from simulator.model.workload import FUSION_LEVELS
 
         if fusion not in FUSION_LEVELS:

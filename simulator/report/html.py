@@ -11,10 +11,6 @@ from __future__ import annotations
 import csv
 import html
 import io
-import json
-import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Iterable
 
