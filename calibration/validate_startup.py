@@ -17,7 +17,6 @@ import json
 import sys
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parent / "measured" / "h200-engine" / "engine_loop.json"
 
 
 def table(rows: list[dict]) -> list[str]:

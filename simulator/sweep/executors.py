@@ -47,8 +47,6 @@ def _die_with_parent() -> None:
 
 @contextmanager
 def _progress(enabled: bool, total: int, cached: int):
-    import sys
-
     from simulator.report.progress import enabled as progress_enabled
 
     if not enabled or total == 0 or not progress_enabled():
