@@ -23,7 +23,8 @@ from typing import Sequence
 
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
-from simulator.engine.routing import DEFAULT_BACKEND, Route, check_backend, check_mode, padded_shape, route_shape
+from simulator.engine.routing import (DEFAULT_BACKEND, Route, check_backend, check_mode, padded_shape, route,
+                                      route_shape)
 from simulator.model.costs import CostModel
 from simulator.model.kernels import Step
 from simulator.model.models import ModelSpec
@@ -63,6 +64,11 @@ class Capture:
     def route(self, shape: StepShape) -> Route:
         """Where a step goes: its captured size and plan mode (`routing.route_shape`)."""
         return route_shape(self.graph, self.sizes, shape, backend=self.backend, prefill_sizes=self.prefill_sizes)
+
+    def route_rows(self, rows: int, pure_decode: bool = True) -> Route:
+        """`routing.route` of a step of `rows` rows (sequences of a decode step, tokens of a mixed step)."""
+        return route(self.graph, self.sizes, rows, pure_decode, backend=self.backend,
+                     prefill_sizes=self.prefill_sizes)
 
     def padded(self, shape: StepShape) -> tuple[Route, StepShape]:
         """The route and the step as the GPU runs it (padding rows added)."""
