@@ -26,7 +26,7 @@ from simulator.engine.plan import build_plan, lower, sample_hosts
 from simulator.model.profile import Profile, load_profile
 from simulator.engine.routing import DEFAULT_BACKEND, Route
 from simulator.engine.timeline import StepResult, Timeline, summarize
-from simulator.model.workload import StepShape, build_step, decode
+from simulator.model.workload import StepShape, decode
 
 ENGINES = V.values(V.Engine)
 

@@ -18,7 +18,10 @@ it because every study receives the setup.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Sequence
 
 from simulator.common import vocab as V
@@ -28,9 +31,43 @@ from simulator.engine.routing import (DEFAULT_BACKEND, Route, check_backend, che
 from simulator.model.costs import CostModel
 from simulator.model.kernels import Step
 from simulator.model.models import ModelSpec
+from simulator.model.profile import Profile, load_profile
 from simulator.model.workload import StepShape, build_step
 
+_OBJ: dict[int, tuple] = {}  # id(Profile or CostModel) -> (object, Profile, CostModel, digest)
+
 IMPLS = ("reference",)  # implementations whose recipes the workload builder has (model/workload.py)
+
+
+def profile_digest(p: Profile) -> str:
+    """A digest of a profile's content: equal profiles share step-time memo entries, different ones never do."""
+    return hashlib.sha256(json.dumps(p.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=64)
+def load_cached_profile(name: str | None) -> tuple[Profile, CostModel, str]:
+    """A profile by name or path (None: the default), its cost model and its digest."""
+    p = load_profile(name)
+    return p, CostModel(p), profile_digest(p)
+
+
+def resolve(profile: str | None | Profile | CostModel) -> tuple[Profile, CostModel, str]:
+    """(Profile, CostModel, digest) of a profile name or path, a Profile or a CostModel."""
+    if profile is None or isinstance(profile, str):
+        return load_cached_profile(profile)
+    hit = _OBJ.get(id(profile))
+    if hit is not None and hit[0] is profile:
+        return hit[1:]
+    if isinstance(profile, CostModel):
+        p, costs = profile.profile, profile
+    elif isinstance(profile, Profile):
+        p, costs = profile, CostModel(profile)
+    else:
+        raise TypeError(f"a profile name, Profile or CostModel, got {type(profile).__name__}")
+    if len(_OBJ) > 256:
+        _OBJ.clear()
+    _OBJ[id(profile)] = (profile, p, costs, profile_digest(p))  # holds the object: its id is not reused
+    return p, costs, _OBJ[id(profile)][3]
 
 
 class SetupError(UserError):
@@ -101,8 +138,6 @@ class StepSetup:
     def of(cls, model: ModelSpec, profile=None, fusion: str = "none", capture: Capture | None = None,
            impl: str = "reference") -> "StepSetup":
         """A setup from a model and a profile name / path / Profile / CostModel (None: the default profile)."""
-        from simulator.engine.stepcost import resolve
-
         _, costs, digest = resolve(profile)
         return cls(model, costs, digest, fusion, impl, capture or Capture())
 

@@ -26,55 +26,22 @@ over the module's `DEFAULT` cache (kept for callers that have no setup, and for 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
 
 from simulator.model.costs import CostModel
+from simulator.engine.setup import load_cached_profile, profile_digest, resolve  # noqa: F401  (re-exported)
 from simulator.model.models import ModelSpec
-from simulator.model.profile import Profile, load_profile
-from simulator.engine.routing import DEFAULT_BACKEND, Route, padded_shape, plan_mode, route_shape
+from simulator.model.profile import Profile
+from simulator.engine.routing import DEFAULT_BACKEND, Route, plan_mode
 from simulator.engine.timeline import StepResult
 from simulator.model.workload import StepShape, decode
 
-_OBJ: dict[int, tuple] = {}  # id(Profile or CostModel) -> (object, Profile, CostModel, digest)
+  # id(Profile or CostModel) -> (object, Profile, CostModel, digest)
 STATS = {"lookups": 0, "simulated": 0}
-
-
-def profile_digest(p: Profile) -> str:
-    """A digest of a profile's content: equal profiles share step-time memo entries, different ones never do."""
-    return hashlib.sha256(json.dumps(p.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
-
-
-@lru_cache(maxsize=64)
-def load_cached_profile(name: str | None) -> tuple[Profile, CostModel, str]:
-    """A profile by name or path (None: the default), its cost model and its digest."""
-    p = load_profile(name)
-    return p, CostModel(p), profile_digest(p)
-
-
-def resolve(profile: str | None | Profile | CostModel) -> tuple[Profile, CostModel, str]:
-    """(Profile, CostModel, digest) of a profile name or path, a Profile or a CostModel."""
-    if profile is None or isinstance(profile, str):
-        return load_cached_profile(profile)
-    hit = _OBJ.get(id(profile))
-    if hit is not None and hit[0] is profile:
-        return hit[1:]
-    if isinstance(profile, CostModel):
-        p, costs = profile.profile, profile
-    elif isinstance(profile, Profile):
-        p, costs = profile, CostModel(profile)
-    else:
-        raise TypeError(f"a profile name, Profile or CostModel, got {type(profile).__name__}")
-    if len(_OBJ) > 256:
-        _OBJ.clear()
-    _OBJ[id(profile)] = (profile, p, costs, profile_digest(p))  # holds the object: its id is not reused
-    return p, costs, _OBJ[id(profile)][3]
 
 
 def step_time(model: ModelSpec, profile: str | None | Profile | CostModel, fusion: str, mode: str,

@@ -32,7 +32,6 @@ Keys: (plan mode, StepShape as the GPU runs it, padding included).
 from __future__ import annotations
 
 import bisect
-from dataclasses import replace
 from typing import NamedTuple
 
 from simulator.model.costs import CostModel
