@@ -111,7 +111,7 @@ def _predict(given: dict, flags: dict, workload: Optional[Path] = None, as_json:
         print_prediction(d)
 
 
-_WORKLOAD_ONLY = ("workload", "profile", "fusion", "graph", "batch", "ctx", "engine", "replicates", "seed",
+_WORKLOAD_ONLY = ("model", "workload", "profile", "fusion", "graph", "batch", "ctx", "engine", "replicates", "seed",
                   "prefill_seqs")
 
 
@@ -144,7 +144,7 @@ def _predict_workload(given: dict, workload: Optional[Path], as_json: bool) -> N
     workload_fusion(fusion)
     if workload is not None:
         workload_scenario(workload, g["profile"], fusion, graph, g["batch"], g["ctx"], engine)
-    return predict_workload_cmd(None, workload, g["batch"], g["ctx"], fusion, graph, g["profile"], engine,
+    return predict_workload_cmd(g["model"], workload, g["batch"], g["ctx"], fusion, graph, g["profile"], engine,
                                 replicates, seed, prefill_seqs, as_json)
 
 
