@@ -48,6 +48,7 @@ class Family:
     rope_sets: int = 1  # rotary embeddings computed per step (gemma3: local + global)
     rope_pass_cat: bool = False  # phi3: cat(rotated, pass-through)
     sliding: str = "none"  # "none" | "all" | "qwen2" (use_sliding_window) | "alternate" | "layer_types"
+    default_window: int | None = None  # the config class's sliding_window default (transformers 5.17)
     moe: bool = False
     norm_topk_prob: bool | None = None  # None: from the config
 
@@ -55,16 +56,17 @@ class Family:
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("llama", ("llama",), ("LlamaForCausalLM",)),
     Family("mistral", ("mistral",), ("MistralForCausalLM",), sliding="all"),
-    Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), qkv_bias=True, sliding="qwen2"),
-    Family("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), qk_norm=True, sliding="qwen2"),
+    Family("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), qkv_bias=True, sliding="qwen2", default_window=4096),
+    Family("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), qk_norm=True, sliding="qwen2", default_window=4096),
     Family("phi3", ("phi3",), ("Phi3ForCausalLM",), packed_qkv=True, packed_gate_up=True, rope_pass_cat=True,
            sliding="all"),
     Family("gemma2", ("gemma2",), ("Gemma2ForCausalLM",), norm_kind="gemma", sandwich_norms=True,
-           default_act="gelu_pytorch_tanh", embed_scale_kernels=1, sliding="alternate"),
+           default_act="gelu_pytorch_tanh", embed_scale_kernels=1, sliding="alternate", default_window=4096),
     Family("gemma3", ("gemma3_text",), ("Gemma3ForCausalLM",), qk_norm=True, norm_kind="gemma",
            sandwich_norms=True, default_act="gelu_pytorch_tanh", embed_scale_kernels=2, rope_sets=2,
-           sliding="layer_types"),
-    Family("qwen3_moe", ("qwen3_moe",), ("Qwen3MoeForCausalLM",), qk_norm=True, sliding="qwen2", moe=True),
+           sliding="layer_types", default_window=4096),
+    Family("qwen3_moe", ("qwen3_moe",), ("Qwen3MoeForCausalLM",), qk_norm=True, sliding="qwen2", moe=True,
+           default_window=4096),
     Family("mixtral", ("mixtral",), ("MixtralForCausalLM",), sliding="all", moe=True, norm_topk_prob=True),
 )}
 SUPPORTED = tuple(FAMILIES)
@@ -125,7 +127,7 @@ def sliding_pattern(f: Family, cfg: dict, layers: int) -> tuple[bool, ...]:
         if cfg.get("use_sliding_window") is not True:
             return ()
         start = cfg.get("max_window_layers")
-        start = layers if start is None else start
+        start = 28 if start is None else start  # Qwen2Config's default
         return tuple(i >= start for i in range(layers))
     if f.sliding == "all":
         return (True,) * layers

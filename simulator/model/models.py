@@ -123,15 +123,15 @@ class ModelSpec:
 
 # Published configs (Hugging Face `config.json` of each model).
 PRESETS: dict[str, ModelSpec] = {
-    "qwen3-0.6b": ModelSpec("qwen3-0.6b", 1024, 28, 16, 8, 128, 3072, 151936, True, True, 40960),
-    "qwen3-8b": ModelSpec("qwen3-8b", 4096, 36, 32, 8, 128, 12288, 151936, False, True, 40960),
+    "qwen3-0.6b": ModelSpec("qwen3-0.6b", 1024, 28, 16, 8, 128, 3072, 151936, True, True, 40960, family="qwen3"),
+    "qwen3-8b": ModelSpec("qwen3-8b", 4096, 36, 32, 8, 128, 12288, 151936, False, True, 40960, family="qwen3"),
     "llama3-8b": ModelSpec("llama3-8b", 4096, 32, 32, 8, 128, 14336, 128256, False, False, 8192),
     "llama3-70b": ModelSpec("llama3-70b", 8192, 80, 64, 8, 128, 28672, 128256, False, False, 8192),
     # Qwen/Qwen3-30B-A3B: 48 layers, 128 experts, top-8, moe_intermediate 768, no shared experts, norm_topk_prob
     # true (intermediate_size 6144 is unused: every layer is sparse, decoder_sparse_step 1, mlp_only_layers [])
     "qwen3-30b-a3b": ModelSpec("qwen3-30b-a3b", 2048, 48, 32, 4, 128, 6144, 151936, False, True, 40960,
                                num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
-                               norm_topk_prob=True),
+                               norm_topk_prob=True, family="qwen3_moe"),
 }
 
 _REQUIRED = (
@@ -343,6 +343,8 @@ def _family_fields(cfg: dict, fam, assumed: bool, head_dim: int, bad) -> dict:
         raise bad("layer_types", f"{len(lt)} entries for {L} layers")
     pattern = F.sliding_pattern(fam, cfg, L)
     w = cfg.get("sliding_window")
+    if w is None and "sliding_window" not in cfg:
+        w = fam.default_window
     if any(pattern):
         if w is None and fam.sliding in ("all",):
             pattern = ()
