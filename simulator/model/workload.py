@@ -398,6 +398,14 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
     return Step(tuple(b.ops), label=label, layers=model.num_hidden_layers, tokens=T)
 
 
+def layers_repeat(model: ModelSpec, shape: StepShape, slots: int | None = None) -> bool:
+    """Layers 1..L-1 build the same ops at this shape (what layer tiling assumes): false where sliding-window
+    layers read fewer keys than full ones (gemma2 past its window, say). `slots`: an hf static cache's length."""
+    keys = max(slots or 0, shape.ctx + max(1, shape.prefill_len))
+    kinds = {model.sliding_at(i) and model.sliding_window < keys for i in range(1, model.num_hidden_layers)}
+    return len(kinds) <= 1
+
+
 def _layers(b: _Builder, model: ModelSpec, shape: StepShape, layer, fresh_first: bool = True) -> None:
     """Emit every layer: layer 0 built fresh, then one built list per kind of layer (full attention, or sliding
     where the window is shorter than the keys) repeated (the same Op objects), in the model's layer order."""

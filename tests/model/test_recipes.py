@@ -181,3 +181,19 @@ def test_bias_adds_bytes_not_kernels(tmp_path):
     qa = next(o for o in a.ops if o.name == "q_proj")
     qb = next(o for o in b.ops if o.name == "q_proj")
     assert qb.bytes - qa.bytes == 2 * q2.q_dim and qb.dim("bias") == 1
+
+
+def test_layer_tiling_is_skipped_where_sliding_layers_differ():
+    from simulator.engine.plan import build_plan
+    from simulator.engine.tiling import tiled_plan
+    from simulator.model.costs import CostModel
+    from simulator.model.profile import load_profile
+    from simulator.model.workload import layers_repeat
+
+    g = load_model(str(CONFIGS / "gemma-2-2b.json"))
+    assert layers_repeat(g, decode(1, 100)) and not layers_repeat(g, decode(1, 5000))
+    cm = CostModel(load_profile("h200"))
+    for ctx in (100, 5000):
+        a = tiled_plan(g, decode(2, ctx), "none", cm, "none")
+        b = build_plan(build_step(g, decode(2, ctx), "none"), cm, "none")
+        assert list(a.gpu_s) == list(b.gpu_s) and a.kernels == b.kernels
