@@ -106,6 +106,34 @@ def compare(path, model, cache, batch, ctx, slots) -> dict:
             "first_layer_mismatch": first, "measured": layer, "recipe": rl}
 
 
+REF_TRACE = Path(__file__).parent / "measured" / "h200-round-a" / "ref_qwen3-0.6b_none_b1_ctx512.trace.json.gz"
+
+
+def _gaps(path) -> list[tuple[float, int]]:
+    """Per traced step: (interpreter µs outside every top-level op, host calls: launching calls + host-only ops)."""
+    from simulator.traces.importer import import_trace
+    from simulator.traces.read import read_trace
+
+    imp = import_trace(read_trace(path))
+    out = []
+    for w in imp.steps:
+        ks = imp.kernels[w.i0:w.i1]
+        calls = {id(k.chain[0]) for k in ks if k.chain and k.launch is not None and k.graph_pos == 0}
+        bare = sum(1 for k in ks if not k.chain and k.launch is not None and k.graph_pos == 0)
+        out.append((sum(k.gap_us for k in ks), len(calls) + bare + sum(k.host_ops for k in ks)))
+    return out
+
+
+def interpreter_excess(path, layers: int, ref=REF_TRACE) -> float:
+    """µs per layer of interpreter time in `path`'s steps beyond the reference decoder's gap per host call (whose
+    clean eager step the profile's per-path launch costs reproduce): the median over the traced steps."""
+    import statistics
+
+    r = _gaps(ref)
+    per_call = sum(g for g, _ in r) / sum(n for _, n in r)
+    return statistics.median((g - per_call * n) / layers for g, n in _gaps(path))
+
+
 def main(argv: list[str]) -> int:
     from simulator.model.models import PRESETS, load_model
 
@@ -125,6 +153,11 @@ def main(argv: list[str]) -> int:
               f"(equal: {r['layer_equal']}), preamble {r['measured_preamble']}/{r['recipe_preamble']} "
               f"({r['preamble_equal']}), tail {r['measured_tail']}/{r['recipe_tail']} ({r['tail_equal']})"
               + (f", first mismatch at {r['first_layer_mismatch']}" if not r["layer_equal"] else ""))
+    if not argv:
+        for t, m, c, b, *_ in FIT:
+            print(f"{t}: interpreter time beyond the reference's per call: "
+                  f"{interpreter_excess(ROUND_C / t, PRESETS[m].num_hidden_layers):.0f} us per layer "
+                  f"(recipes.PYTHON_LAYER_US[{c!r}] takes batch 8's)")
     print(f"summary: {ok}/{len(rows)} traces equal to the recipe position by position (split-K reduce kernels and "
           "memsets excluded)")
     return 0 if ok == len(rows) else 1

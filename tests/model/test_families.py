@@ -188,8 +188,10 @@ def test_moe_agreeing_counts_and_mixtral_renormalises(tmp_path):
     ({"final_logit_softcapping": True}, "final_logit_softcapping"),
     ({"model_type": "mistral", "sliding_window": True}, "sliding_window"),
     ({"model_type": "gemma2", "layer_types": ["full_attention"]}, "layer_types"),
-    ({"layer_types": ["linear_attention"] * 4}, "layer_types"), ({"partial_rotary_factor": 0.3}, "partial_rotary_factor"),
-    ({"rope_scaling": {"rope_type": "longrope"}}, "rope_scaling"), ({"use_sliding_window": "yes"}, "use_sliding_window"),
+    ({"layer_types": ["linear_attention"] * 4}, "layer_types"),
+    ({"partial_rotary_factor": 0.3}, "partial_rotary_factor"),
+    ({"rope_scaling": {"rope_type": "longrope"}}, "rope_scaling"),
+    ({"use_sliding_window": "yes"}, "use_sliding_window"),
 ])
 def test_bad_family_fields_are_refused_in_one_line(tmp_path, change, field):
     cfg = {k: v for k, v in {**LLAMA, **change}.items() if v is not None}

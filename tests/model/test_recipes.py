@@ -98,12 +98,15 @@ def test_static_cache_attends_over_every_slot_dynamic_over_ctx():
     m = PRESETS["qwen3-0.6b"]
     st = build_step(m, decode(2, 500), "none", "hf", cache="static", max_cache_len=1024)
     att = [o for o in st.ops if o.name == "attention"]
-    assert {o.dim("ctx") for o in att} == {1024} and {o.dim("kv_heads") for o in att} == {16}  # repeat_kv
+    assert {o.dim("ctx") for o in att} == {1024} and {o.dim("sdpa_kv_heads") for o in att} == {16}  # repeat_kv
+    assert {o.dim("kv_heads") for o in att} == {8}  # priced as the GQA kernel (recipes.attention_op)
+    assert att[0].bytes > 2 * 16 * 1024 * 128 * 2 * 2  # but reading every repeated head's K and V
     rep = [o for o in st.ops if o.name == "repeat_kv_k"]
     assert rep and rep[0].flops == 2 * 16 * 1024 * 128
     dy = build_step(m, decode(2, 500), "none", "hf", cache="dynamic")
     att = [o for o in dy.ops if o.name == "attention"]
     assert {o.dim("ctx") for o in att} == {501} and {o.dim("kv_heads") for o in att} == {8}  # enable_gqa
+    assert not any(o.dim("sdpa_kv_heads") for o in att)
     cat = [o for o in dy.ops if o.name == "cache.cat_k"]
     assert cat[0].flops == 2 * 8 * 501 * 128
     small = build_step(m, decode(2, 500), "none", "hf", cache="static")  # default: ctx + 1 slots
@@ -197,3 +200,14 @@ def test_layer_tiling_is_skipped_where_sliding_layers_differ():
         a = tiled_plan(g, decode(2, ctx), "none", cm, "none")
         b = build_plan(build_step(g, decode(2, ctx), "none"), cm, "none")
         assert list(a.gpu_s) == list(b.gpu_s) and a.kernels == b.kernels
+
+
+def test_python_per_layer_is_the_batch8_traces_interpreter_excess():
+    from calibration.build_recipes import ROUND_C, interpreter_excess
+
+    for cache in R.CACHES:
+        got = interpreter_excess(ROUND_C / f"hf_qwen3-0.6b_{cache}_b8.trace.json.gz", 28)
+        assert abs(got - R.PYTHON_LAYER_US[cache]) < 1.0
+    st = build_step(PRESETS["qwen3-0.6b"], decode(1, 64), "none", "hf")
+    py = [o for o in st.ops if o.name == "python.layer"]
+    assert len(py) == 28 and not py[0].launches_kernel and py[0].fixed_host_s == R.PYTHON_LAYER_US["static"] * 1e-6
