@@ -432,6 +432,12 @@ def _build_hf(model: ModelSpec, shape: StepShape, fusion: str, cache: str, slots
     if shape.padding:
         raise WorkloadError("implementation 'hf' has no padded graph rows (transformers runs the batch it is given)")
     b = _Builder(model, shape)
+    if b.tp > 1:
+        raise WorkloadError(f"implementation 'hf' runs transformers on one GPU; {model.name} is a tensor-parallel "
+                            f"shard (tp {b.tp}): use implementation 'reference' or 'fused'")
+    if model.weight_dtype != "bf16" or model.kv_dtype != "bf16":
+        raise WorkloadError("implementation 'hf' was measured in bf16 only (weight_dtype / kv_dtype fp8 are "
+                            "modelled for 'reference' and 'fused')")
     R.hf_preamble(b, cache, slots)
 
     def layer(i):

@@ -134,6 +134,10 @@ def test_gemma_softcap_embed_scale_and_sliding_layers():
 
 
 def test_refusals_are_one_line():
+    from dataclasses import replace
+
+    from simulator.model.parallel import shard
+
     m = PRESETS["qwen3-0.6b"]
     g = load_model(str(CONFIGS / "gemma-2-2b.json"))
     cases = [
@@ -147,6 +151,8 @@ def test_refusals_are_one_line():
         (lambda: build_step(m, decode(1, 8), "none", "hf", cache="dynamic", max_cache_len=64), "static cache"),
         (lambda: build_step(m, StepShape(1, 8, 1, 16), "none", "hf"), "decode steps only"),
         (lambda: build_step(g, decode(1, 8), "compiled", "reference"), "use implementation 'hf'"),
+        (lambda: build_step(replace(m, weight_dtype="fp8"), decode(1, 8), "none", "hf"), "bf16 only"),
+        (lambda: build_step(shard(PRESETS["llama3-8b"], 2), decode(1, 8), "none", "hf"), "one GPU"),
     ]
     for fn, needle in cases:
         with pytest.raises(WorkloadError) as e:
