@@ -57,6 +57,7 @@ class ModelSpec:
     rope_pass_cat: bool = False  # phi3: cat(rotated, pass-through) per q and k
     rotary_dim: int = 0  # 0: head_dim (partial_rotary_factor < 1 rotates fewer)
     ignored_fields: tuple[str, ...] = ()  # config fields present that change nothing (families.ignored_config_fields)
+    config_model_type: str = ""  # what the config.json named (model_type, else its first architecture)
 
     def sliding_at(self, layer: int) -> bool:
         """Layer `layer` attends through the sliding window (the pattern repeats past its end: a model cut to
@@ -363,6 +364,20 @@ def _family_fields(cfg: dict, fam, assumed: bool, head_dim: int, bad) -> dict:
         if rd != head_dim:
             out["rotary_dim"] = rd
     out["ignored_fields"] = tuple(F.ignored_config_fields(cfg, fam))
+    arch = cfg.get("architectures") or []
+    out["config_model_type"] = cfg.get("model_type") or (arch[0] if arch else "")
+    return out
+
+
+def family_info(model: ModelSpec) -> dict:
+    """What predict's JSON and text say about the architecture: the family modelled, whether the caller assumed it
+    (and what the config named), and the config fields without effect on a step."""
+    out = {"family": model.family, "family_assumed": model.family_assumed,
+           "ignored_config_fields": list(model.ignored_fields)}
+    if model.family_assumed:
+        out["config_model_type"] = model.config_model_type
+        out["note"] = (f"config names {model.config_model_type or 'no family'!r}: modelled as a {model.family} "
+                       "decoder because assume_family says so")
     return out
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from simulator.model import families as F
-from simulator.model.models import PRESETS, ModelError, ignored_config_fields, load_model
+from simulator.model.models import PRESETS, ModelError, family_info, ignored_config_fields, load_model
 from simulator.model.workload import build_step, decode
 
 CONFIGS = Path(__file__).resolve().parents[2] / "calibration" / "configs" / "hf"
@@ -72,6 +72,9 @@ def test_unknown_family_is_refused_in_one_line_unless_assumed(tmp_path, cfg):
     assert all(f in msg for f in F.SUPPORTED) and "assume_family" in msg
     m = load_model(p, assume_family="llama")
     assert m.family == "llama" and m.family_assumed
+    info = family_info(m)
+    assert info["family_assumed"] and "assume_family" in info["note"] and info["family"] == "llama"
+    assert info["config_model_type"] == (cfg.get("model_type") or (cfg.get("architectures") or [""])[0])
     with pytest.raises(ModelError, match="assume_family 'gpt'"):
         load_model(p, assume_family="gpt")
 

@@ -217,3 +217,40 @@ def test_python_per_layer_is_the_batch8_traces_interpreter_excess():
     st = build_step(PRESETS["qwen3-0.6b"], decode(1, 64), "none", "hf")
     py = [o for o in st.ops if o.name == "python.layer"]
     assert len(py) == 28 and not py[0].launches_kernel and py[0].fixed_host_s == R.PYTHON_LAYER_US["static"] * 1e-6
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+FAMILY_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text")
+
+
+@settings(max_examples=40, deadline=None)
+@given(mt=st.sampled_from(FAMILY_TYPES), kv=st.sampled_from((1, 2, 4, 8)), rep=st.sampled_from((1, 2, 4)),
+       hd=st.sampled_from((32, 64, 128)), layers=st.integers(1, 6), batch=st.integers(1, 40),
+       ctx=st.integers(1, 3000), window=st.sampled_from((None, 64, 512)))
+def test_static_minus_dynamic_is_the_cache_and_mask_kernels(tmp_path_factory, mt, kv, rep, hd, layers, batch, ctx,
+                                                             window):
+    """For any family and shape: per layer, hf static launches its 5 cache-update + 3 mask kernels (+ 2 repeat_kv
+    copies when heads > kv heads) where dynamic launches 2 cats; the cuDNN split kernel and the sliding keys follow
+    the batch x SDPA heads rule and the window."""
+    heads = kv * rep
+    cfg = {"model_type": mt, "hidden_size": heads * hd, "num_hidden_layers": layers, "num_attention_heads": heads,
+           "num_key_value_heads": kv, "head_dim": hd, "intermediate_size": 256, "vocab_size": 512,
+           "max_position_embeddings": 1 << 16}
+    if window:
+        cfg["sliding_window"] = window  # absent: the config class's default (gemma2/3: 4096)
+    p = tmp_path_factory.mktemp("c") / "config.json"
+    p.write_text(json.dumps(cfg))
+    m = load_model(str(p))
+    s = build_step(m, decode(batch, ctx), "none", "hf", cache="static")
+    d = build_step(m, decode(batch, ctx), "none", "hf", cache="dynamic")
+    split_s = sum(o.name == "attention.split_kv_reduce" for o in s.ops)
+    split_d = sum(o.name == "attention.split_kv_reduce" for o in d.ops)
+    assert split_s == layers * (batch * (heads if rep > 1 else kv) <= R.CUDNN_SPLIT_MAX)
+    assert split_d == layers * (batch * kv <= R.CUDNN_SPLIT_MAX)
+    mask_pre = 7 + (8 if any(m.sliding_at(i) for i in range(layers)) else 0)
+    per_layer = 5 + 3 + (2 if rep > 1 else 0) - 2
+    assert s.kernels - d.kernels == layers * per_layer + mask_pre + split_s - split_d
+    for step, keys in ((s, ctx + 1), (d, ctx + 1)):
+        ctxs = [o.dim("ctx") for o in step.ops if o.name == "attention"]
+        assert ctxs == [min(keys, m.sliding_window) if m.sliding_at(i) else keys for i in range(layers)]
