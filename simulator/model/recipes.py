@@ -29,7 +29,8 @@ RMSNorm 8, lm_head (and its memset, not modelled).
 Family pieces not in those traces (from transformers 5.17's source, unchecked until round f's traces): qwen2's q/k/v
 bias (one cuBLASLt GEMM with a bias epilogue: bytes, not kernels), phi3's packed projections and rotary pass-through
 cat, Gemma's 10-kernel norm, four norms a layer, GELU-tanh, embedding scale, final soft-capping (3 kernels), gemma3's
-second rotary set-up, the sliding-window mask of static caches (8 kernels, one set when any layer slides).
+second rotary set-up, the sliding-window mask of static caches (8 kernels, instead of the causal mask's 7 when every layer slides, besides
+it when some do).
 """
 
 from __future__ import annotations
@@ -190,8 +191,11 @@ def hf_preamble(b, cache: str, slots: int) -> None:
     embedding(b)
     b.all_reduce("embedding.all_reduce", T)
     if cache == "static":
-        for i in range(2 if any(m.sliding_at(i) for i in range(m.num_hidden_layers)) else 1):
-            tag = "mask" if i == 0 else "sliding_mask"
+        # transformers builds one mask per layer type present: the causal one where a layer attends fully, the
+        # sliding-window one (the causal kernels plus the window compare) where a layer slides
+        kinds = {m.sliding_at(i) for i in range(m.num_hidden_layers)}
+        for i in sorted(kinds):
+            tag = "mask" if not i else "sliding_mask"
             for j in range(3):
                 b.ew(f"{tag}.arange", 1, 0, 8)
             b.ew(f"{tag}.add", 1, 8, 8)

@@ -248,7 +248,8 @@ def test_static_minus_dynamic_is_the_cache_and_mask_kernels(tmp_path_factory, mt
     split_d = sum(o.name == "attention.split_kv_reduce" for o in d.ops)
     assert split_s == layers * (batch * (heads if rep > 1 else kv) <= R.CUDNN_SPLIT_MAX)
     assert split_d == layers * (batch * kv <= R.CUDNN_SPLIT_MAX)
-    mask_pre = 7 + (8 if any(m.sliding_at(i) for i in range(layers)) else 0)
+    kinds = {m.sliding_at(i) for i in range(layers)}
+    mask_pre = (7 if False in kinds else 0) + (8 if True in kinds else 0)
     per_layer = 5 + 3 + (2 if rep > 1 else 0) - 2
     assert s.kernels - d.kernels == layers * per_layer + mask_pre + split_s - split_d
     for step, keys in ((s, ctx + 1), (d, ctx + 1)):
