@@ -21,7 +21,7 @@ from simulator.model.costs import CostModel
 from simulator.model.models import ModelSpec
 from simulator.engine.plan import LaunchPlan, build_plan, lower
 from simulator.engine.routing import plan_mode
-from simulator.model.workload import StepShape, build_step
+from simulator.model.workload import StepShape, build_step, layers_repeat
 
 
 def _lcp(a, b) -> int:
@@ -49,7 +49,7 @@ def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel
                pure_decode: bool = True) -> LaunchPlan:
     """The same plan as build_plan(build_step(model, shape, fusion), costs, mode), built by layer tiling."""
     L = model.num_hidden_layers
-    if L <= 3:
+    if L <= 3 or not layers_repeat(model, shape):  # sliding-window layers unlike full ones: no tiling
         return build_plan(build_step(model, shape, fusion), costs, mode, pure_decode=pure_decode)
     p1, p2 = (build_plan(_small_step(model, k, shape, fusion), costs, mode, pure_decode=pure_decode) for k in (1, 2))
     return (_tile(p1, p2, L, costs, plan_mode(mode, pure_decode))
