@@ -8,11 +8,13 @@ its test; every study, every YAML kind and every command that builds a setup fro
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Sequence
+from typing import Annotated, ClassVar, Literal, Optional, Sequence
 
 from pydantic import Field, model_validator
 
+from simulator.common import limits as L
 from simulator.common import vocab as V
+from simulator.model.families import SUPPORTED
 from .base import Strict
 from .specs import ATTENTION_BACKEND_HELP, PREFILL_LAYOUT_HELP, PrefillLayout
 
@@ -28,8 +30,29 @@ class StepOptions(Strict):
     kv_dtype: V.literal(V.Dtype) = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
     attention_backend: V.literal(V.AttentionBackend) = Field("flashinfer", description=ATTENTION_BACKEND_HELP)
     prefill_layout: PrefillLayout = Field(None, description=PREFILL_LAYOUT_HELP)
+    impl: Optional[Literal["reference", "hf", "fused"]] = Field(
+        None, description="implementation whose op list a step launches (simulator/model/recipes.py): reference = "
+                          "launchsim's calibration decoder (fusion none/packed/compiled), hf = Hugging Face "
+                          "transformers 5.17's own modeling code with SDPA (none/compiled), fused = vLLM-style custom "
+                          "ops (fused); default: fused for fusion fused, else reference")
+    kv_cache: Literal["static", "dynamic"] = Field(
+        "static", description="impl hf: transformers' StaticCache (attention reads every slot under a mask) or "
+                              "DynamicCache (grows by a cat each step)")
+    max_cache_len: Optional[Annotated[int, Field(gt=0, le=L.MAX_CTX)]] = Field(
+        None, description="impl hf, static cache: its slots (default: the step's context + 1)")
+    assume_family: Optional[Literal[SUPPORTED]] = Field(  # type: ignore[valid-type]
+        None, description="read a config.json whose model_type/architectures is not a supported family as this "
+                          "family (said in the output); without it such a config is refused")
 
     decode_only: ClassVar[bool] = False  # kinds that price decode-only steps: the mixed-step knobs cannot matter
+
+    @model_validator(mode="after")
+    def _recipe_knobs(self):
+        if self.impl != "hf" and (self.kv_cache != "static" or self.max_cache_len is not None):
+            raise ValueError("kv_cache and max_cache_len are options of impl hf (transformers' caches)")
+        if self.kv_cache == "dynamic" and self.max_cache_len is not None:
+            raise ValueError("max_cache_len sizes a static cache: leave it out with kv_cache dynamic")
+        return self
 
     @model_validator(mode="after")
     def _mixed_knobs(self):
@@ -57,12 +80,7 @@ class ShardedStepOptions(StepOptions):
 
 def build_setup(opts: StepOptions, model, profile, fusion: str, graph: str = "none",
                 sizes: Sequence[int] | None = None):
-    """The `StepSetup` of one configuration: `model` (name, path or ModelSpec) resolved with the options' dtypes and
-    tensor parallelism (`model/resolve.py`), `profile` (name, path, Profile or CostModel), `fusion`, and the capture:
-    `graph`, decode `sizes` (None: every size captured), the options' prefill sizes and attention backend."""
-    from simulator.engine.setup import Capture, StepSetup
-    from simulator.model.resolve import resolve_model
+    """The `StepSetup` of one configuration (`engine.setup.StepSetup.from_options`: the options read whole)."""
+    from simulator.engine.setup import StepSetup
 
-    m = resolve_model(model, opts.dtype, opts.kv_dtype, getattr(opts, "tensor_parallel_size", 1))
-    prefill = opts.prefill_sizes() if graph != "none" else None
-    return StepSetup.of(m, profile, fusion, Capture.of(graph, sizes, prefill, opts.attention_backend))
+    return StepSetup.from_options(opts, model, profile, fusion, graph, sizes)

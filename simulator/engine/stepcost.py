@@ -56,7 +56,7 @@ def _setup(model, profile, fusion, capture=None):
     from simulator.engine.setup import Capture, StepSetup
 
     _, costs, digest = resolve(profile)
-    return StepSetup(model, costs, digest, fusion, "reference", capture or Capture())
+    return StepSetup(model, costs, digest, fusion, None, capture or Capture())
 
 
 @dataclass(frozen=True)

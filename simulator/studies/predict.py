@@ -25,6 +25,7 @@ def setup_of(sc: PredictScenario):
 def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
     from simulator.engine.predict import predict_setup
     from simulator.model.dtype import dtype_fields
+    from simulator.model.models import family_info
     from simulator.model.parallel import tp_fields
     from simulator.model.workload import StepShape
 
@@ -37,7 +38,10 @@ def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
     shape = StepShape(sc.batch, sc.ctx, sc.prefill_seqs, sc.prefill_len)
     p = predict_setup(setup, shape, sc.engine, sc.replicates, sc.seed)
     d = {"model": sc.model, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "engine": sc.engine,
-         **p.as_dict(), **tp_fields(m, setup.profile), **dtype_fields(m)}
+         "impl": setup.recipe, **p.as_dict(), **tp_fields(m, setup.profile), **dtype_fields(m), **family_info(m)}
+    if setup.recipe == "hf":
+        d.update(kv_cache=setup.cache, max_cache_len=setup.max_cache_len or sc.ctx + 1 if setup.cache == "static"
+                 else None)
     routed = sc.attention_backend != "flashinfer" or sc.prefill_layout is not None
     if sc.layout is not None or routed:  # where the capture sent the step (graph: the mode it ran in)
         d.update(layout=sc.layout if isinstance(sc.layout, str) or sc.layout is None
