@@ -63,7 +63,9 @@ def rows(round_dir: Path, profile: str = "h200") -> tuple[list[dict], dict]:
 
             m = replace(m, num_hidden_layers=r["layers"])
         slots = r.get("max_cache_len") if cache == "static" else None
-        st = build_step(m, decode(r["batch"], r["ctx"]), "none", "hf", cache=cache, max_cache_len=slots)
+        # round f's dynamic steps pass no cache_position / position_ids (transformers derives them)
+        pos = "computed" if cache == "dynamic" else "given"
+        st = build_step(m, decode(r["batch"], r["ctx"]), "none", "hf", cache=cache, max_cache_len=slots, positions=pos)
         row = {"model": r["model"], "fit": r["model"] in FIT, "source": "round f", "cache": r["cache"], "batch": r["batch"],
                "ctx": r["ctx"], "max_cache_len": slots, "attn": r.get("attn_implementation"),
                "kernels_predicted": cm.step_kernels(st.ops)}
@@ -108,7 +110,8 @@ def sequences(round_dir: Path) -> list[dict]:
             m = replace(m, num_hidden_layers=r["layers"])
         slots = r.get("max_cache_len") or (r["ctx"] + 128 if r["cache"] == "static" else None)
         try:
-            c = compare(round_dir / r["trace"], m, r["cache"], r["batch"], r["ctx"], slots)
+            c = compare(round_dir / r["trace"], m, r["cache"], r["batch"], r["ctx"], slots,
+                        "computed" if r["cache"] == "dynamic" else "given")
         except Exception as e:  # noqa: BLE001  (a trace this reader cannot split is reported, not fatal)
             c = {"error": f"{type(e).__name__}: {e}"}
         c.update(model=r["model"], cache=r["cache"], batch=r["batch"], fit=r["model"] in FIT)
@@ -149,7 +152,8 @@ def markdown(rs: list[dict], meta: dict, seqs: list[dict], round_dir: Path) -> s
                      f"{f(mape(sel, 'eager_error'), 1)} | {f(mape(sel, 'full_error'), 1)} | {len(sel)} |")
     lines += ["", f"Targets (issue 20): full graph MAPE ≤ {TARGETS['full']} %, eager ≤ {TARGETS['eager']} % on "
               f"fast-host processes, kernels ±{TARGETS['kernels']} %.", "", "## Per-layer kernel sequences", "",
-              "| model | fit | cache | batch | layer meas / recipe | equal | first mismatch |", "|---|---|---|---:|---:|---|---:|"]
+              "| model | fit | cache | batch | layer meas / recipe | equal | first mismatch | preamble meas / recipe | "
+              "preamble and tail equal |", "|---|---|---|---:|---:|---|---:|---:|---|"]
     for s in seqs:
         if "error" in s:
             lines.append(f"| {s['model']} | {'fit' if s['fit'] else 'held out'} | {s['cache']} | {s['batch']} | "
@@ -254,7 +258,8 @@ def main(argv=None) -> int:
     held = [r for r in rs if not r["fit"]]
     print(f"summary: {len(rs)} rows ({len(held)} held out); held-out MAPE kernels {mape(held, 'kernels_error')}, "
           f"eager {mape(held, 'eager_error')}, full {mape(held, 'full_error')}; sequences equal "
-          f"{sum(bool(s.get('layer_equal')) for s in seqs)}/{len(seqs)}; wrote {a.out}.md")
+          f"{sum(bool(s.get('layer_equal') and s.get('preamble_equal') and s.get('tail_equal')) for s in seqs)}/{len(seqs)}; "
+          f"wrote {a.out}.md")
     return 0
 
 

@@ -26,11 +26,14 @@ Dynamic cache: the 5 cache-update, 2 repeat_kv and 3 mask kernels are replaced b
 embedding, the static cache's causal mask (7 kernels over the slots; none for dynamic), rotary set-up 10. Tail: final
 RMSNorm 8, lm_head (and its memset, not modelled).
 
-Family pieces not in those traces (from transformers 5.17's source, unchecked until round f's traces): qwen2's q/k/v
-bias (one cuBLASLt GEMM with a bias epilogue: bytes, not kernels), phi3's packed projections and rotary pass-through
-cat, Gemma's 10-kernel norm, four norms a layer, GELU-tanh, embedding scale, final soft-capping (3 kernels), gemma3's
-second rotary set-up, the sliding-window mask of static caches (8 kernels, instead of the causal mask's 7 when every layer slides, besides
-it when some do).
+Family pieces from transformers 5.17's source: qwen2's q/k/v bias (one cuBLASLt GEMM with a bias epilogue: bytes,
+not kernels), phi3's packed projections and rotary pass-through cat, Gemma's 10-kernel norm, four norms a layer,
+GELU-tanh, embedding scale, final soft-capping (3 kernels), gemma3's second rotary set-up (not measured: no gemma3
+trace). Checked since on round f's traces (calibration/validation/impl_hf.md): qwen2's bias GEMMs (one addmm kernel each),
+phi3's packed projections and pass-through cats, Gemma's norms, GELU-tanh, embedding scale and soft-capping, the
+static sliding-window mask (12 kernels: the causal mask's 6, then fill, sub, gt, and, le, and; instead of the causal
+mask where every layer slides, besides it where some do) and a sliding layer's cache update (its add_ after the two
+index_copy_).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from simulator.model.kernels import LaunchPath as P
 from simulator.model.kernels import Op, OpClass
 
 IMPLS = ("reference", "hf", "fused")
+POSITIONS = ("given", "computed")  # hf: the caller passes cache_position / position_ids, or transformers derives them
 FUSIONS_OF = {"reference": ("none", "packed", "compiled"), "hf": ("none", "compiled"), "fused": ("fused",)}
 CACHES = ("static", "dynamic")
 
@@ -60,7 +64,7 @@ RECIPES = {
                         "torch.profiler on an H200 (calibration/measured/h200-decode.json, h200-round-a)"),
     "hf": Recipe("hf", FUSIONS_OF["hf"], "transformers 5.17 modeling code, SDPA, torch 2.11 cu130, cuDNN attention",
                  "calibration/measured/h200-round-c/hf_qwen3-0.6b_{static,dynamic}_b{1,8}.trace.json.gz",
-                 ("cache", "max_cache_len", "compile_dynamic")),
+                 ("cache", "max_cache_len", "positions", "compile_dynamic")),
     "fused": Recipe("fused", FUSIONS_OF["fused"], "vLLM-style custom ops (fused add-RMSNorm, fused RoPE + cache "
                     "write, silu_and_mul, one attention kernel)", "kernel counts of vLLM's model runner (issue 7)"),
 }
@@ -184,12 +188,16 @@ def attention_op(b, name, path, keys: int, kv_heads: int, masked: bool, table_kv
 
 
 # -- the hf recipe --------------------------------------------------------------------------------------------------
-def hf_preamble(b, cache: str, slots: int) -> None:
-    """Embedding (+ Gemma's scale), the static cache's causal mask over the slots (and the sliding mask where a
-    layer slides), rotary set-up (10 kernels a rotary embedding)."""
+def hf_preamble(b, cache: str, slots: int, positions: str = "given") -> None:
+    """Embedding (+ Gemma's scale), the cache positions when the caller passes none (`positions="computed"`:
+    transformers' arange + add from the cache length; round f's dynamic-cache steps), the static cache's causal mask
+    over the slots (and the sliding mask where a layer slides), rotary set-up (10 kernels a rotary embedding)."""
     m, T, hd = b.m, b.s.tokens, b.m.head_dim
     embedding(b)
     b.all_reduce("embedding.all_reduce", T)
+    if positions == "computed":
+        b.ew("cache_position.arange", 1, 0, 8)
+        b.ew("cache_position.add", 1, 8, 8)
     if cache == "static":
         # transformers builds one mask per layer type present: the causal one where a layer attends fully, the
         # sliding-window one (the causal kernels plus the window compare) where a layer slides
@@ -201,9 +209,14 @@ def hf_preamble(b, cache: str, slots: int) -> None:
             b.ew(f"{tag}.add", 1, 8, 8)
             b.ew(f"{tag}.arange_kv", slots, 0, 8)
             b.ew(f"{tag}.add_kv", slots, 8, 8)
+            if i:  # round f (phi3, gemma2): the window's lower bound, then the causal bound, each and-ed in
+                b.ew(f"{tag}.fill", 1, 0, 1)
+                b.ew(f"{tag}.sub", slots, 8, 8)
+                b.ew(f"{tag}.gt", slots, 16, 1)
+                b.ew(f"{tag}.and_window", slots, 2, 1)
             b.ew(f"{tag}.le", slots, 16, 1)
             if i:
-                b.ew(f"{tag}.window", slots, 9, 1)
+                b.ew(f"{tag}.and_causal", slots, 2, 1)
     rd = m.rope_dim
     for r in range(m.rope_sets):
         tag = "rotary" if r == 0 else "rotary_local"
@@ -253,9 +266,13 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
         keys = keys_of(m, layer, slots)
         b.ew("cache.arange", 1, 0, 8)
         b.ew("cache.pos_add", 1, 8, 8)
-        b.ew("cache.pos_add_", 1, 8, 8)
+        sliding = m.sliding_at(layer)  # round f: a sliding layer's cache advances its position after the writes
+        if not sliding:
+            b.ew("cache.pos_add_", 1, 8, 8)
         b.copy("cache.index_copy_k", T * kv, e, e)
         b.copy("cache.index_copy_v", T * kv, e, e)
+        if sliding:
+            b.ew("cache.pos_add_", 1, 8, 8)
         if rep > 1:  # repeat_kv: SDPA gets a mask, so no enable_gqa; an expand + reshape copies every slot
             for t in ("k", "v"):
                 b.view(f"repeat_kv_{t}.expand", 1)

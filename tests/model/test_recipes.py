@@ -130,7 +130,7 @@ def test_gemma_softcap_embed_scale_and_sliding_layers():
     ctx = [o.dim("ctx") for o in st.ops if o.name == "attention"]
     assert ctx == [4096, 5001] * 13  # 26 layers alternate, window 4096
     static = build_step(g, decode(1, 5000), "none", "hf")
-    assert sum(n.startswith("sliding_mask.") for n in (o.name for o in static.ops)) == 8
+    assert sum(n.startswith("sliding_mask.") for n in (o.name for o in static.ops)) == 12
 
 
 def test_refusals_are_one_line():
@@ -249,9 +249,31 @@ def test_static_minus_dynamic_is_the_cache_and_mask_kernels(tmp_path_factory, mt
     assert split_s == layers * (batch * (heads if rep > 1 else kv) <= R.CUDNN_SPLIT_MAX)
     assert split_d == layers * (batch * kv <= R.CUDNN_SPLIT_MAX)
     kinds = {m.sliding_at(i) for i in range(layers)}
-    mask_pre = (7 if False in kinds else 0) + (8 if True in kinds else 0)
+    mask_pre = (7 if False in kinds else 0) + (12 if True in kinds else 0)
     per_layer = 5 + 3 + (2 if rep > 1 else 0) - 2
     assert s.kernels - d.kernels == layers * per_layer + mask_pre + split_s - split_d
     for step, keys in ((s, ctx + 1), (d, ctx + 1)):
         ctxs = [o.dim("ctx") for o in step.ops if o.name == "attention"]
         assert ctxs == [min(keys, m.sliding_window) if m.sliding_at(i) else keys for i in range(layers)]
+
+
+ROUND_F = ROOT / "calibration" / "measured" / "h200-round-f"
+
+
+@pytest.mark.skipif(not (ROUND_F / "counts_hf.json").is_file(), reason="round f not in this checkout")
+def test_hf_recipe_equals_round_f_held_out_traces():
+    """Every family round f traced (held out: the recipe was fitted on qwen3-0.6b only), batch 1: preamble, each
+    layer (a pair of layers for gemma2's alternation) and tail equal kernel by kernel."""
+    from calibration.build_recipes import compare
+
+    rows = json.loads((ROUND_F / "counts_hf.json").read_text())["rows"]
+    seen = set()
+    for r in rows:
+        if r.get("trace") and r["batch"] == 1:
+            m = load_model(str(CONFIGS / f"{r['model']}.json"))
+            static = r["cache"] == "static"  # round f's dynamic steps let transformers derive the positions
+            c = compare(ROUND_F / r["trace"], m, r["cache"], 1, r["ctx"], r["ctx"] + 128 if static else None,
+                        "given" if static else "computed")
+            assert c["layer_equal"] and c["preamble_equal"] and c["tail_equal"], (r["model"], r["cache"], c)
+            seen.add(m.family)
+    assert {"llama", "qwen2", "qwen3", "phi3", "gemma2", "mistral"} <= seen
