@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 CONFIGS = HERE / "configs" / "hf"
-FIT = ("qwen3-0.6b",)  # round c's traces (calibration/build_recipes.py); at most two models per implementation
+FIT = ("qwen3-0.6b", "gemma-2-2b")  # qwen3-0.6b: round c's traces; gemma-2-2b: the sliding-window mask and cache order (round f)
 FAST_CANARY_US = 7.6
 TARGETS = {"full": 7.0, "eager": 15.0, "kernels": 3.0}  # issue 20: MAPE %, kernels within +-3 %
 

@@ -73,10 +73,12 @@ RECIPES = {
 # (measured on qwen3-0.6b: 8, 16, 64 split; 128 not; the threshold lies in [64, 128))
 CUDNN_SPLIT_MAX = 64
 # repeat_kv's copy is aten's generic strided elementwise kernel (elementwise_kernel<128, 4> over a 5-d expand), not a
-# vectorised copy: round c measured 23.7 us at batch 8 (9.4 M elements, 28 MB moved) where the profile's memcopy
-# curve gives 9.0 us for those bytes; the curve gives 23.7 us at 2.6x the bytes (fitted on qwen3-0.6b batch 8; at
-# batch 1 it gives 3.4 us against 5.2 measured)
-STRIDED_COPY = 2.6
+# vectorised copy, and runs at an element rate, not at the copy bandwidth: round c's qwen3-0.6b traces measured
+# 5.22 us (1.18 M elements, batch 1) and 23.72 us (9.44 M, batch 8), i.e. t = 2.57 us + elements / 0.446 per ps
+# (two points, one model). The profile has no strided-copy table, so this H200 figure is carried here as the op's
+# fixed GPU time (another profile keeps it). Round f's held-out llama3-8b b64 (168 M elements) implies ~375 us a copy
+# from its step's CUPTI total; the line gives 379.
+STRIDED_COPY_US = (2.57, 0.446e6)  # (floor us, elements per us)
 # transformers' Python per layer beyond what the profile's per-op launch costs hold (module calls, the cache's and
 # attention interface's code): the traced interpreter gaps of round c's hf traces less the reference decoder's gap per
 # host call (3.0 us, round a's trace, whose clean eager step the per-path costs reproduce), per layer, at batch 8
@@ -171,9 +173,10 @@ def keys_of(m, layer: int, keys: int) -> int:
 
 def attention_op(b, name, path, keys: int, kv_heads: int, masked: bool, table_kv_heads: int | None = None):
     """One attention kernel over `keys` keys per decode row (`kv_heads` heads of K/V read). `table_kv_heads`: the
-    kv heads its table entry is looked up under (transformers' repeat_kv gives SDPA every query head, but cuDNN's
-    time over the repeated heads is the GQA kernel's: measured 8.1 us against the (16, 8) table's 8.3 at batch 1,
-    576 slots)."""
+    kv heads its table entry is looked up under, at keys x (kv_heads / table_kv_heads) keys: transformers'
+    repeat_kv gives SDPA every query head, so cuDNN reads rep x the K/V bytes of the GQA kernel, which the (H, KV)
+    table has measured at rep x the context (same heads, same bytes). Checked: qwen3-0.6b b1 576 slots (rep 2)
+    8.1 us measured, table 7.9; llama3-8b b8 640 slots (rep 4) 27.5 us measured (round f)."""
     m, s, e = b.m, b.s, b.e
     hd, H = m.head_dim, m.num_attention_heads
     kv_len_pref = s.ctx + s.prefill_len
@@ -181,10 +184,11 @@ def attention_op(b, name, path, keys: int, kv_heads: int, masked: bool, table_kv
     kv_read = 2 * kv_heads * hd * e * (s.decode_seqs * keys + s.prefill_seqs * kv_len_pref)
     qo = 2 * s.attn_tokens * H * hd * e
     mask = s.seqs * keys * e if masked else 0
+    rep = kv_heads // table_kv_heads if table_kv_heads else 1
     b.add(name, OpClass.ATTENTION, path, flops, kv_read + qo + mask,
-          batch=s.seqs, q_len=max(1, s.attn_tokens // max(1, s.seqs)), ctx=keys,
+          batch=s.seqs, q_len=max(1, s.attn_tokens // max(1, s.seqs)), ctx=keys * rep,
           heads=H, kv_heads=kv_heads if table_kv_heads is None else table_kv_heads, head_dim=hd,
-          **({"sdpa_kv_heads": kv_heads} if table_kv_heads not in (None, kv_heads) else {}))
+          **({"sdpa_kv_heads": kv_heads, "sdpa_keys": keys} if table_kv_heads not in (None, kv_heads) else {}))
 
 
 # -- the hf recipe --------------------------------------------------------------------------------------------------
@@ -276,7 +280,9 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
         if rep > 1:  # repeat_kv: SDPA gets a mask, so no enable_gqa; an expand + reshape copies every slot
             for t in ("k", "v"):
                 b.view(f"repeat_kv_{t}.expand", 1)
-                b.copy(f"repeat_kv_{t}", s.seqs * Hq * keys * hd, STRIDED_COPY * e / rep, STRIDED_COPY * e)
+                n = s.seqs * Hq * keys * hd
+                b.ops.append(Op(f"repeat_kv_{t}", OpClass.COPY, P.EAGER_COPY, n, n * (e / rep + e),
+                                fixed_gpu_s=(STRIDED_COPY_US[0] + n / STRIDED_COPY_US[1]) * 1e-6))
         b.ew("sdpa.mask_fill", 1, 0, e)
         b.ew("sdpa.mask_fill", 1, 0, e)
         b.ew("sdpa.mask_where", s.seqs * keys, 1 + 2 * e / max(keys, 1), e)

@@ -98,8 +98,9 @@ def test_static_cache_attends_over_every_slot_dynamic_over_ctx():
     m = PRESETS["qwen3-0.6b"]
     st = build_step(m, decode(2, 500), "none", "hf", cache="static", max_cache_len=1024)
     att = [o for o in st.ops if o.name == "attention"]
-    assert {o.dim("ctx") for o in att} == {1024} and {o.dim("sdpa_kv_heads") for o in att} == {16}  # repeat_kv
-    assert {o.dim("kv_heads") for o in att} == {8}  # priced as the GQA kernel (recipes.attention_op)
+    assert {o.dim("sdpa_keys") for o in att} == {1024} and {o.dim("sdpa_kv_heads") for o in att} == {16}  # repeat_kv
+    # priced as the GQA kernel over rep x the keys: the same K/V bytes (recipes.attention_op)
+    assert {o.dim("kv_heads") for o in att} == {8} and {o.dim("ctx") for o in att} == {2048}
     assert att[0].bytes > 2 * 16 * 1024 * 128 * 2 * 2  # but reading every repeated head's K and V
     rep = [o for o in st.ops if o.name == "repeat_kv_k"]
     assert rep and rep[0].flops == 2 * 16 * 1024 * 128
@@ -110,7 +111,7 @@ def test_static_cache_attends_over_every_slot_dynamic_over_ctx():
     cat = [o for o in dy.ops if o.name == "cache.cat_k"]
     assert cat[0].flops == 2 * 8 * 501 * 128
     small = build_step(m, decode(2, 500), "none", "hf", cache="static")  # default: ctx + 1 slots
-    assert {o.dim("ctx") for o in small.ops if o.name == "attention"} == {501}
+    assert {(o.dim("sdpa_keys") or o.dim("ctx")) for o in small.ops if o.name == "attention"} == {501}
 
 
 def test_cudnn_split_rule():
@@ -127,7 +128,7 @@ def test_gemma_softcap_embed_scale_and_sliding_layers():
     names = [o.name for o in st.ops]
     assert names[-3:] == ["logit_softcap.div", "logit_softcap.tanh", "logit_softcap.mul"]
     assert names[1] == "embed_scale.mul"
-    ctx = [o.dim("ctx") for o in st.ops if o.name == "attention"]
+    ctx = [o.dim("sdpa_keys") or o.dim("ctx") for o in st.ops if o.name == "attention"]
     assert ctx == [4096, 5001] * 13  # 26 layers alternate, window 4096
     static = build_step(g, decode(1, 5000), "none", "hf")
     assert sum(n.startswith("sliding_mask.") for n in (o.name for o in static.ops)) == 12
@@ -253,7 +254,7 @@ def test_static_minus_dynamic_is_the_cache_and_mask_kernels(tmp_path_factory, mt
     per_layer = 5 + 3 + (2 if rep > 1 else 0) - 2
     assert s.kernels - d.kernels == layers * per_layer + mask_pre + split_s - split_d
     for step, keys in ((s, ctx + 1), (d, ctx + 1)):
-        ctxs = [o.dim("ctx") for o in step.ops if o.name == "attention"]
+        ctxs = [o.dim("sdpa_keys") or o.dim("ctx") for o in step.ops if o.name == "attention"]
         assert ctxs == [min(keys, m.sliding_window) if m.sliding_at(i) else keys for i in range(layers)]
 
 
