@@ -169,11 +169,6 @@ def main(argv: list[str]) -> int:
               f"(equal: {r['layer_equal']}), preamble {r['measured_preamble']}/{r['recipe_preamble']} "
               f"({r['preamble_equal']}), tail {r['measured_tail']}/{r['recipe_tail']} ({r['tail_equal']})"
               + (f", first mismatch at {r['first_layer_mismatch']}" if not r["layer_equal"] else ""))
-    if not argv:
-        for t, m, c, b, *_ in FIT:
-            print(f"{t}: interpreter time beyond the reference's per call: "
-                  f"{interpreter_excess(ROUND_C / t, PRESETS[m].num_hidden_layers):.0f} us per layer "
-                  f"(recipes.PYTHON_LAYER_US[{c!r}] takes batch 8's)")
     print(f"summary: {ok}/{len(rows)} traces equal to the recipe position by position (split-K reduce kernels and "
           "memsets excluded)")
     return 0 if ok == len(rows) else 1

@@ -79,13 +79,17 @@ CUDNN_SPLIT_MAX = 64
 # fixed GPU time (another profile keeps it). Round f's held-out llama3-8b b64 (168 M elements) implies ~375 us a copy
 # from its step's CUPTI total; the line gives 379.
 STRIDED_COPY_US = (2.57, 0.446e6)  # (floor us, elements per us)
-# transformers' Python per layer beyond what the profile's per-op launch costs hold (module calls, the cache's and
-# attention interface's code): the traced interpreter gaps of round c's hf traces less the reference decoder's gap per
-# host call (3.0 us, round a's trace, whose clean eager step the per-path costs reproduce), per layer, at batch 8
-# (calibration/build_recipes.py `interpreter_excess`, median of the traced steps: static 180, dynamic 203 us). The
-# batch-1 traces give 2.3-2.8x that for the same Python: those processes ran in the slow host state, so the fast
-# state's figure is the batch-8 one.
-PYTHON_LAYER_US = {"static": 180.0, "dynamic": 203.0}
+# transformers' Python beyond what the profile's per-op launch costs hold (module calls, the cache's and attention
+# interface's code), charged per host call (aten op or view) of the recipe: fitted on the two fit models' eager steps
+# in round f's timing process (hf_timing.json, canary 7.63 -> 7.34 us: the fast host state), static cache, the
+# median over batches 1-64 of (measured - predicted without it) / host calls: qwen3-0.6b 7.1, gemma-2-2b 12.9 us;
+# the mean (calibration/validate_impl.py `python_per_call_fit`). Round c's profiled traces give 180-570 us a layer
+# for the same Python in other processes (build_recipes.interpreter_excess): host state moves it by 2-3x.
+PYTHON_US_PER_CALL = 10.0
+# DynamicCache + cuDNN SDPA: a new key length every step, and cuDNN builds an execution plan for each new shape
+# (once a step: the layers share it). Fitted on qwen3-0.6b: round f's dynamic rows with cuDNN SDPA (median 67.7 ms)
+# less the same rows with it off (38.8 ms).
+CUDNN_PLAN_MS = 28.9
 
 
 def family_extras(m) -> list[str]:
@@ -197,6 +201,7 @@ def hf_preamble(b, cache: str, slots: int, positions: str = "given") -> None:
     transformers' arange + add from the cache length; round f's dynamic-cache steps), the static cache's causal mask
     over the slots (and the sliding mask where a layer slides), rotary set-up (10 kernels a rotary embedding)."""
     m, T, hd = b.m, b.s.tokens, b.m.head_dim
+    start = len(b.ops)
     embedding(b)
     b.all_reduce("embedding.all_reduce", T)
     if positions == "computed":
@@ -238,6 +243,9 @@ def hf_preamble(b, cache: str, slots: int, positions: str = "given") -> None:
         b.copy(f"{tag}.cos_cast", n, 4, 2)
         b.copy(f"{tag}.sin_cast", n, 4, 2)
     del hd
+    python(b, "python.preamble", len(b.ops) - start)
+    if cache == "dynamic":
+        b.ops.append(Op("sdpa.cudnn_plan", OpClass.VIEW, P.EAGER_VIEW, fixed_host_s=CUDNN_PLAN_MS * 1e-3))
 
 
 def hf_layer(b, layer: int, cache: str, slots: int) -> None:
@@ -247,7 +255,7 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
     m, s, T, e = b.m, b.s, b.s.tokens, b.e
     H, q, kv, I, hd = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size, m.head_dim
     Hq, KV = m.num_attention_heads, m.num_key_value_heads
-    b.ops.append(Op("python.layer", OpClass.VIEW, P.EAGER_VIEW, fixed_host_s=PYTHON_LAYER_US[cache] * 1e-6))
+    start = len(b.ops)
     norm(b, "input_layernorm", T, H)
     if m.packed_qkv:
         b.gemm("qkv_proj", T, q + 2 * kv, H, bias=m.qkv_bias)
@@ -323,15 +331,23 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
     if m.sandwich_norms:
         norm(b, "post_feedforward_layernorm", T, H)
     b.ew("residual_add", T * H, 2 * e, e)
+    python(b, "python.layer", len(b.ops) - start)
+
+
+def python(b, name: str, calls: int) -> None:
+    """transformers' Python around `calls` host calls (PYTHON_US_PER_CALL each): one host-only op."""
+    b.ops.append(Op(name, OpClass.VIEW, P.EAGER_VIEW, fixed_host_s=PYTHON_US_PER_CALL * calls * 1e-6))
 
 
 def hf_tail(b) -> None:
     m, T = b.m, b.s.tokens
     last = b.s.seqs + b.s.padding
+    start = len(b.ops)
     norm(b, "final_norm", T, m.hidden_size)
     b.gemm("lm_head", last, m.vocab_size, m.hidden_size)
     b.all_gather_logits(last)
     softcap(b, last)
+    python(b, "python.tail", len(b.ops) - start)
 
 
 __all__ = ["IMPLS", "FUSIONS_OF", "CACHES", "RECIPES", "Recipe", "family_extras", "hf_preamble", "hf_layer",
