@@ -93,18 +93,9 @@ def _predict(given: dict, flags: dict, workload: Optional[Path] = None, as_json:
         return _predict_workload(given, workload, as_json)
     from simulator.config.predict import PredictScenario
     from simulator.studies.predict import run_predict
-    from .flags import scenario_from_flags
+    from .flags import run_with_flags
 
-    data = {"kind": "predict", **{k: v for k, v in given.items() if v is not None}}
-    sc = scenario_from_flags(PredictScenario, data, flags, given)
-    try:
-        d = run_predict(sc)
-    except UserError as e:
-        msg = str(e)
-        for f, flag in flags.items():  # a study error on a field names the flag that filled it
-            if msg.startswith(f"field '{f}'") and given.get(f) is not None:
-                raise UserError(f"{flag} ({msg}") from None
-        raise
+    d = run_with_flags(PredictScenario, "predict", given, flags, run_predict)
     if as_json:
         print(dumps(d))
     else:

@@ -139,8 +139,13 @@ def _buckets(sc) -> Iterator[Check]:
                                                                    f"{V.one_of(V.CAPTURING_MODES)}"))
 
 
+def _capture(sc) -> Iterator[Check]:
+    yield ("model",), _model(sc.model, sc.assume_family)
+    yield ("profile",), _profile(sc.profile)
+
+
 def _checks(sc) -> Iterator[Check]:
-    by_kind = {"step": _step, "predict": _step, "sweep": _sweep, "workload": _workload, "serve": _serve, "capacity": _capacity,
+    by_kind = {"step": _step, "predict": _step, "startup": _step, "graph_memory": _capture, "sweep": _sweep, "workload": _workload, "serve": _serve, "capacity": _capacity,
                "buckets": _buckets}
     check = by_kind.get(sc.kind)
     if check is not None:

@@ -23,9 +23,10 @@ from .sweep import SweepScenario
 from .trace_workload import WorkloadScenario
 from .buckets import BucketsScenario
 from .predict import PredictScenario
+from .capture import GraphMemoryScenario, StartupScenario
 
 KINDS: list[type] = [StepScenario, ToyScenario, SweepScenario, WorkloadScenario, ServeScenario, CapacityScenario,
-                      BucketsScenario, PredictScenario]
+                      BucketsScenario, PredictScenario, StartupScenario, GraphMemoryScenario]
 
 
 def _union():

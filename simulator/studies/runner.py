@@ -16,6 +16,8 @@ RUNNERS: dict[str, tuple[str, str]] = {  # scenario kind -> (module, function)
     "workload": ("simulator.studies.trace", "run_workload_scenario"),
     "buckets": ("simulator.studies.optimize", "run_buckets_scenario"),
     "predict": ("simulator.studies.predict", "run_predict"),
+    "startup": ("simulator.studies.capture", "run_startup"),
+    "graph_memory": ("simulator.studies.capture", "run_graph_memory"),
 }
 
 
