@@ -283,3 +283,20 @@ def test_hf_recipe_equals_round_f_held_out_traces():
             assert c["layer_equal"] and c["preamble_equal"] and c["tail_equal"], (r["model"], r["cache"], c)
             seen.add(m.family)
     assert {"llama", "qwen2", "qwen3", "phi3", "gemma2", "mistral"} <= seen
+
+
+@pytest.mark.parametrize("impl,cache", [("reference", "static"), ("hf", "static"), ("hf", "dynamic")])
+def test_setup_tiling_equals_the_whole_build_for_sliding_models(impl, cache):
+    """StepSetup's tiled lowering (engine/tiling.tiled_lower) gives the whole step's plan, also where gemma2's
+    sliding layers read fewer keys than its full ones (no tiling there: workload.layers_repeat)."""
+    from simulator.engine.plan import lower
+    from simulator.engine.setup import StepSetup
+    from simulator.engine.tiling import tiled_lower
+
+    g = load_model(str(CONFIGS / "gemma-2-2b.json"))
+    kw = {"cache": cache} if impl == "hf" else {}
+    su = StepSetup.of(g, "h200", "none", impl=impl, **kw)
+    for ctx in (100, 5000):
+        a = tiled_lower(su, decode(2, ctx), "none")
+        b = lower(su.build(decode(2, ctx)), su.costs, "none")
+        assert list(a.gpu_s) == list(b.gpu_s) and list(a.host_s) == list(b.host_s) and a.kernels == b.kernels
