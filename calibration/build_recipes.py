@@ -71,7 +71,7 @@ def split_layers(tokens: list[str], layers: int) -> tuple[list, list, list] | No
     """(preamble, one layer, tail): the smallest period p and offset a with tokens[a : a + p L] p-periodic."""
     n = len(tokens)
     for p in range(8, n // layers + 1):
-        for a in range(0, min(64, n - p * layers) + 1):
+        for a in range(min(64, n - p * layers) + 1):
             body = tokens[a:a + p * layers]
             if all(body[i] == body[i % p] for i in range(len(body))):
                 return tokens[:a], body[:p], tokens[a + p * layers:]

@@ -304,7 +304,8 @@ def main(argv=None) -> int:
     rs, meta = fit_rows + round_d_moe_rows(), fit_meta
     seqs = []
     if not a.no_sequences:
-        from calibration.build_recipes import FIT as C_FIT, ROUND_C, compare
+        from calibration.build_recipes import FIT as C_FIT
+        from calibration.build_recipes import ROUND_C, compare
         from simulator.model.models import PRESETS
 
         for t, mname, c, b, x, slots in C_FIT:

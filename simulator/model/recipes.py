@@ -24,12 +24,17 @@ enable_gqa), SDPA's mask handling 3 (two scalar fills, a where over the [B, 1, 1
 (split) and 128 (not)), o_proj, residual add, RMSNorm 8, gate_proj, SiLU, up_proj, mul, down_proj, residual add.
 Dynamic cache: the 5 cache-update, 2 repeat_kv and 3 mask kernels are replaced by 2 cats (58 measured). Preamble:
 embedding, the static cache's causal mask (7 kernels over the slots; none for dynamic), rotary set-up 10. Tail: final
-RMSNorm 8, lm_head (and its memset, not modelled).
+RMSNorm 8, lm_head (and its memset, not modelled). `positions="computed"` (the caller passes no cache_position, as
+round f's dynamic steps): 2 kernels more in the preamble.
+
+Timing pieces the profile has no table for, carried here with their measurements: repeat_kv's strided copy rate
+(STRIDED_COPY_US), transformers' Python per host call (PYTHON_US_PER_CALL) and the cuDNN plan build of a DynamicCache
+step (CUDNN_PLAN_MS); SDPA over repeated heads is priced from the GQA table at rep x the keys (attention_op).
 
 Family pieces from transformers 5.17's source: qwen2's q/k/v bias (one cuBLASLt GEMM with a bias epilogue: bytes,
 not kernels), phi3's packed projections and rotary pass-through cat, Gemma's 10-kernel norm, four norms a layer,
 GELU-tanh, embedding scale, final soft-capping (3 kernels), gemma3's second rotary set-up (not measured: no gemma3
-trace). Checked since on round f's traces (calibration/validation/impl_hf.md): qwen2's bias GEMMs (one addmm kernel each),
+trace). Checked since on round f's traces (calibration/validation/impl_hf.md): qwen2's bias GEMMs (one addmm each),
 phi3's packed projections and pass-through cats, Gemma's norms, GELU-tanh, embedding scale and soft-capping, the
 static sliding-window mask (12 kernels: the causal mask's 6, then fill, sub, gt, and, le, and; instead of the causal
 mask where every layer slides, besides it where some do) and a sliding layer's cache update (its add_ after the two
@@ -350,5 +355,21 @@ def hf_tail(b) -> None:
     python(b, "python.tail", len(b.ops) - start)
 
 
-__all__ = ["IMPLS", "FUSIONS_OF", "CACHES", "RECIPES", "Recipe", "family_extras", "hf_preamble", "hf_layer",
-           "hf_tail", "norm", "act", "rope", "embedding", "softcap", "keys_of", "attention_op"]
+__all__ = [
+    "CACHES",
+    "FUSIONS_OF",
+    "IMPLS",
+    "RECIPES",
+    "Recipe",
+    "act",
+    "attention_op",
+    "embedding",
+    "family_extras",
+    "hf_layer",
+    "hf_preamble",
+    "hf_tail",
+    "keys_of",
+    "norm",
+    "rope",
+    "softcap",
+]

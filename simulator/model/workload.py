@@ -15,17 +15,16 @@ same lists in PyTorch so that the profiler can check the counts.
 
 from __future__ import annotations
 
-from simulator.common.errors import UserError
-from simulator.common import vocab as V
-
 from dataclasses import dataclass
 
+from simulator.common import vocab as V
+from simulator.common.errors import UserError
+from simulator.model import recipes as R
+from simulator.model.dtype import FP8_GEMMS, quant_ops
 from simulator.model.kernels import LaunchPath as P
 from simulator.model.kernels import Op, OpClass, Step
 from simulator.model.models import ModelSpec
-from simulator.model.dtype import FP8_GEMMS, quant_ops
 from simulator.model.moe import block_fused, block_hf
-from simulator.model import recipes as R
 from simulator.model.parallel import logits_vocab, tp_of
 
 FUSION_LEVELS = V.values(V.Fusion)
@@ -309,7 +308,7 @@ def impl_of(fusion: str, impl: str | None) -> str:
     return impl
 
 
-def _check_options(impl: str, cache: str, max_cache_len: int | None, shape: "StepShape") -> int:
+def _check_options(impl: str, cache: str, max_cache_len: int | None, shape: StepShape) -> int:
     if cache not in R.CACHES:
         raise WorkloadError(f"unknown cache '{cache}': use one of {', '.join(R.CACHES)}")
     if impl != "hf" and (cache != "static" or max_cache_len is not None):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator.model.models import PRESETS, load_model
-from simulator.model.workload import WorkloadError, build_step, decode, kernels_per_layer, StepShape
 from simulator.model import recipes as R
+from simulator.model.models import PRESETS, load_model
+from simulator.model.workload import StepShape, WorkloadError, build_step, decode, kernels_per_layer
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "calibration" / "configs" / "hf"
@@ -225,7 +225,8 @@ def test_python_and_cudnn_plan_constants_are_the_round_f_fit():
     assert [o.fixed_host_s for o in dy.ops if o.name == "sdpa.cudnn_plan"] == [R.CUDNN_PLAN_MS * 1e-3]
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 FAMILY_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text")
 
