@@ -129,7 +129,7 @@ def validate(
         raise UserError(f"--replicates must be >= 1, got {replicates}")
     if replicates > 1000:
         raise UserError(f"--replicates {replicates:,} is above the limit of 1,000")
-    check_out_dir(out)
+    check_out_dir(out, "--out")
     from simulator.common.jsonfile import read_json
 
     if measured.exists():

@@ -46,7 +46,7 @@ def import_trace_cmd(
         raise UserError(f"--top-ops must be 0 (all) or a positive number, got {top_ops}")
     host_time = host_time.value
     check_policy(host_time)
-    check_out_file(out)
+    check_out_file(out, "--out")
     prof = profile_flag("--profile", profile)
     wl, imp = workload_from_trace(trace, steps, batch, host_time, prof)
     cols = ["step", "label", "kernels", "host_ms", "gpu_ms", "step_ms", "sync_ms"]
@@ -105,7 +105,7 @@ def export_trace_cmd(
     if workload is not None:
         workload_fusion(fusion)
     fusion, graph = fusion.value, graph.value
-    check_out_file(out)
+    check_out_file(out, "--out")
     profile_flag("--profile", profile)
     if model is not None:
         m = model_flag("--model", model)
