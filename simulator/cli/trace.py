@@ -31,6 +31,11 @@ def import_trace_cmd(
                                            "host.profiler_overhead.factor)", what="--host-time"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     top_ops: int = typer.Option(10, "--top-ops", help="how many aten ops the launch histogram lists (0: all)"),
+    model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json the trace ran: its "
+                                        "shapes size kernels the trace recorded none for, so `predict --workload "
+                                        "--batch/--ctx` can re-price them"),
+    ctx: Optional[int] = typer.Option(None, "--ctx", help="context (attended KV length) the trace was recorded at "
+                                      "(default: read from recorded attention shapes)"),
 ) -> None:
     """Import a torch.profiler trace as a workload; print per-step figures (kernels, host, GPU, step time)."""
     from simulator.traces.host import check_policy, describe
@@ -42,13 +47,19 @@ def import_trace_cmd(
     from .checks import count, profile_flag
 
     count("--batch", batch, L.MAX_BATCH)
+    count("--ctx", ctx, L.MAX_CTX)
     if top_ops < 0:
         raise UserError(f"--top-ops must be 0 (all) or a positive number, got {top_ops}")
     host_time = host_time.value
     check_policy(host_time)
     check_out_file(out)
     prof = profile_flag("--profile", profile)
-    wl, imp = workload_from_trace(trace, steps, batch, host_time, prof)
+    spec = None
+    if model is not None:
+        from .checks import model_flag
+
+        spec = model_flag("--model", model)
+    wl, imp = workload_from_trace(trace, steps, batch, host_time, prof, spec, ctx)
     cols = ["step", "label", "kernels", "host_ms", "gpu_ms", "step_ms", "sync_ms"]
     print_rows(imp.step_rows, f"{trace.name}: {len(imp.step_rows)} step(s), {imp.method}", cols)
     classes = Counter(k.op_class for k in wl.kernels)
@@ -71,7 +82,12 @@ def import_trace_cmd(
     shaped = sum(1 for k in wl.kernels if k.dims)
     size = (f"batch {wl.batch}, tokens/seq {wl.q_len or '?'}, ctx {wl.ctx or '?'}" if wl.batch
             else "batch unknown (no shapes recorded: give --batch to enable batch what-ifs)")
-    console.print(f"{size}; {shaped} of {len(wl.kernels)} kernels have recorded shapes", soft_wrap=True)
+    console.print(f"{size}; {shaped} of {len(wl.kernels)} kernels have recorded shapes"
+                  + (f"; model {wl.model['name']} sizes the rest" if wl.model else ""), soft_wrap=True)
+    from simulator.model.costs import CostModel
+    from simulator.traces.retarget import readiness
+
+    console.print(readiness(wl, CostModel(prof)), soft_wrap=True)
     if imp.outside:
         console.print(f"{imp.outside} kernels lie outside every step (partial steps) and were left out")
     save_workload(out, wl)

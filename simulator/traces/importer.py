@@ -85,6 +85,11 @@ class TracedKernel:
             if d is not None:
                 t = e.args.get("Input type", e.args.get("Input types", []))
                 return e.name, d, t if isinstance(t, list) else []
+        for e in order:  # shapes recorded, every input a scalar (0-dim index arithmetic): size-independent
+            d = e.args.get("Input Dims", e.args.get("Input dims"))
+            if isinstance(d, list) and d and all(isinstance(x, list) and not x for x in d):
+                t = e.args.get("Input type", e.args.get("Input types", []))
+                return e.name, d, t if isinstance(t, list) else []
         return None
 
 
