@@ -138,6 +138,7 @@ def model_dims(wl: Workload, groups: list[list[int]], costs) -> tuple[dict[int, 
     tokens = b * q
     out: dict[int, tuple] = {}
     bad: list[str] = []
+    big: list[str] = []
     lin = [c for c, idx in enumerate(groups) if ks[idx[0]].op == "aten::linear" and
            any(OpClass(ks[i].op_class) is OpClass.GEMM for i in idx)]
     L = m["num_hidden_layers"]
@@ -177,11 +178,14 @@ def model_dims(wl: Workload, groups: list[list[int]], costs) -> tuple[dict[int, 
         op = cost_op(k0.model_copy(update={"shape_op": None, "dtypes": None}), dims)
         t = _gpu_s(costs, op) * 1e6
         if max(ks[i].gpu_us for i in idx) > BIG_FACTOR * t:
-            bad.append(f"{label(k0)} ({max(ks[i].gpu_us for i in idx):.2f} µs traced, > {BIG_FACTOR:g} x the "
-                       f"{t:.2f} µs a {tokens} x {m['hidden_size']} activation costs: it moves something larger)")
+            bad.append(label(k0))
+            if not big:
+                big.append(f"{label(k0)}: {max(ks[i].gpu_us for i in idx):.2f} µs traced, > {BIG_FACTOR:g} x the "
+                           f"{t:.2f} µs a {tokens} x {m['hidden_size']} activation costs, so it moves something "
+                           "larger")
             continue
         out[c] = (dims, None)
-    return out, bad
+    return out, bad + [f"({b})" for b in big]
 
 
 # ------------------------------------------------------------------ re-pricing
@@ -374,7 +378,11 @@ def retarget(wl: Workload, costs, batch: int | None, ctx: int | None) -> Retarge
     if unclassified:
         from collections import Counter
 
-        top = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in Counter(unclassified).most_common(3))
+        why = [u for u in unclassified if u.startswith("(")]
+        names = [u for u in unclassified if not u.startswith("(")]
+        top = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in Counter(names).most_common(3)) + \
+            "".join(f" {w}" for w in why)
+        unclassified = names
         how = ("its trace recorded no input shapes for them and the workload names no model (field 'model'): "
                "re-import the trace with the model's config, or record it with record_shapes=True"
                if wl.model is None else f"the shapes of model '{wl.model.get('name')}' do not place them")
