@@ -1,0 +1,215 @@
+"""Traces that retarget, validated on measured H200 steps: writes calibration/validation/trace_retarget.md.
+
+    python -m calibration.validate_retarget
+
+Each row imports one committed torch.profiler trace (simulator/traces/workload.py), re-prices it at another
+batch / context (simulator/traces/retarget.py) and predicts the full-graph step (`predict --workload W --batch N
+--ctx C --graph full`), against the full-graph step measured in a clean timing process (no profiler) of the same
+model and implementation:
+- transformers' Qwen3-0.6B, static cache (round c: traces at batch 1 and 8, cache 576; timed rows at batch 1
+  and 8 with max_cache_len 1024, so `--ctx 1024`: a static cache attends over every slot);
+- launchsim's reference decoder (round a trace at batch 1, ctx 512, no recorded shapes: imported with the
+  qwen3-0.6b preset as its model) against rounds b and c (batches 1-512, ctx 512);
+- round f (calibration/measured/h200-round-f, when present): every `hf_*_b1*.trace.json.gz` with a timed row of
+  the same model at other batches.
+Also per class: the b1 trace re-priced at batch 8 against the b8 trace's own kernels (GPU µs by aten op).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+MEASURED = ROOT / "measured"
+OUT = ROOT / "validation" / "trace_retarget.md"
+
+
+def _full(row: dict) -> float | None:
+    try:
+        return float(row["full"]["isolated"]["step_ms"]["p50"])
+    except (KeyError, TypeError):
+        return None
+
+
+def _predict(wl, batch, ctx, graph="full"):
+    from simulator.traces.predict import predict_workload
+
+    p, wi, _ = predict_workload(wl, batch, ctx, "none", graph)
+    return p.result.step_s * 1e3, p.result.kernels, wi
+
+
+def hf_round_c() -> list[dict]:
+    from simulator.traces.workload import workload_from_trace
+
+    t = json.loads((MEASURED / "h200-round-c" / "timing.json").read_text())
+    rows = []
+    wls = {b: workload_from_trace(MEASURED / "h200-round-c" / f"hf_qwen3-0.6b_static_b{b}.trace.json.gz")[0]
+           for b in (1, 8)}
+    for r in t.get("hf", []):
+        m = _full(r)
+        if m is None:
+            continue
+        for tb, wl in wls.items():
+            pred, kern, wi = _predict(wl, r["batch"], r["max_cache_len"])
+            rows.append({"set": "hf qwen3-0.6b static (round c)", "trace": f"b{tb} ctx {wl.ctx}",
+                         "batch": r["batch"], "ctx": r["max_cache_len"], "measured_ms": m, "pred_ms": pred,
+                         "kernels": kern, "dropped": sum("dropped" in n for n in wi.notes)})
+    return rows
+
+
+def reference_rounds() -> list[dict]:
+    from simulator.traces.workload import workload_from_trace
+
+    wl, _ = workload_from_trace(MEASURED / "h200-round-a" / "ref_qwen3-0.6b_none_b1_ctx512.trace.json.gz", batch=1,
+                                model="qwen3-0.6b", ctx=512)
+    rows = []
+    for rnd in ("h200-round-b", "h200-round-c"):
+        t = json.loads((MEASURED / rnd / "timing.json").read_text())
+        for r in t["rows"]:
+            m = _full(r)
+            if r["model"] != "qwen3-0.6b" or r["fusion"] != "none" or r["ctx"] != 512 or m is None:
+                continue
+            pred, kern, _ = _predict(wl, r["batch"], 512)
+            rows.append({"set": f"reference decoder, no shapes, model qwen3-0.6b ({rnd})", "trace": "b1 ctx 512",
+                         "batch": r["batch"], "ctx": 512, "measured_ms": m, "pred_ms": pred, "kernels": kern})
+    return rows
+
+
+def round_f() -> list[dict]:
+    """Round f's HF traces at batch 1, against its timed rows of the same model (layout read defensively)."""
+    from simulator.common.errors import UserError
+    from simulator.traces.workload import workload_from_trace
+
+    d = MEASURED / "h200-round-f"
+    if not d.exists():
+        return []
+    timed = []
+    for f in sorted(d.glob("*.json")):
+        try:
+            t = json.loads(f.read_text())
+        except ValueError:
+            continue
+        for r in (t.get("hf", []) if isinstance(t, dict) else []):
+            if isinstance(r, dict) and _full(r) is not None:
+                timed.append(r)
+    rows = []
+    for tr in sorted(d.glob("*b1*.trace.json.gz")):
+        stem = tr.name.split(".trace")[0]
+        try:
+            wl, _ = workload_from_trace(tr)
+        except UserError as e:
+            rows.append({"set": "round f", "trace": stem, "error": str(e)})
+            continue
+        cache = "dynamic" if "dynamic" in stem else "static"
+        for r in timed:
+            name = str(r.get("model", ""))
+            if not name or name not in stem or r.get("cache", "static") != cache:
+                continue
+            ctx = r.get("max_cache_len") if cache == "static" else r.get("ctx")
+            try:
+                pred, kern, _ = _predict(wl, r["batch"], ctx)
+            except UserError as e:
+                rows.append({"set": "round f", "trace": stem, "batch": r.get("batch"), "error": str(e)})
+                continue
+            rows.append({"set": f"round f {name} {cache}", "trace": f"b1 ctx {wl.ctx}", "batch": r["batch"],
+                         "ctx": ctx, "measured_ms": _full(r), "pred_ms": pred, "kernels": kern})
+    return rows
+
+
+def per_class() -> list[tuple]:
+    from simulator.model.costs import CostModel
+    from simulator.model.profile import load_profile
+    from simulator.traces.retarget import retarget
+    from simulator.traces.shapes import label
+    from simulator.traces.workload import workload_from_trace
+
+    w1 = workload_from_trace(MEASURED / "h200-round-c" / "hf_qwen3-0.6b_static_b1.trace.json.gz")[0]
+    w8 = workload_from_trace(MEASURED / "h200-round-c" / "hf_qwen3-0.6b_static_b8.trace.json.gz")[0]
+    r = retarget(w1, CostModel(load_profile(None)), 8, None)
+    agg = defaultdict(lambda: [0.0, 0.0, 0.0, 0, 0])
+    for k in w1.kernels:
+        agg[label(k)][0] += k.gpu_us
+        agg[label(k)][3] += 1
+    for k, us in zip(r.kernels, r.gpu_us):
+        agg[label(k)][1] += us
+    for k in w8.kernels:
+        agg[label(k)][2] += k.gpu_us
+        agg[label(k)][4] += 1
+    rows = sorted(agg.items(), key=lambda kv: -abs(kv[1][1] - kv[1][2]))
+    total = (sum(k.gpu_us for k in w1.kernels), sum(r.gpu_us), sum(k.gpu_us for k in w8.kernels),
+             len(w1.kernels), len(w8.kernels), len(r.kernels))
+    return rows, total
+
+
+def _err(r):
+    return 100 * (r["pred_ms"] / r["measured_ms"] - 1)
+
+
+def report() -> str:
+    hf, ref, rf = hf_round_c(), reference_rounds(), round_f()
+    cls, tot = per_class()
+    L = ["# Traces that retarget: imported steps re-priced at other batches and contexts",
+         "",
+         "Generated by `python -m calibration.validate_retarget` (calibration/validate_retarget.py). A traced "
+         "kernel's time is re-priced as traced x model(new shape) / model(traced shape) (simulator/traces/"
+         "retarget.py); predicted full-graph step (`predict --workload W --batch N --ctx C --graph full`, profile "
+         "h200) against the full-graph step measured in a clean timing process (isolated, p50). Target (issue 20): "
+         "a batch-1 trace retargeted to batches 8 and 32, full graph within 7 %.", ""]
+    for name, rows in (("transformers Qwen3-0.6B, static cache, traces and timings of round c", hf),
+                       ("launchsim's reference decoder: round a trace without recorded shapes, shapes from the "
+                        "qwen3-0.6b preset", ref), ("round f", rf)):
+        L += [f"## {name}", ""]
+        if not rows:
+            L += ["(no data: calibration/measured/h200-round-f is not on this branch yet)", ""]
+            continue
+        ok = [r for r in rows if "error" not in r]
+        if ok:
+            mape = statistics.mean(abs(_err(r)) for r in ok)
+            off = [r for r in ok if r["batch"] != 1 or "b1" not in r["trace"]]
+            L += [f"MAPE {mape:.1f} % over {len(ok)} rows" + (f"; retargeted rows (other batch than traced) "
+                  f"{statistics.mean(abs(_err(r)) for r in off):.1f} %" if off else ""), ""]
+            L += ["| set | trace | batch | ctx | measured ms | predicted ms | error | kernels |",
+                  "|---|---|---|---|---|---|---|---|"]
+            for r in ok:
+                L.append(f"| {r['set']} | {r['trace']} | {r['batch']} | {r['ctx']} | {r['measured_ms']:.3f} | "
+                         f"{r['pred_ms']:.3f} | {_err(r):+.1f} % | {r['kernels']} |")
+        for r in rows:
+            if "error" in r:
+                L.append(f"- {r['trace']} batch {r.get('batch', '')}: refused: {r['error']}")
+        L.append("")
+    L += ["## Per aten op: the b1 trace at batch 8 against the b8 trace (round c, cache 576, GPU µs per step)", "",
+          f"Kernels: traced b1 {tot[3]}, retargeted {tot[5]}, traced b8 {tot[4]} (cuDNN's split-KV combine, 28 per "
+          f"step at batch 1, is dropped at 8 x 16 heads). GPU sum: b1 {tot[0]:.1f}, retargeted {tot[1]:.1f}, "
+          f"b8 {tot[2]:.1f} ({100 * (tot[1] / tot[2] - 1):+.1f} %).", "",
+          "| aten op | kernels b1 | b1 µs | retargeted µs | b8 µs | error µs |", "|---|---|---|---|---|---|"]
+    for name, (a, b, c, n1, _n8) in cls[:12]:
+        L.append(f"| {name} | {n1} | {a:.1f} | {b:.1f} | {c:.1f} | {b - c:+.1f} |")
+    L += ["", "Where the error comes from: small broadcasting elementwise kernels (aten::mul on [b, 1, 1024] x "
+          "[b, 1, 1], aten::to, cat, neg) grow by ~15-30 % from batch 1 to 8 where the profile's byte curves are "
+          "flat at those sizes (a few KB), and some switch to a slower non-vectorised kernel at batch 8: kernel "
+          "choices the curves do not hold. The repeat_kv copies over the static cache (aten::reshape -> copy_) "
+          "and the GEMMs (cuBLAS picks a faster kernel at m >= 4 for the 1024-wide projections, as the profile's "
+          "table records) follow the tables. Every round-c timing row used max_cache_len 1024 while the traces "
+          "used 576, so every row above is also a context retarget (a static cache attends over every slot). "
+          "The reference-decoder trace was taken on another H200 VM (round a) than the timings (rounds b, c): "
+          "its batch-1 row (-3.5 %) is that machine difference; the drift to -12 % at batch 512 is the shape-less "
+          "import taking every non-GEMM kernel as a hidden-sized activation (the MLP's 3072-wide and fp32 "
+          "intermediates are larger).", ""]
+    return "\n".join(L) + "\n"
+
+
+def main() -> None:
+    text = report()
+    OUT.write_text(text)
+    for ln in text.splitlines():
+        if ln.startswith("## ") or ln.startswith("MAPE") or ln.startswith("Kernels:"):
+            print(ln)
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
