@@ -28,7 +28,8 @@ def import_trace_cmd(
                                            "policy: calibrated (profile's launch paths + host-only ops + traced "
                                            "interpreter gaps), trace (traced host durations, inflated by the "
                                            "profiler) or deflate (traced / the profile's "
-                                           "host.profiler_overhead.factor)", what="--host-time"),
+                                           "host.profiler_overhead.factor: refused unless the profile has one; "
+                                           "no shipped profile does)", what="--host-time"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     top_ops: int = typer.Option(10, "--top-ops", help="how many aten ops the launch histogram lists (0: all)"),
     model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json the trace ran: its "
@@ -177,7 +178,7 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
         wl0 = load_workload(workload)
     prof = profile_flag("--profile", profile)
     p, wi, wl = predict_workload(wl0, batch, ctx, fusion, graph, prof, engine, replicates, seed)
-    d = result_dict(p, wi, wl, batch, ctx, fusion)
+    d = result_dict(p, wi, wl, batch, ctx, fusion, prof)
     if as_json:
         print(dumps(d))
         return
@@ -195,12 +196,16 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
         rows = [{**g, "pattern": _short(g["pattern"])} for g in f["groups"]]
         print_rows(rows, "merged runs (by pattern)", ["count", "members", "saved", "gpu_us_before", "gpu_us_after",
                                                       "pattern"], limit=15)
-    if wi.unscaled:
-        top = ", ".join(f"{n} x{c}" for n, c in Counter(wi.unscaled).most_common(8))
-        console.print(f"unscaled (no recorded shape, kept at measured time): {len(wi.unscaled)} kernels: {top}",
+    if wi.roles:
+        roles = ", ".join(f"{k} {v}" for k, v in sorted(wi.roles.items()) if v)
+        console.print(f"re-priced from the traced batch {wl.batch}, ctx {wl.ctx or '?'}: {wi.scaled} kernels through "
+                      f"the profile's cost model as traced x model(new)/model(traced) (by role: {roles})",
                       soft_wrap=True)
-    elif wi.scaled:
-        console.print(f"scaled {wi.scaled} kernels through the profile's cost model")
+        for n in wi.notes[1:]:
+            console.print(n, soft_wrap=True)
+    if d.get("host_canary_us") is not None:
+        console.print(f"host state assumed: tiny-op canary {d['host_canary_us']:.2f} µs (profile {prof.name})",
+                      soft_wrap=True)
 
 
 def _short(pattern: str, width: int = 48) -> str:
