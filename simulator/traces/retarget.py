@@ -15,7 +15,7 @@ further kernels of the same call `raw`) and each call gets a ROLE:
   attention table at (batch, context); helper kernels of the call (mask fills, mask arithmetic over
   [batch, 1, 1, ctx]) are per-step constants (flat at decode sizes: 2.33 -> 2.44 µs from batch 1 to 8 in
   the round-c HF traces); the split-KV combine kernel (cuDNN `lean_reduction`, flash `combine`/`splitkv`) is
-  kept (at its traced time) while batch x q_heads stays below `SPLITKV_MAX_CTAS` and dropped at or above
+  kept (at its traced time) while batch x kv_heads stays below `SPLITKV_MAX_CTAS` and dropped at or above
   it; it is never invented for a trace that lacks it (see below).
 - `bytes`: elementwise / reduction / copy / embedding calls: bytes from the recorded shapes (tensors whose
   leading dim is batch or batch x tokens resize, attention-sized KV tensors take the new context), priced
@@ -33,11 +33,13 @@ elements, unless its traced time is more than `BIG_FACTOR` x the byte curve's pr
 A kernel that cannot be classified refuses any other batch or context (one line, `RetargetError`); the
 traced batch and context are never answered for another.
 
-Split-KV (attention kernel count changing with batch): the round-c traces of transformers' Qwen3-0.6B (16
-query heads, cuDNN SDPA, cache 576) launch cuDNN's `lean_reduction_kernel` at batch 1 (16 CTAs' worth of
-(batch, head) pairs) and not at batch 8 (128). `SPLITKV_MAX_CTAS` = 128 is the smallest batch x heads seen
-without it; going down in batch from a trace without the combine kernel, a combine kernel is not invented
-(its time is unknown) and the retarget says so in its notes.
+Split-KV (attention kernel count changing with batch): the round-c traces of transformers' Qwen3-0.6B (cuDNN
+SDPA) launch cuDNN's `lean_reduction_kernel` after every attention kernel with the static cache at batch 1
+(K/V expanded to 16 heads: batch x kv_heads = 16) and not at batch 8 (128), and with the dynamic cache
+(enable_gqa, 8 KV heads) at batch 1 (8) and at batch 8 (64). `SPLITKV_MAX_CTAS` = 128 is the smallest
+batch x kv_heads seen without it, 64 the largest seen with it; the rule in between is an interpolation of
+those four traces. Going down in batch from a trace without the combine kernel, a combine kernel is not
+invented (its time is unknown) and the retarget says so in its notes.
 """
 
 from __future__ import annotations
@@ -362,7 +364,7 @@ def retarget(wl: Workload, costs, batch: int | None, ctx: int | None) -> Retarge
             if heads is not None and b1 < b0 and b1 * heads < SPLITKV_MAX_CTAS and \
                     not any(_is_splitkv(ks[i]) for i in idx) and "splitkv" not in roles:
                 roles["splitkv"] = 0
-                notes.append(f"attention at batch {b1} x {heads} heads may add a split-KV combine kernel per call "
+                notes.append(f"attention at batch {b1} x {heads} KV heads may add a split-KV combine kernel per call "
                              "that the trace (taken at a larger batch) does not show: not added")
             continue
         for i in idx:
@@ -401,7 +403,9 @@ def retarget(wl: Workload, costs, batch: int | None, ctx: int | None) -> Retarge
 
 
 def _heads(dims) -> int | None:
-    d = dims[0] if dims else None
+    """The KV heads SDPA sees (dim 1 of its key tensor [batch, kv_heads, ctx, head_dim]): cuDNN's decode grid runs
+    over (batch, kv head) pairs, so the split-KV choice follows batch x kv_heads."""
+    d = dims[1] if dims and len(dims) > 1 else None
     return int(d[1]) if isinstance(d, list) and len(d) == 4 and all(isinstance(x, int) for x in d) else None
 
 

@@ -110,7 +110,8 @@ def config(tmp_path):
 EXPECTED_B8 = [  # (kernel, µs at batch 8) for one_layer(1) re-priced by hand_profile
     (EMB, 2.0 * 4 / 2),  # embedding curve 2 -> 4 µs
     (GEMM, 30.0 * 20 / 10), (GEMM, 4.0 * 6 / 4), (GEMM, 4.0 * 6 / 4),  # q, k, v
-    (FLASH, 8.0 * 16 / 8),  # attention table (b 1 -> 8, ctx 512); the combine kernel: 8 x 16 heads >= 128, dropped
+    (FLASH, 8.0 * 16 / 8),  # attention table (b 1 -> 8, ctx 512)
+    (COMBINE, 1.5),  # split-KV combine: batch 8 x 8 KV heads = 64 < 128, kept at its traced time
     (GEMM, 5.0),  # o: 5 -> 5
     (MUL, 1.5 * 3 / 2),  # elementwise curve: 2 -> 3 µs at 8x the bytes
     (GEMM, 8.0 * 12 / 8), (GEMM, 8.0 * 12 / 8),  # gate, up
@@ -128,8 +129,11 @@ def test_one_layer_step_hand_computed_at_batch_8(tmp_path, config, shapes):
     r = retarget(wl, costs, 8, None)
     got = [(k.name, round(us, 9)) for k, us in zip(r.kernels, r.gpu_us)]
     assert got == [(n, pytest.approx(us)) for n, us in EXPECTED_B8]
-    assert r.dropped == 2 and r.added == 0
-    assert r.roles == {"bytes": 2, "gemm": 9, "attention": 1}
+    assert r.dropped == 1 and r.added == 0  # the down projection's split-K reduce
+    assert r.roles == {"bytes": 2, "gemm": 9, "attention": 1, "attention_splitkv": 1}
+    # at batch 16 x 8 KV heads = 128 the combine kernel goes as well
+    r16 = retarget(wl, costs, 16, None)
+    assert r16.dropped == 2 and COMBINE not in [k.name for k in r16.kernels]
     wi = workload_step(wl, costs, batch=8)
     assert [o.fixed_gpu_s * 1e6 for o in wi.step.kernel_ops()] == pytest.approx([us for _, us in EXPECTED_B8])
     # identity at the traced size: the measured times, every kernel
