@@ -179,6 +179,12 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
     prof = profile_flag("--profile", profile)
     p, wi, wl = predict_workload(wl0, batch, ctx, fusion, graph, prof, engine, replicates, seed)
     d = result_dict(p, wi, wl, batch, ctx, fusion, prof)
+    if graph == "none" and fusion == "none":
+        from simulator.traces.predict import host_state_band
+
+        band = host_state_band(wl, batch, ctx, fusion, graph, prof)
+        if band is not None:
+            d["step_ms_host_band"] = [round(band[0], 4), round(band[1], 4)]
     if as_json:
         print(dumps(d))
         return
@@ -203,6 +209,11 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
                       soft_wrap=True)
         for n in wi.notes[1:]:
             console.print(n, soft_wrap=True)
+    if d.get("step_ms_host_band") is not None:
+        lo, hi = d["step_ms_host_band"]
+        fast, slow = prof.host.canary.fast_us, prof.host.canary.slow_us
+        console.print(f"eager step across the calibration VM's host states: {lo:.3f} ms (fast, canary {fast:.2f} µs) "
+                      f"to {hi:.3f} ms (slow, canary {slow:.2f} µs)", soft_wrap=True)
     if d.get("host_canary_us") is not None:
         console.print(f"host state assumed: tiny-op canary {d['host_canary_us']:.2f} µs (profile {prof.name})",
                       soft_wrap=True)

@@ -29,6 +29,22 @@ def predict_workload(workload: Workload | str | Path, batch: int | None = None, 
     return Prediction(res, tl, wi.step, band), wi, wl
 
 
+def host_state_band(wl: Workload, batch: int | None, ctx: int | None, fusion: str, graph: str,
+                    profile: Profile) -> tuple[float, float] | None:
+    """Step ms with the profile's host lane scaled to the calibration VM's fast and slow canaries (canary_band);
+    None when the profile records no canary."""
+    from simulator.model.profile import canary_band, host_scaled
+
+    if profile.host.canary is None:
+        return None
+    fast, slow = canary_band(profile)
+    out = []
+    for c in (fast, slow):
+        p, _, _ = predict_workload(wl, batch, ctx, fusion, graph, host_scaled(profile, c))
+        out.append(p.result.step_s * 1e3)
+    return out[0], out[1]
+
+
 def result_dict(p: Prediction, wi: WhatIf, wl: Workload, batch: int | None, ctx: int | None, fusion: str,
                 profile: Profile | None = None) -> dict:
     """One flat row (times in ms) plus the what-if details; `profile` adds the host canary it assumes."""

@@ -249,3 +249,18 @@ def test_reference_trace_without_shapes_retargets_with_the_preset():
     r = retarget(wl, CostModel(load_profile("h200")), 8, 1024)
     assert r.roles["gemm"] == 226 and r.roles["attention"] == 28 and "shapes from the model" in r.notes[-1]
     assert sum(r.gpu_us) > sum(k.gpu_us for k in wl.kernels) * 0.9
+
+
+def test_eager_band_spans_the_calibration_vms_host_states(tmp_path):
+    """fast = the profile as calibrated (its canary is the fast state); slow moves only the profile's host costs."""
+    from simulator.model.profile import canary_band, host_scaled
+    from simulator.traces.predict import host_state_band, predict_workload
+
+    wl, _ = workload_from_trace(one_layer(shapes=True).write(tmp_path / "t.json"), steps=1)
+    prof = load_profile("h200")
+    lo, hi = host_state_band(wl, 8, None, "none", "none", prof)
+    base = predict_workload(wl, 8, None, "none", "none", prof)[0].result
+    slow = predict_workload(wl, 8, None, "none", "none", host_scaled(prof, canary_band(prof)[1]))[0].result
+    assert lo == pytest.approx(base.step_s * 1e3) and hi == pytest.approx(slow.step_s * 1e3) and hi > lo
+    assert slow.gpu_busy_s == pytest.approx(base.gpu_busy_s)
+    assert host_state_band(wl, 8, None, "none", "none", load_profile("datasheet-h200")) is None
