@@ -15,8 +15,8 @@ further kernels of the same call `raw`) and each call gets a ROLE:
   attention table at (batch, context); helper kernels of the call (mask fills, mask arithmetic over
   [batch, 1, 1, ctx]) are per-step constants (flat at decode sizes: 2.33 -> 2.44 µs from batch 1 to 8 in
   the round-c HF traces); the split-KV combine kernel (cuDNN `lean_reduction`, flash `combine`/`splitkv`) is
-  kept (at its traced time) while batch x kv_heads stays below `SPLITKV_MAX_CTAS` and dropped at or above
-  it; it is never invented for a trace that lacks it (see below).
+  kept (at its traced time) while batch x kv_heads <= `SPLITKV_MAX_WITH` and dropped above it; it is never
+  invented for a trace that lacks it (see below).
 - `bytes`: elementwise / reduction / copy / embedding calls: bytes from the recorded shapes (tensors whose
   leading dim is batch or batch x tokens resize, attention-sized KV tensors take the new context), priced
   by the byte curves;
@@ -33,13 +33,15 @@ elements, unless its traced time is more than `BIG_FACTOR` x the byte curve's pr
 A kernel that cannot be classified refuses any other batch or context (one line, `RetargetError`); the
 traced batch and context are never answered for another.
 
-Split-KV (attention kernel count changing with batch): the round-c traces of transformers' Qwen3-0.6B (cuDNN
-SDPA) launch cuDNN's `lean_reduction_kernel` after every attention kernel with the static cache at batch 1
-(K/V expanded to 16 heads: batch x kv_heads = 16) and not at batch 8 (128), and with the dynamic cache
-(enable_gqa, 8 KV heads) at batch 1 (8) and at batch 8 (64). `SPLITKV_MAX_CTAS` = 128 is the smallest
-batch x kv_heads seen without it, 64 the largest seen with it; the rule in between is an interpolation of
-those four traces. Going down in batch from a trace without the combine kernel, a combine kernel is not
-invented (its time is unknown) and the retarget says so in its notes.
+Split-KV (attention kernel count changing with batch): SDPA at decode adds a combine kernel (cuDNN's
+`lean_reduction_kernel`) when the (batch, KV head) grid is small. Measured on the H200 (torch 2.11, cuDNN,
+calibration/splitkv_probe.py -> calibration/measured/h200-traces/splitkv_probe.json; 216 calls): with the
+mask + repeat_kv form (static cache) and with enable_gqa (dynamic cache), 16 or 32 query heads, 8/16/32 KV
+heads, contexts 576, 1024 and 4096, the combine kernel is there exactly when batch x kv_heads <= 64 and absent
+from 96 up, whatever the context; `SPLITKV_MAX_WITH` = 64 (65-95 not measured: taken as without). The
+round-c traces agree (static b1: 16, with; b8: 128, without; dynamic b1: 8 and b8: 64, with). Going down in
+batch from a trace without the combine kernel, one is not invented (its time is unknown): the retarget says
+so in its notes.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from simulator.model.workload_file import KernelEntry, Workload
 GEMM_CALL_OPS = ("aten::linear", "aten::mm", "aten::addmm", "aten::matmul")
 SPLITKV_WORDS = ("lean_reduction", "combine", "splitkv", "split_kv", "flash_fwd_splitkv_combine")
 ATTN_KERNEL_WORDS = ("flash", "fmha", "sdpa", "attention", "attn")
-SPLITKV_MAX_CTAS = 128
+SPLITKV_MAX_WITH = 64  # largest batch x kv_heads measured WITH the combine kernel (96: the smallest without)
 BIG_FACTOR = 2.5
 
 
@@ -355,13 +357,13 @@ def retarget(wl: Workload, costs, batch: int | None, ctx: int | None) -> Retarge
                 if _is_attention_kernel(k):
                     put(k, k.gpu_us * r, "attention")
                 elif _is_splitkv(k):
-                    if heads is not None and b1 * heads >= SPLITKV_MAX_CTAS:
+                    if heads is not None and b1 * heads > SPLITKV_MAX_WITH:
                         dropped += 1
                     else:
                         put(k, k.gpu_us, "attention_splitkv")
                 else:
                     put(k, k.gpu_us, "constant")
-            if heads is not None and b1 < b0 and b1 * heads < SPLITKV_MAX_CTAS and \
+            if heads is not None and b1 < b0 and b1 * heads <= SPLITKV_MAX_WITH and \
                     not any(_is_splitkv(ks[i]) for i in idx) and "splitkv" not in roles:
                 roles["splitkv"] = 0
                 notes.append(f"attention at batch {b1} x {heads} KV heads may add a split-KV combine kernel per call "

@@ -111,7 +111,7 @@ EXPECTED_B8 = [  # (kernel, µs at batch 8) for one_layer(1) re-priced by hand_p
     (EMB, 2.0 * 4 / 2),  # embedding curve 2 -> 4 µs
     (GEMM, 30.0 * 20 / 10), (GEMM, 4.0 * 6 / 4), (GEMM, 4.0 * 6 / 4),  # q, k, v
     (FLASH, 8.0 * 16 / 8),  # attention table (b 1 -> 8, ctx 512)
-    (COMBINE, 1.5),  # split-KV combine: batch 8 x 8 KV heads = 64 < 128, kept at its traced time
+    (COMBINE, 1.5),  # split-KV combine: batch 8 x 8 KV heads = 64 <= 64, kept at its traced time
     (GEMM, 5.0),  # o: 5 -> 5
     (MUL, 1.5 * 3 / 2),  # elementwise curve: 2 -> 3 µs at 8x the bytes
     (GEMM, 8.0 * 12 / 8), (GEMM, 8.0 * 12 / 8),  # gate, up
@@ -131,7 +131,7 @@ def test_one_layer_step_hand_computed_at_batch_8(tmp_path, config, shapes):
     assert got == [(n, pytest.approx(us)) for n, us in EXPECTED_B8]
     assert r.dropped == 1 and r.added == 0  # the down projection's split-K reduce
     assert r.roles == {"bytes": 2, "gemm": 9, "attention": 1, "attention_splitkv": 1}
-    # at batch 16 x 8 KV heads = 128 the combine kernel goes as well
+    # at batch 16 x 8 KV heads = 128 (> 64) the combine kernel goes as well
     r16 = retarget(wl, costs, 16, None)
     assert r16.dropped == 2 and COMBINE not in [k.name for k in r16.kernels]
     wi = workload_step(wl, costs, batch=8)
@@ -264,3 +264,13 @@ def test_eager_band_spans_the_calibration_vms_host_states(tmp_path):
     assert lo == pytest.approx(base.step_s * 1e3) and hi == pytest.approx(slow.step_s * 1e3) and hi > lo
     assert slow.gpu_busy_s == pytest.approx(base.gpu_busy_s)
     assert host_state_band(wl, 8, None, "none", "none", load_profile("datasheet-h200")) is None
+
+
+def test_split_kv_rule_matches_every_measured_sdpa_call():
+    """calibration/measured/h200-traces/splitkv_probe.json: 216 SDPA decode calls on the H200 (both call forms,
+    16/32 query heads, 8-32 KV heads, ctx 576-4096, batch 1-32): the combine kernel is there iff batch x KV <= 64."""
+    from simulator.traces.retarget import SPLITKV_MAX_WITH
+
+    rows = json.loads((ROOT / "calibration/measured/h200-traces/splitkv_probe.json").read_text())["rows"]
+    assert len(rows) == 216 and {r["S"] for r in rows} == {576, 1024, 4096}
+    assert all(r["split"] == (r["B"] * r["KV"] <= SPLITKV_MAX_WITH) for r in rows)
