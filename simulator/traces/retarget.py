@@ -35,7 +35,7 @@ traced batch and context are never answered for another.
 
 Split-KV (attention kernel count changing with batch): SDPA at decode adds a combine kernel (cuDNN's
 `lean_reduction_kernel`) when the (batch, KV head) grid is small. Measured on the H200 (torch 2.11, cuDNN,
-calibration/splitkv_probe.py -> calibration/measured/h200-traces/splitkv_probe.json; 216 calls): with the
+calibration/splitkv_probe.py -> calibration/measured/h200-traces/splitkv_probe.json; 108 calls): with the
 mask + repeat_kv form (static cache) and with enable_gqa (dynamic cache), 16 or 32 query heads, 8/16/32 KV
 heads, contexts 576, 1024 and 4096, the combine kernel is there exactly when batch x kv_heads <= 64 and absent
 from 96 up, whatever the context; `SPLITKV_MAX_WITH` = 64 (65-95 not measured: taken as without). The

@@ -267,10 +267,10 @@ def test_eager_band_spans_the_calibration_vms_host_states(tmp_path):
 
 
 def test_split_kv_rule_matches_every_measured_sdpa_call():
-    """calibration/measured/h200-traces/splitkv_probe.json: 216 SDPA decode calls on the H200 (both call forms,
+    """calibration/measured/h200-traces/splitkv_probe.json: 108 SDPA decode calls on the H200 (both call forms,
     16/32 query heads, 8-32 KV heads, ctx 576-4096, batch 1-32): the combine kernel is there iff batch x KV <= 64."""
     from simulator.traces.retarget import SPLITKV_MAX_WITH
 
     rows = json.loads((ROOT / "calibration/measured/h200-traces/splitkv_probe.json").read_text())["rows"]
-    assert len(rows) == 216 and {r["S"] for r in rows} == {576, 1024, 4096}
+    assert len(rows) == 108 and {r["S"] for r in rows} == {576, 1024, 4096}
     assert all(r["split"] == (r["B"] * r["KV"] <= SPLITKV_MAX_WITH) for r in rows)
