@@ -79,8 +79,18 @@ def reference_rounds() -> list[dict]:
     return rows
 
 
+def _graph_ms(row: dict) -> float | None:
+    """A round-f timing row's full-graph step (graph_ms.median), or a round-c style row's isolated p50."""
+    g = row.get("graph_ms")
+    if isinstance(g, dict) and isinstance(g.get("median"), (int, float)):
+        return float(g["median"])
+    return _full(row)
+
+
 def round_f() -> list[dict]:
-    """Round f's HF traces at batch 1, against its timed rows of the same model (layout read defensively)."""
+    """Round f (calibration/scripts/round_f.py): every HF batch-1 trace (traces/hf_MODEL_CACHE_b1.trace.json.gz,
+    static cache 640 = ctx 512 + room 128) against hf_timing.json's full-graph rows of the same model and cache at
+    every timed batch (1, 8, 32, 64), re-priced at the row's batch and cache length."""
     from simulator.common.errors import UserError
     from simulator.traces.workload import workload_from_trace
 
@@ -88,35 +98,36 @@ def round_f() -> list[dict]:
     if not d.exists():
         return []
     timed = []
-    for f in sorted(d.glob("*.json")):
+    for f in sorted(d.rglob("hf_timing*.json")):
         try:
             t = json.loads(f.read_text())
         except ValueError:
             continue
-        for r in (t.get("hf", []) if isinstance(t, dict) else []):
-            if isinstance(r, dict) and _full(r) is not None:
-                timed.append(r)
+        timed += [r for r in (t.get("rows", []) if isinstance(t, dict) else []) if isinstance(r, dict)]
     rows = []
-    for tr in sorted(d.glob("*b1*.trace.json.gz")):
-        stem = tr.name.split(".trace")[0]
+    for tr in sorted(d.rglob("hf_*_b1.trace.json.gz")):
+        m = re.match(r"hf_(.+)_(static|dynamic)_b1\.trace\.json\.gz$", tr.name)
+        if not m:
+            continue
+        short, cache = m.groups()
         try:
             wl, _ = workload_from_trace(tr)
         except UserError as e:
-            rows.append({"set": "round f", "trace": stem, "error": str(e)})
+            rows.append({"set": f"round f {short} {cache}", "trace": tr.name, "error": str(e)})
             continue
-        cache = "dynamic" if "dynamic" in stem else "static"
         for r in timed:
-            name = str(r.get("model", ""))
-            if not name or name not in stem or r.get("cache", "static") != cache:
+            ms = _graph_ms(r)
+            if r.get("model") != short or r.get("cache") != cache or ms is None:
                 continue
-            ctx = r.get("max_cache_len") if cache == "static" else r.get("ctx")
+            ctx = r.get("max_cache_len") or wl.ctx
             try:
                 pred, kern, _ = _predict(wl, r["batch"], ctx)
             except UserError as e:
-                rows.append({"set": "round f", "trace": stem, "batch": r.get("batch"), "error": str(e)})
+                rows.append({"set": f"round f {short} {cache}", "trace": tr.name, "batch": r.get("batch"),
+                             "error": str(e)})
                 continue
-            rows.append({"set": f"round f {name} {cache}", "trace": f"b1 ctx {wl.ctx}", "batch": r["batch"],
-                         "ctx": ctx, "measured_ms": _full(r), "pred_ms": pred, "kernels": kern})
+            rows.append({"set": f"round f {short} {cache}", "trace": f"b1 ctx {wl.ctx}", "batch": r["batch"],
+                         "ctx": ctx, "measured_ms": ms, "pred_ms": pred, "kernels": kern})
     return rows
 
 
