@@ -274,3 +274,20 @@ def test_split_kv_rule_matches_every_measured_sdpa_call():
     rows = json.loads((ROOT / "calibration/measured/h200-traces/splitkv_probe.json").read_text())["rows"]
     assert len(rows) == 108 and {r["S"] for r in rows} == {576, 1024, 4096}
     assert all(r["split"] == (r["B"] * r["KV"] <= SPLITKV_MAX_WITH) for r in rows)
+
+
+def test_attention_without_an_exact_table_reads_equal_kv_bytes():
+    """No (16, 16, 128) or head_dim-256 table: the (16, 8, 128) one at ctx x KV x head_dim / (8 x 128)."""
+    from simulator.model.kernels import LaunchPath, Op, OpClass
+    from simulator.traces.retarget import attention_s
+
+    costs = CostModel(hand_profile())
+
+    def op(B, H, KV, hd, S):
+        shape = (("batch", B), ("ctx", S), ("head_dim", hd), ("heads", H), ("kv_heads", KV), ("q_len", 1))
+        return Op("sdpa", OpClass.ATTENTION, LaunchPath.EAGER_ATTENTION, 1.0, 1.0, shape)
+
+    assert attention_s(costs, op(1, 16, 8, 128, 512)) == pytest.approx(8e-6)  # the table itself
+    assert attention_s(costs, op(1, 16, 16, 128, 512)) == pytest.approx(10e-6)  # repeat_kv'd: reads ctx 1024's bytes
+    assert attention_s(costs, op(1, 16, 8, 256, 512)) == pytest.approx(10e-6)  # head_dim 256: the same bytes
+    assert attention_s(costs, op(16, 16, 16, 128, 512)) == pytest.approx((20 + 8 * 10 / 7) * 1e-6)  # extrapolated
