@@ -334,8 +334,9 @@ def retarget(wl: Workload, costs, batch: int | None, ctx: int | None) -> Retarge
                 continue
         cls = OpClass(k0.op_class)
         gemm_call = cls is OpClass.GEMM or any(OpClass(ks[i].op_class) is OpClass.GEMM for i in idx)
-        if gemm_call and (shape_op or "") in GEMM_CALL_OPS + ("aten::bmm", "aten::baddbmm"):
-            main = next(i for i in idx if OpClass(ks[i].op_class) is OpClass.GEMM and not _is_splitk_reduce(ks[i]))
+        main = next((i for i in idx if OpClass(ks[i].op_class) is OpClass.GEMM and not _is_splitk_reduce(ks[i])),
+                    None)
+        if gemm_call and main is not None and (shape_op or "") in GEMM_CALL_OPS + ("aten::bmm", "aten::baddbmm"):
             r = _ratio(costs, ks[main].model_copy(update={"op_class": "gemm"}), dims, shape_op, b0, b1, q, c0, c1)
             if r is None:
                 unclassified.append(label(k0))
@@ -386,9 +387,12 @@ def retarget(wl: Workload, costs, batch: int | None, ctx: int | None) -> Retarge
             continue
         for i in idx:
             k = ks[i]
-            if OpClass(k.op_class) is OpClass.GEMM or k.event == "gpu_memset":
+            if k.event == "gpu_memset":
                 put(k, k.gpu_us, "constant")
                 continue
+            if OpClass(k.op_class) is OpClass.GEMM:  # a matmul kernel under an op whose shapes do not give m, n, k
+                unclassified.append(f"{label(k)} (a GEMM kernel under {shape_op or 'an op without shapes'})")
+                break
             r = _ratio(costs, k, dims, shape_op, b0, b1, q, c0, c1)
             if r is None:
                 unclassified.append(label(k))

@@ -291,3 +291,12 @@ def test_attention_without_an_exact_table_reads_equal_kv_bytes():
     assert attention_s(costs, op(1, 16, 16, 128, 512)) == pytest.approx(10e-6)  # repeat_kv'd: reads ctx 1024's bytes
     assert attention_s(costs, op(1, 16, 8, 256, 512)) == pytest.approx(10e-6)  # head_dim 256: the same bytes
     assert attention_s(costs, op(16, 16, 16, 128, 512)) == pytest.approx((20 + 8 * 10 / 7) * 1e-6)  # extrapolated
+
+
+def test_gemm_kernel_under_an_op_without_m_n_k_is_refused(tmp_path):
+    s = Step()
+    s.op("aten::_scaled_mm", [(GEMM, 9.0)], [[1, 1024], [1024, 1024], [], []])
+    s.op("aten::mul", [(MUL, 1.5)], [[1, 1024], [1, 1024]])
+    wl, _ = workload_from_trace(s.write(tmp_path / "t.json"), steps=1, batch=1)
+    with pytest.raises(RetargetError, match=r"a GEMM kernel under aten::_scaled_mm"):
+        retarget(wl, CostModel(hand_profile()), 8, None)
