@@ -494,3 +494,15 @@ def assumed_canary(profile: Profile) -> float | None:
     """The canary (µs) this profile's host lane assumes, for printing the host state; None if it records none."""
     c = profile.host.canary
     return None if c is None else (c.assumed_us or c.calibration_us)
+
+
+def host_state(profile: Profile) -> str:
+    """One phrase naming the host state a prediction with this profile assumes (for printed outputs)."""
+    c = profile.host.canary
+    if c is None:
+        return f"host as profile '{profile.name}' measured it (no host canary recorded)"
+    if c.assumed_us is None:
+        return (f"host canary {c.calibration_us:.2f} µs (the calibration machine's fast state; its slow state "
+                f"{c.slow_us:.2f} µs)")
+    return (f"host canary {c.assumed_us:.2f} µs (host costs x {c.assumed_us / c.calibration_us:.3f} from the "
+            f"calibration's {c.calibration_us:.2f} µs)")

@@ -172,3 +172,13 @@ def test_validation_rows_use_each_process_canary():
     r = rows[0]
     assert r["band_ms"][0] <= r["pred_canary_ms"] <= r["band_ms"][1] or c > canary_band(H200)[1]
     assert all(math.isfinite(r["pred_canary_ms"]) for r in rows)
+
+
+def test_host_state_phrase_names_the_canary():
+    from simulator.model.profile import host_state
+
+    assert "6.49 µs" in host_state(H200) and "fast state" in host_state(H200)
+    s = host_state(host_scaled(H200, 9.735))
+    assert "9.73 µs" in s or "9.74 µs" in s
+    assert f"x {9.735 / BASE:.3f}" in s
+    assert "no host canary" in host_state(load_profile("datasheet-h200"))
