@@ -177,7 +177,7 @@ def test_validation_rows_use_each_process_canary():
 def test_host_state_phrase_names_the_canary():
     from simulator.model.profile import host_state
 
-    assert "6.49 µs" in host_state(H200) and "fast state" in host_state(H200)
+    assert f"{BASE:.2f} µs" in host_state(H200) and "fast state" in host_state(H200)
     s = host_state(host_scaled(H200, 9.735))
     assert "9.73 µs" in s or "9.74 µs" in s
     assert f"x {9.735 / BASE:.3f}" in s
