@@ -25,10 +25,13 @@ TP_HELP = ("tensor-parallel GPUs of one NVLink node: each GPU runs a shard (head
 class StepOptions(Strict):
     """Knobs of the step itself (not of the study around it)."""
 
-    dtype: V.literal(V.Dtype) = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
+    dtype: V.literal(V.Dtype) = Field(  # type: ignore[valid-type]
+        "bf16", description="weight dtype: fp8 = e4m3 projection weights with "
                                                            "per-tensor scales (simulator/model/dtype.py)")
-    kv_dtype: V.literal(V.Dtype) = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
-    attention_backend: V.literal(V.AttentionBackend) = Field("flashinfer", description=ATTENTION_BACKEND_HELP)
+    kv_dtype: V.literal(V.Dtype) = Field(  # type: ignore[valid-type]
+        "bf16", description="KV-cache dtype (fp8: 1 byte per element)")
+    attention_backend: V.literal(V.AttentionBackend) = Field(  # type: ignore[valid-type]
+        "flashinfer", description=ATTENTION_BACKEND_HELP)
     prefill_layout: PrefillLayout = Field(None, description=PREFILL_LAYOUT_HELP)
     impl: Optional[Literal["reference", "hf", "fused"]] = Field(
         None, description="implementation whose op list a step launches (simulator/model/recipes.py): reference = "

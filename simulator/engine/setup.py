@@ -95,7 +95,7 @@ class Capture:
     @classmethod
     def of(cls, graph: str, sizes: Sequence[int] | None = None, prefill_sizes: Sequence[int] | None = None,
            backend: str = DEFAULT_BACKEND) -> "Capture":
-        return cls(graph, sizes, prefill_sizes, backend)
+        return cls(graph, _sizes(sizes), _sizes(prefill_sizes), backend)
 
     def route(self, shape: StepShape) -> Route:
         """Where a step goes: its captured size and plan mode (`routing.route_shape`)."""

@@ -45,7 +45,8 @@ def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
     routed = sc.attention_backend != "flashinfer" or sc.prefill_layout is not None
     if sc.layout is not None or routed:  # where the capture sent the step (graph: the mode it ran in)
         d.update(layout=sc.layout if isinstance(sc.layout, str) or sc.layout is None
-                 else ",".join(map(str, sc.layout)), requested_graph=sc.graph, padded=p.route.padded)
+                 else ",".join(map(str, sc.layout)), requested_graph=sc.graph,
+                 padded=p.route.padded if p.route is not None else None)
     if routed:
         d.update(attention_backend=sc.attention_backend, prefill_layout=sc.prefill_layout)
     if sc.prefill_seqs:
