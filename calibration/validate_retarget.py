@@ -98,14 +98,22 @@ def round_f() -> list[dict]:
     if not d.exists():
         return []
     timed = []
-    for f in sorted(d.rglob("hf_timing*.json")):
+    for f in sorted(p for p in d.rglob("hf_timing*.json") if "quick" not in p.parts):
         try:
             t = json.loads(f.read_text())
         except ValueError:
             continue
         timed += [r for r in (t.get("rows", []) if isinstance(t, dict) else []) if isinstance(r, dict)]
+    counts = {}
+    cf = d / "counts_hf.json"
+    if cf.exists():
+        for r in json.loads(cf.read_text()).get("rows", []):
+            ls = r.get("last_step") or {}
+            if "kernels" in ls:
+                counts[(r.get("model"), r.get("cache"), r.get("batch"))] = (ls["kernels"] + ls.get("memsets", 0)
+                                                                         + ls.get("memcpys", 0))
     rows = []
-    for tr in sorted(d.rglob("hf_*_b1.trace.json.gz")):
+    for tr in sorted(p for p in d.rglob("hf_*_b1.trace.json.gz") if "quick" not in p.parts):
         m = re.match(r"hf_(.+)_(static|dynamic)_b1\.trace\.json\.gz$", tr.name)
         if not m:
             continue
@@ -127,7 +135,8 @@ def round_f() -> list[dict]:
                              "error": str(e)})
                 continue
             rows.append({"set": f"round f {short} {cache}", "trace": f"b1 ctx {wl.ctx}", "batch": r["batch"],
-                         "ctx": ctx, "measured_ms": ms, "pred_ms": pred, "kernels": kern})
+                         "ctx": ctx, "measured_ms": ms, "pred_ms": pred, "kernels": kern,
+                         "measured_kernels": counts.get((short, cache, r["batch"]))})
     return rows
 
 
@@ -197,11 +206,20 @@ def report() -> str:
             off = [r for r in ok if r["batch"] != 1 or "b1" not in r["trace"]]
             L += [f"MAPE {mape:.1f} % over {len(ok)} rows" + (f"; retargeted rows (other batch than traced) "
                   f"{statistics.mean(abs(_err(r)) for r in off):.1f} %" if off else ""), ""]
-            L += ["| set | trace | batch | ctx | measured ms | predicted ms | error | kernels |",
+            by_b = {}
+            for r in off:
+                by_b.setdefault(r["batch"], []).append(r)
+            if len(by_b) > 1:
+                L += ["Retargeted rows by batch: " + "; ".join(
+                    f"batch {b}: MAPE {statistics.mean(abs(_err(r)) for r in rs):.1f} %, "
+                    f"{sum(abs(_err(r)) <= 7 for r in rs)}/{len(rs)} within 7 %" for b, rs in sorted(by_b.items())), ""]
+            L += ["| set | trace | batch | ctx | measured ms | predicted ms | error | kernels (measured) |",
                   "|---|---|---|---|---|---|---|---|"]
             for r in ok:
+                mk = r.get("measured_kernels")
                 L.append(f"| {r['set']} | {r['trace']} | {r['batch']} | {r['ctx']} | {r['measured_ms']:.3f} | "
-                         f"{r['pred_ms']:.3f} | {_err(r):+.1f} % | {r['kernels']} |")
+                         f"{r['pred_ms']:.3f} | {_err(r):+.1f} % | {r['kernels']}"
+                         + (f" ({mk})" if mk is not None else "") + " |")
         for r in rows:
             if "error" in r:
                 L.append(f"- {r['trace']} batch {r.get('batch', '')}: refused: {r['error']}")
@@ -213,6 +231,15 @@ def report() -> str:
           "| aten op | kernels b1 | b1 µs | retargeted µs | b8 µs | error µs |", "|---|---|---|---|---|---|"]
     for name, (a, b, c, n1, _n8) in cls[:12]:
         L.append(f"| {name} | {n1} | {a:.1f} | {b:.1f} | {c:.1f} | {b - c:+.1f} |")
+    L += ["", "Round f (eight transformers decoders, static cache 640): batch-1 traces retargeted to batches 8 and 32 "
+          "land within 7 % for 6 of 8 models at each; Phi-3-mini and Qwen2-1.5B miss (-10 % to -14 %): their "
+          "small elementwise and norm kernels (mul, mean over [b, 1, 3072] fp32, silu) grow 1.4-2x from batch 1 to "
+          "8 where the byte curves say a few per cent, and their GEMM shapes (hidden 1536 / 3072) have no profile "
+          "table, so the roofline ratio is used and the split-K kernel count is not followed (Phi-3 measured 1536 "
+          "and 1504 kernels at batch 32/64, retargeted 1568; Qwen3-4B 2367 at batch 64, retargeted 2404). At "
+          "batch 64, llama3-8b, Mistral-7B and Qwen3-4B fall 13-16 % short: the step is then dominated by the "
+          "repeat_kv copies over the static cache (19 ms of the predicted 30 ms for llama3-8b), extrapolated "
+          "from a 10 MB copy at batch 1 to 670 MB; no batch-64 trace was kept to split the error by op."]
     dy = dynamic_totals()
     L += ["", f"DynamicCache traces (round c, no timed rows): b1 (ctx {dy[6]}) re-priced at batch 8 (ctx {dy[7]}): "
           f"GPU {dy[1]:.1f} µs against the b8 trace's {dy[2]:.1f} ({100 * (dy[1] / dy[2] - 1):+.1f} %), kernels "
