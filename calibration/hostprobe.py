@@ -148,7 +148,47 @@ def validate(rounds: tuple[str, ...] = ("h200-round-b", "h200-round-c")) -> tupl
             hi = predict(r["model"], r["batch"], ctx, r["fusion"], "none", host_scaled(base, slow)).result.step_s * 1e3
             rows.append({"round": name, "canary_us": round(c, 3), **r, "pred_profile_ms": p0, "pred_canary_ms": p1,
                          "band_ms": (lo, hi), "in_band": lo * 0.97 <= r["measured_ms"] <= hi * 1.03})
-    return _report(rows, base, fast, slow) + _hf_rows(base), rows
+    return _report(rows, base, fast, slow) + _hf_rows(base) + _round_f_rows(base), rows
+
+
+def _round_f_rows(base) -> str:
+    """Round f: each transformers decoder's eager step (static cache, batch 1 and 8, hf_timing.json) predicted from
+    its own round-f trace at that batch, with the profile as is and scaled to the hf_timing process's canary."""
+    from simulator.model.profile import host_scaled
+    from simulator.traces.predict import predict_workload
+    from simulator.traces.workload import workload_from_trace
+
+    d = MEASURED / "h200-round-f"
+    if not (d / "hf_timing.json").exists():
+        return ""
+    t = json.loads((d / "hf_timing.json").read_text())
+    c = process_canary(t)
+    scaled = host_scaled(base, c)
+    L = [f"## round f: transformers decoders' eager steps (hf_timing process, canary {c:.3f} us), from their own "
+         "round-f traces at the same batch", "",
+         "Round f's README: eager medians move by up to 2x between neighbouring rows of one process while the canary "
+         "held; p10-p90 spans of 10-20 ms on a 35 ms step.", "",
+         "| model | batch | measured ms (p10-p90) | pred (profile) | err | pred (canary) | err |",
+         "|---|---|---|---|---|---|---|"]
+    errs = [[], []]
+    for r in t.get("rows", []):
+        e = r.get("eager_ms") or {}
+        tr = d / "traces" / f"hf_{r.get('model')}_{r.get('cache')}_b{r.get('batch')}.trace.json.gz"
+        if r.get("cache") != "static" or "median" not in e or not tr.exists():
+            continue
+        wl, _ = workload_from_trace(tr)
+        m = e["median"]
+        p0 = predict_workload(wl, None, None, "none", "none", base)[0].result.step_s * 1e3
+        p1 = predict_workload(wl, None, None, "none", "none", scaled)[0].result.step_s * 1e3
+        errs[0].append(abs(p0 / m - 1))
+        errs[1].append(abs(p1 / m - 1))
+        L.append(f"| {r['model']} | {r['batch']} | {m:.2f} ({e.get('p10', float('nan')):.1f}-"
+                 f"{e.get('p90', float('nan')):.1f}) | {p0:.2f} | {100 * (p0 / m - 1):+.1f} % | {p1:.2f} | "
+                 f"{100 * (p1 / m - 1):+.1f} % |")
+    if errs[0]:
+        L += ["", f"MAPE {100 * statistics.mean(errs[0]):.1f} % as calibrated -> {100 * statistics.mean(errs[1]):.1f} % "
+              f"with the process canary ({len(errs[0])} rows)."]
+    return "\n".join(L) + "\n"
 
 
 def _hf_rows(base) -> str:
