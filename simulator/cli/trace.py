@@ -84,7 +84,8 @@ def import_trace_cmd(
     size = (f"batch {wl.batch}, tokens/seq {wl.q_len or '?'}, ctx {wl.ctx or '?'}" if wl.batch
             else "batch unknown (no shapes recorded: give --batch to enable batch what-ifs)")
     console.print(f"{size}; {shaped} of {len(wl.kernels)} kernels have recorded shapes"
-                  + (f"; model {wl.model['name']} sizes the rest" if wl.model else ""), soft_wrap=True)
+                  + (f"; model {wl.model['name']} sizes the rest" if wl.model and shaped < len(wl.kernels) else
+                     f"; model {wl.model['name']} kept" if wl.model else ""), soft_wrap=True)
     from simulator.model.costs import CostModel
     from simulator.traces.retarget import readiness
 
