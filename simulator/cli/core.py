@@ -52,7 +52,13 @@ def run(
     from ..config import load_scenario  # pydantic scenario models: only when a scenario file is loaded
     from simulator.studies.runner import run_scenario
 
-    sc = load_scenario(scenario, overrides=overrides)
+    try:
+        sc = load_scenario(scenario, overrides=overrides)
+    except UserError as e:  # the config layer names an override; the command line calls it --set
+        msg = str(e)
+        if msg.startswith("override "):
+            raise UserError("--set " + msg.removeprefix("override ")) from None
+        raise
     from simulator.report.html import set_inline_plotly
 
     set_inline_plotly(inline_plotly)
@@ -60,10 +66,10 @@ def run(
         if "scheduling" not in type(sc).model_fields:
             raise UserError(f"--scheduling applies to serve and capacity scenarios, not kind '{sc.kind}'")
         sc = sc.model_copy(update={"scheduling": scheduling.value})
-    check_out_dir(out)
+    check_out_dir(out, "--out")
     t0 = time.perf_counter()
     try:
-        with out_lock(out):
+        with out_lock(out, "--out"):
             result = run_scenario(sc, out)
     except UserError as e:  # found only while running: still name the scenario file
         if str(e).startswith(str(scenario)):

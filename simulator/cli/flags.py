@@ -41,7 +41,7 @@ def scenario_from_flags(kind: type, data: dict, flags: dict[str, str], given: di
             named = [flags[f] for f in sorted(flags, key=len, reverse=True)
                      if re.search(rf"\b{f}\b", text) and given.get(f) is not None]
             for f in sorted((f for f in flags if given.get(f) is not None or f == "steps"), key=len, reverse=True):
-                text = re.sub(rf"(?<![-\w]){f}(?![-\w])", flags[f].split("/")[0], text)
+                text = re.sub(rf"(?<![-\w.]){f}(?![-\w])", flags[f].split("/")[0], text)
             raise UserError(f"{where}: {text}" if not named else text) from None
         flag = _flag_for(m.group(1), flags, given) if m else None
         if flag is None:

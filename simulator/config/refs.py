@@ -130,7 +130,7 @@ def _buckets(sc) -> Iterator[Check]:
         d = sc.distribution.build()
         if sc.max_size is None and d.max_batch > MAX_OPTIMIZE_SIZE:
             raise UserError(f"{d.label}: the largest batch, {d.max_batch:,}, is above the optimizer's limit of "
-                            f"{MAX_OPTIMIZE_SIZE:,} candidate sizes: set max_size (--max-size) <= "
+                            f"{MAX_OPTIMIZE_SIZE:,} candidate sizes: set max_size <= "
                             f"{MAX_OPTIMIZE_SIZE:,}; larger batches then run without a graph")
     yield ("distribution", sc.distribution.source), dist
     yield ("memory_budget",), lambda: parse_memory_budget(sc.memory_budget)

@@ -27,9 +27,13 @@ def _write(out: Path | None, sc, d: dict) -> None:
     if out is not None:
         from simulator.common.jsonfile import write_json
 
+        from simulator.report.html import table_html, write_html
+
+        flat = {k: v for k, v in d.items() if not isinstance(v, (list, dict))}
         write_json(out / "result.json", {"scenario": sc.model_dump(mode="json"), "result": d, "rows": [d],
-                                         "summary_columns": [k for k, v in d.items()
-                                                             if not isinstance(v, (list, dict))][:12]})
+                                         "summary_columns": list(flat)[:12]})
+        write_html(out / "report.html", f"launchsim: {sc.name} ({sc.kind})", [], [table_html([flat], sc.kind)],
+                   intro=sc.description)
 
 
 def run_startup(sc: StartupScenario, out: Path | None = None) -> dict:
@@ -77,3 +81,16 @@ def run_graph_memory(sc: GraphMemoryScenario, out: Path | None = None) -> dict:
         d["prefill_sizes"] = prefill
     _write(out, sc, d)
     return d
+
+
+def _as_result(d: dict) -> dict:
+    flat = {k: v for k, v in d.items() if not isinstance(v, (list, dict))}
+    return {"result": d, "rows": [flat], "summary_columns": list(flat)[:12]}
+
+
+def run_startup_scenario(sc: StartupScenario, out: Path | None) -> dict:
+    return _as_result(run_startup(sc, out))
+
+
+def run_graph_memory_scenario(sc: GraphMemoryScenario, out: Path | None) -> dict:
+    return _as_result(run_graph_memory(sc, out))
