@@ -1,0 +1,355 @@
+"""torch.compile (Inductor) as a fusion model: an eager op list in, the kernels Inductor leaves out.
+
+`compile_ops(ops, dynamic=...)` applies Inductor's lowering and fusion rules to an eager op list
+(`simulator.model.workload.build_step(model, shape, "none").ops` or any list named the same way) instead
+of a hand-written table. It works in Inductor's own two phases:
+
+1. Lowering (which values become buffers). Views launch nothing and vanish: inside the compiled graph they
+   are index arithmetic, so they cost no host time either. Pointwise ops (elementwise, casts, `cat`, the
+   embedding gather) are inlined into every consumer; a pointwise value is *realized* (gets a buffer and a
+   scheduler node) only when an extern kernel reads it (extern inputs must be real buffers), when nothing
+   reads it (a graph output), or when several ops read it and its inlined body already reads more than
+   `REALIZE_READS_THRESHOLD` buffers (Inductor's `realize_reads_threshold`, 4: the residual stream is
+   recomputed in the next norms until it reads more than four buffers, then stored; the measured kernel
+   names show it: layer 0's and layer 1's norms carry `embedding` in their names, layer 2's do not).
+   Reductions (norm means) are always realized; so is a copy into a mutated buffer (the KV cache's
+   `index_copy_` lowers to a scatter store whose value function inlines its pointwise producer).
+   GEMMs, attention (SDPA), collectives and sampling stay extern (path COMPILED_EXTERN for GEMM and
+   attention): they are barriers to fusion.
+2. Scheduling (which buffers share a kernel). A realized node fuses with a realized producer it reads when
+   the loop sizes match: pointwise with pointwise of equal numel; a pointwise prologue into a reduction
+   whose numel x rnumel equals it; a reduction with a pointwise (or scatter) epilogue of numel equal to the
+   reduction's numel x rnumel; never when the fused group would depend on itself through a node outside it
+   (an extern in between). dynamic=True: a reduction does not take a scatter store as its epilogue (measured:
+   qwen3's k-norm stays its own persistent reduction and RoPE-k + cache write a separate pointwise kernel,
+   +1 kernel per layer; with static shapes the three are one kernel).
+
+Each fused kernel: flops = the sum of its home members' flops (a node inlined into several kernels is
+counted once, in the first); bytes = the group's external reads (distinct realized producers' outputs,
+graph inputs) plus the outputs read outside the group, never more than the members' eager bytes summed;
+path COMPILED; shape keeps numel, rnumel and whether the reduction is persistent (one block holds a row:
+rnumel <= 1024 static; measured dynamic=True: rnumel 128 persistent, 1024 looped, so the dynamic bound is
+taken as < 1024).
+
+What the eager list does not say (which op reads which) is inferred from the op names workload.py uses
+(`group.step`; a run of consecutive ops with one group prefix is one module: each op reads the previous
+one, the first reads the groups `_FEEDS` names); an op whose group is not listed reads the previous kernel
+op (which reduces to "each run between two extern kernels is one kernel"). Callers with real data flow
+pass `reads` instead.
+
+Not modelled (said where it matters): horizontal fusion of independent nodes that share a read (no two such
+nodes have equal sizes in the GQA decoders measured; an MHA model's RoPE-q and RoPE-k could fuse), cuBLAS
+split-K reduce kernels (a property of the GEMM, counted by CostModel.gemm_kernels from the GEMM tables, as
+for eager), Inductor's own choice of reduction split for large reductions, and ops that carry a table key
+(fp8 quant, MoE routing/grouped GEMMs) or a fixed time, which are kept unchanged as barriers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+from simulator.common.errors import UserError
+from simulator.model.kernels import LaunchPath, Op, OpClass
+
+REALIZE_READS_THRESHOLD = 4  # torch._inductor.config.realize_reads_threshold
+PERSISTENT_RNUMEL_STATIC = 1024  # rnumel <= this: persistent reduction (measured: H=1024 norms are triton_per)
+PERSISTENT_RNUMEL_DYNAMIC = 1023  # measured dynamic=True: head_dim 128 persistent, hidden 1024 looped (triton_red)
+# measured (calibration/measured/h200-round-b/timing.json, qwen3-0.6b batch 16 compiled eager): host 7.736 ms
+# for 453 kernels dynamic vs 6.718 ms for 425 static; beyond the 28 extra launches at the static 15.81 us each,
+# the dynamic wrapper costs (7.736 - 453 * 6.718 / 425) / 453 = 1.28 us more per launch (size arguments from
+# symbolic sizes). Not wired into CostModel (profile field compiled_wrapper_us is one figure); exported here.
+DYNAMIC_WRAPPER_EXTRA_US = (7.736474 - 453 * 6.718204 / 425) / 453
+
+_OPAQUE_KEYS = frozenset({"fp8", "quant", "grouped", "routing"})  # ops a calibrated table prices as they are
+_EXTERN_CLASSES = frozenset({OpClass.GEMM, OpClass.ATTENTION, OpClass.COLLECTIVE, OpClass.SAMPLING})
+
+# group prefix -> the groups its first op reads ('a|b': the most recent of a or b). workload.py's names.
+_FEEDS: dict[str, tuple[str, ...]] = {
+    "input_norm": ("residual_add|embedding",),
+    "post_norm": ("residual_add|embedding",),
+    "final_norm": ("residual_add|embedding",),
+    "q_proj": ("input_norm",), "k_proj": ("input_norm",), "v_proj": ("input_norm",), "qkv_proj": ("input_norm",),
+    "qkv": ("qkv_proj",),
+    "q_norm": ("q_proj|qkv_proj",), "k_norm": ("k_proj|qkv_proj",),
+    "rope_q": ("q_norm|q_proj|qkv_proj", "rotary"), "rope_k": ("k_norm|k_proj|qkv_proj", "rotary"),
+    "cache_write_k": ("rope_k",), "cache_write_v": ("v_proj|qkv_proj",),
+    "attention": ("rope_q", "cache_write_k", "cache_write_v"),
+    "attn": ("attention",),
+    "o_proj": ("attn|attention",),
+    "residual_add": ("o_proj|down_proj", "residual_add|embedding"),
+    "gate_proj": ("post_norm",), "up_proj": ("post_norm",), "gate_up_proj": ("post_norm",),
+    "silu": ("gate_proj|gate_up_proj",), "mul": ("silu", "up_proj|gate_up_proj"),
+    "down_proj": ("mul",),
+    "lm_head": ("final_norm",),
+    "embedding": (), "rotary": (),
+}
+_SCATTER_PREFIXES = ("cache_write",)  # copies into a mutated buffer (the static KV cache's index_copy_)
+
+
+class InductorError(UserError):
+    """An op list the fusion model cannot read (a `reads` entry naming an op that is not before it)."""
+
+
+def _prefix(op: Op) -> str:
+    return op.name.split(".", 1)[0]
+
+
+def _kind(op: Op) -> str:
+    """extern | opaque | reduction | scatter | pointwise | view."""
+    if op.op_class is OpClass.VIEW:
+        return "view"
+    if op.fixed_gpu_s is not None or op.path is LaunchPath.CUSTOM_OP or any(k in _OPAQUE_KEYS for k, _ in op.shape):
+        return "opaque"
+    if op.op_class in _EXTERN_CLASSES:
+        return "extern"
+    if op.op_class is OpClass.REDUCTION:
+        return "reduction"
+    if op.op_class is OpClass.COPY and _prefix(op).startswith(_SCATTER_PREFIXES):
+        return "scatter"
+    return "pointwise"  # ELEMENTWISE, COPY (casts, cat, contiguous), EMBEDDING (a gather)
+
+
+def infer_reads(ops: Sequence[Op]) -> tuple[tuple[int, ...], ...]:
+    """Which earlier ops each op reads, from workload.py's names (see the module docstring). Views read
+    nothing and are read by nobody (they vanish)."""
+    reads: list[tuple[int, ...]] = []
+    last_of: dict[str, int] = {}  # group prefix -> index of its most recent kernel op
+    last_kernel = -1
+    prev_prefix, prev_in_run = None, -1  # the current run of one group prefix and its last kernel op
+    for i, op in enumerate(ops):
+        p = _prefix(op)
+        if op.op_class is OpClass.VIEW:
+            reads.append(())
+            if p != prev_prefix:
+                prev_prefix, prev_in_run = p, -1
+            continue
+        if p == prev_prefix and prev_in_run >= 0:
+            r: tuple[int, ...] = (prev_in_run,)
+        elif p in _FEEDS:
+            got = []
+            for alts in _FEEDS[p]:
+                cands = [last_of[a] for a in alts.split("|") if a in last_of]
+                if cands:
+                    got.append(max(cands))
+            r = tuple(sorted(set(got)))
+        else:
+            r = (last_kernel,) if last_kernel >= 0 else ()
+        reads.append(r)
+        prev_prefix, prev_in_run = p, i
+        last_of[p] = i
+        last_kernel = i
+    return tuple(reads)
+
+
+def _out_bytes(op: Op, n_in: int, kind: str, act_bytes: int) -> float:
+    """Bytes of the op's output tensor, from its eager bytes (which count every input and the output)."""
+    if kind in ("extern", "opaque"):
+        if op.op_class is OpClass.GEMM:
+            return act_bytes * op.dim("m") * op.dim("n")
+        if op.op_class is OpClass.ATTENTION:
+            return act_bytes * op.dim("batch") * op.dim("q_len", 1) * op.dim("heads") * op.dim("head_dim")
+        return op.bytes / 2
+    if op.op_class is OpClass.EMBEDDING:
+        return op.bytes  # the gathered rows (eager counts them once)
+    if kind == "reduction" and op.flops > 0:
+        per = op.bytes / op.flops  # in_b + out_b / rnumel per input element: the fraction is the output
+        return op.bytes - op.flops * int(per)
+    return op.bytes / (n_in + 1)  # the output as wide as each input
+
+
+def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[int]] | None = None,
+                act_bytes: int = 2) -> tuple[Op, ...]:
+    """The host ops a torch.compile'd (Inductor, default mode) version of eager `ops` launches.
+
+    `reads[i]`: indices of the earlier ops op i reads (default: inferred from the names, `infer_reads`).
+    `act_bytes`: bytes per activation element (an extern's output size). Pure: same input, same output."""
+    ops = tuple(ops)
+    n = len(ops)
+    R = tuple(tuple(r) for r in (infer_reads(ops) if reads is None else reads))
+    if len(R) != n:
+        raise InductorError(f"reads has {len(R)} entries for {n} ops")
+    for i, r in enumerate(R):
+        for j in r:
+            if not 0 <= j < i or ops[j].op_class is OpClass.VIEW:
+                raise InductorError(f"reads[{i}] ({ops[i].name}) names op {j}, which is not an earlier non-view op")
+    kind = [_kind(o) for o in ops]
+    users: list[list[int]] = [[] for _ in range(n)]
+    for i, r in enumerate(R):
+        for j in r:
+            users[j].append(i)
+
+    # -- phase 1: lowering -----------------------------------------------------------------------
+    realized = [False] * n
+    leaves: list[frozenset] = [frozenset()] * n  # what an inlined body reads: realized producers, graph inputs
+    for i in range(n):
+        k = kind[i]
+        if k == "view":
+            continue
+        if k in ("extern", "opaque", "reduction", "scatter"):
+            realized[i] = True
+        elif not users[i] or any(kind[u] in ("extern", "opaque") for u in users[i]):
+            realized[i] = True
+        body = set()
+        for j in R[i]:
+            body |= {("buf", j)} if realized[j] else leaves[j]
+        if not R[i] or ops[i].op_class is OpClass.EMBEDDING:
+            body.add(("in", i))  # a graph input (weights, ids, positions)
+            if ops[i].op_class is OpClass.EMBEDDING:
+                body.add(("ids", i))
+        if kind[i] == "pointwise" and not realized[i] and len(users[i]) > 1 and len(body) > REALIZE_READS_THRESHOLD:
+            realized[i] = True
+        leaves[i] = frozenset(body)
+
+    def inlined_closure(i: int) -> list[int]:
+        """Non-realized pointwise ops whose bodies node i inlines (transitively)."""
+        out, stack, seen = [], list(R[i]), set()
+        while stack:
+            j = stack.pop()
+            if j in seen or realized[j]:
+                continue
+            seen.add(j)
+            out.append(j)
+            stack.extend(R[j])
+        return out
+
+    fusible = [realized[i] and kind[i] in ("pointwise", "reduction", "scatter") for i in range(n)]
+    inl = {i: inlined_closure(i) for i in range(n) if fusible[i]}
+    rnumel = {}
+    for i in range(n):
+        if kind[i] == "reduction":  # rows = the smallest consumer's elements (the mean's `add eps`)
+            cons = [ops[u].flops for u in users[i] if ops[u].flops > 0]
+            rows = min(cons) if cons else 0
+            rnumel[i] = int(round(ops[i].flops / rows)) if rows and rows < ops[i].flops else 0
+    # scheduler-node dependencies (realized producers a realized node reads, through inlined bodies)
+    deps: dict[int, set[int]] = {}
+    for i in range(n):
+        if realized[i]:
+            deps[i] = {j for j in R[i] if realized[j]} | {j2 for j in inl.get(i, []) for j2 in R[j] if realized[j2]}
+
+    # -- phase 2: scheduling (vertical fusion by union-find) -------------------------------------
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def sizes(i: int) -> tuple[float, int]:
+        return ops[i].flops, rnumel.get(i, 0)
+
+    def compatible(p: int, c: int) -> bool:
+        kp, kc = kind[p], kind[c]
+        if kp == "scatter":
+            return False  # its output is the mutated cache, read by attention (extern)
+        ep, ec = ops[p].flops, ops[c].flops
+        if kp == "reduction" and kc == "scatter" and dynamic:
+            return False
+        if kp == "reduction" and kc == "reduction":
+            return sizes(p) == sizes(c)
+        if ep == ec and ep > 0:  # pointwise<->pointwise, prologue, epilogue: total elements match
+            return True
+        rn = rnumel.get(p, 0)  # a pointwise at the reduced size (numel of the reduction's output)
+        return kp == "reduction" and rn > 0 and ec * rn == ep
+
+    def reaches(members: set, src: int, dst: int) -> bool:
+        """Does group src depend on group dst through a node outside both?"""
+        stack = [j for i in members if find(i) == src for j in deps[i] if j not in members]
+        seen = set()
+        while stack:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            for d in deps.get(j, ()):
+                if d in members and find(d) == dst:
+                    return True
+                if d not in members:
+                    stack.append(d)
+        return False
+
+    def creates_cycle(gp: int, gc: int) -> bool:
+        """Would merging groups gp and gc make the group depend on itself via a node outside both?"""
+        members = {i for i in deps if find(i) in (gp, gc)}
+        return reaches(members, gc, gp) or reaches(members, gp, gc)
+
+    for c in range(n):
+        if not fusible[c]:
+            continue
+        for p in sorted(deps[c]):
+            if not fusible[p] or find(p) == find(c):
+                continue
+            if compatible(p, c) and not creates_cycle(find(p), find(c)):
+                parent[find(c)] = find(p)
+
+    # -- emit --------------------------------------------------------------------------------------
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        if fusible[i]:
+            groups.setdefault(find(i), []).append(i)
+    home: dict[int, int] = {}  # inlined op -> the group that counts its flops (its first consumer's)
+    for i in sorted(inl):
+        for j in inl[i]:
+            home.setdefault(j, find(i))
+    n_in = [len(R[i]) for i in range(n)]
+    outb = [_out_bytes(ops[i], n_in[i], kind[i], act_bytes) if kind[i] != "view" else 0.0 for i in range(n)]
+
+    def gin_bytes(i: int) -> float:
+        """What op i reads that no listed op wrote (token ids, positions, gathered rows): counted for ops that
+        read no listed op; small weight vectors (norm weights) read by ops with producers are left out."""
+        if ops[i].op_class is OpClass.EMBEDDING:
+            return ops[i].bytes
+        return 0.0 if R[i] else max(0.0, ops[i].bytes - outb[i])
+
+    emitted: dict[int, Op] = {}
+    for g, mem in groups.items():
+        body = set(mem)
+        for i in mem:
+            body.update(inl[i])
+        home_members = [i for i in sorted(body) if i in mem or home.get(i) == g]
+        ext_reads = {j for i in body for j in R[i] if j not in body}
+        rd = sum(outb[j] for j in ext_reads) + sum(gin_bytes(i) for i in body)
+        wr = sum(outb[i] for i in mem if any(find(u) != g or not fusible[u] for u in users[i]) or not users[i])
+        eager_b = sum(ops[i].bytes for i in home_members)
+        red = [i for i in mem if kind[i] == "reduction"]
+        rn = max((rnumel[i] for i in red), default=0)
+        bound = PERSISTENT_RNUMEL_DYNAMIC if dynamic else PERSISTENT_RNUMEL_STATIC
+        persistent = int(bool(red) and 0 < rn <= bound)
+        tag = ("per" if persistent else "red") if red else "poi"
+        names = []
+        for i in sorted(body):
+            if _prefix(ops[i]) not in names and (i in mem or home.get(i) == g):
+                names.append(_prefix(ops[i]))
+        cls = (OpClass.REDUCTION if red else
+               OpClass.COPY if all(ops[i].op_class is OpClass.COPY for i in mem) else OpClass.ELEMENTWISE)
+        shape = {"numel": int(max(ops[i].flops for i in mem)), "rnumel": rn, "persistent": persistent}
+        if dynamic:
+            shape["dynamic"] = 1
+        emitted[max(mem)] = Op(f"triton_{tag}:{'+'.join(names)}", cls, LaunchPath.COMPILED,
+                               float(sum(ops[i].flops for i in home_members)), float(min(rd + wr, eager_b)),
+                               tuple(sorted(shape.items())))
+    out: list[Op] = []
+    materialize_pending: list[int] = []  # broadcast (expand) views waiting for the extern that reads them
+    for i, op in enumerate(ops):
+        k = kind[i]
+        if k == "view":
+            if op.name.endswith(".expand"):
+                materialize_pending.append(i)
+            continue
+        if k == "extern":
+            if materialize_pending and op.op_class is OpClass.GEMM and op.dim("m") > 1 and \
+                    all(_prefix(ops[v]) == _prefix(op) for v in materialize_pending):
+                # measured (batch 16, not batch 1): the extern bmm's broadcast input is materialized by an aten
+                # copy (at::native::elementwise_kernel); fp32 [m, n] written from an [n] vector; no arithmetic
+                elems = op.dim("m") * op.dim("n")
+                out.append(Op(f"{_prefix(op)}.expand_copy", OpClass.COPY, LaunchPath.COMPILED_EXTERN,
+                              0.0, float(elems * 4 + op.dim("n") * 4), (("numel", elems),)))
+            materialize_pending = []
+            path = LaunchPath.COMPILED_EXTERN if op.op_class in (OpClass.GEMM, OpClass.ATTENTION) else op.path
+            out.append(replace(op, path=path))
+        elif k == "opaque":
+            out.append(op)
+        elif i in emitted:
+            out.append(emitted[i])
+    return tuple(out)
