@@ -292,7 +292,7 @@ def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[in
     for i in sorted(inl):
         for j in inl[i]:
             home.setdefault(j, find(i))
-    n_in = [len(R[i]) for i in range(n)]
+    n_in = [max(1, len(R[i])) for i in range(n)]  # an op reading no listed op reads one graph input
     outb = [_out_bytes(ops[i], n_in[i], kind[i], act_bytes) if kind[i] != "view" else 0.0 for i in range(n)]
 
     def gin_bytes(i: int) -> float:
@@ -302,15 +302,26 @@ def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[in
             return ops[i].bytes
         return 0.0 if R[i] else max(0.0, ops[i].bytes - outb[i])
 
+    bodies: dict[int, set[int]] = {}
+    inlined_in: dict[int, set[int]] = {}  # inlined op -> the groups whose kernels recompute it
+    for g, mem in groups.items():
+        bodies[g] = set(mem)
+        for i in mem:
+            bodies[g].update(inl[i])
+            for j in inl[i]:
+                inlined_in.setdefault(j, set()).add(g)
+
+    def read_outside(i: int, g: int) -> bool:
+        """Is member i's buffer read by anything but group g's own kernel?"""
+        return not users[i] or any(u not in bodies[g] or len(inlined_in.get(u, ())) > 1 for u in users[i])
+
     emitted: dict[int, Op] = {}
     for g, mem in groups.items():
-        body = set(mem)
-        for i in mem:
-            body.update(inl[i])
+        body = bodies[g]
         home_members = [i for i in sorted(body) if i in mem or home.get(i) == g]
         ext_reads = {j for i in body for j in R[i] if j not in body}
         rd = sum(outb[j] for j in ext_reads) + sum(gin_bytes(i) for i in body)
-        wr = sum(outb[i] for i in mem if any(find(u) != g or not fusible[u] for u in users[i]) or not users[i])
+        wr = sum(outb[i] for i in mem if read_outside(i, g))
         eager_b = sum(ops[i].bytes for i in home_members)
         red = [i for i in mem if kind[i] == "reduction"]
         rn = max((rnumel[i] for i in red), default=0)
