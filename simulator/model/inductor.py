@@ -59,7 +59,7 @@ PERSISTENT_RNUMEL_DYNAMIC = 1023  # measured dynamic=True: head_dim 128 persiste
 # for 453 kernels dynamic vs 6.718 ms for 425 static; beyond the 28 extra launches at the static 15.81 us each,
 # the dynamic wrapper costs (7.736 - 453 * 6.718 / 425) / 453 = 1.28 us more per launch (size arguments from
 # symbolic sizes). Not wired into CostModel (profile field compiled_wrapper_us is one figure); exported here.
-DYNAMIC_WRAPPER_EXTRA_US = (7.736474 - 453 * 6.718204 / 425) / 453
+DYNAMIC_WRAPPER_EXTRA_US = (7.736474 - 453 * 6.718204 / 425) / 453 * 1000.0
 
 _OPAQUE_KEYS = frozenset({"fp8", "quant", "grouped", "routing"})  # ops a calibrated table prices as they are
 _EXTERN_CLASSES = frozenset({OpClass.GEMM, OpClass.ATTENTION, OpClass.COLLECTIVE, OpClass.SAMPLING})
