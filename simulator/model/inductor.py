@@ -52,8 +52,15 @@ from typing import Sequence
 from simulator.common.errors import UserError
 from simulator.model.kernels import LaunchPath, Op, OpClass
 
-REALIZE_READS_THRESHOLD = 4  # torch._inductor.config.realize_reads_threshold
-PERSISTENT_RNUMEL_STATIC = 1024  # rnumel <= this: persistent reduction (measured: H=1024 norms are triton_per)
+REALIZE_READS_THRESHOLD = 4  # torch._inductor.config.realize_reads_threshold: a reused value reading more is stored
+REALIZE_ACC_READS_THRESHOLD = 8  # config.realize_acc_reads_threshold: a value reading more is stored, reused or not
+REALIZE_OPCOUNT_THRESHOLD = 30  # config.realize_opcount_threshold: a reused value with a larger body is stored
+MAX_FUSION_SIZE = 64  # config.max_fusion_size: scheduler nodes in one fused kernel
+# InductorChoices.should_use_persistent_reduction: rnumel <= 1024 for a contiguous (INNER-hinted) reduction, <= 64
+# otherwise. A norm whose only input is the embedding gather over several rows reads through an index (taken as
+# not INNER): measured, the batch-16 static first norm is triton_red, the batch-1 one triton_per, and the later
+# norms that recompute the gather next to a GEMM output stay triton_per.
+PERSISTENT_RNUMEL_INNER, PERSISTENT_RNUMEL_OTHER = 1024, 64
 PERSISTENT_RNUMEL_DYNAMIC = 1023  # measured dynamic=True: head_dim 128 persistent, hidden 1024 looped (triton_red)
 # measured (calibration/measured/h200-round-b/timing.json, qwen3-0.6b batch 16 compiled eager): host 7.736 ms
 # for 453 kernels dynamic vs 6.718 ms for 425 static; beyond the 28 extra launches at the static 15.81 us each,
@@ -182,6 +189,16 @@ def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[in
     # -- phase 1: lowering -----------------------------------------------------------------------
     realized = [False] * n
     leaves: list[frozenset] = [frozenset()] * n  # what an inlined body reads: realized producers, graph inputs
+
+    def opcount(i: int) -> int:
+        """Eager ops in node i's inlined body (each at least one op of Inductor's inner function)."""
+        seen, stack = {i}, [j for j in R[i] if not realized[j]]
+        while stack:
+            j = stack.pop()
+            if j not in seen:
+                seen.add(j)
+                stack.extend(x for x in R[j] if not realized[x])
+        return len(seen)
     for i in range(n):
         k = kind[i]
         if k == "view":
@@ -197,8 +214,11 @@ def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[in
             body.add(("in", i))  # a graph input (weights, ids, positions)
             if ops[i].op_class is OpClass.EMBEDDING:
                 body.add(("ids", i))
-        if kind[i] == "pointwise" and not realized[i] and len(users[i]) > 1 and len(body) > REALIZE_READS_THRESHOLD:
-            realized[i] = True
+        if kind[i] == "pointwise" and not realized[i]:
+            if len(body) > REALIZE_ACC_READS_THRESHOLD:
+                realized[i] = True
+            elif len(users[i]) > 1 and (len(body) > REALIZE_READS_THRESHOLD or opcount(i) > REALIZE_OPCOUNT_THRESHOLD):
+                realized[i] = True
         leaves[i] = frozenset(body)
 
     def inlined_closure(i: int) -> list[int]:
@@ -250,8 +270,10 @@ def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[in
             return sizes(p) == sizes(c)
         if ep == ec and ep > 0:  # pointwise<->pointwise, prologue, epilogue: total elements match
             return True
-        rn = rnumel.get(p, 0)  # a pointwise at the reduced size (numel of the reduction's output)
-        return kp == "reduction" and rn > 0 and ec * rn == ep
+        # a pointwise at the reduced size (the numel of the reduction's output), either side
+        if kp == "reduction" and rnumel.get(p, 0) > 0 and ec * rnumel[p] == ep:
+            return True
+        return kc == "reduction" and rnumel.get(c, 0) > 0 and ep * rnumel[c] == ec
 
     def reaches(members: set, src: int, dst: int) -> bool:
         """Does group src depend on group dst through a node outside both?"""
@@ -280,7 +302,8 @@ def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[in
         for p in sorted(deps[c]):
             if not fusible[p] or find(p) == find(c):
                 continue
-            if compatible(p, c) and not creates_cycle(find(p), find(c)):
+            size = sum(1 for i in deps if find(i) in (find(p), find(c)))
+            if size <= MAX_FUSION_SIZE and compatible(p, c) and not creates_cycle(find(p), find(c)):
                 parent[find(c)] = find(p)
 
     # -- emit --------------------------------------------------------------------------------------
@@ -325,7 +348,10 @@ def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[in
         eager_b = sum(ops[i].bytes for i in home_members)
         red = [i for i in mem if kind[i] == "reduction"]
         rn = max((rnumel[i] for i in red), default=0)
-        bound = PERSISTENT_RNUMEL_DYNAMIC if dynamic else PERSISTENT_RNUMEL_STATIC
+        rows = max(ops[i].flops for i in mem) / rn if rn else 0
+        gathers = rows > 1 and not ext_reads and any(ops[i].op_class is OpClass.EMBEDDING for i in body)
+        bound = (PERSISTENT_RNUMEL_DYNAMIC if dynamic else
+                 PERSISTENT_RNUMEL_OTHER if gathers else PERSISTENT_RNUMEL_INNER)
         persistent = int(bool(red) and 0 < rn <= bound)
         tag = ("per" if persistent else "red") if red else "poi"
         names = []
