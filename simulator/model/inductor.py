@@ -363,30 +363,42 @@ def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[in
         shape = {"numel": int(max(ops[i].flops for i in mem)), "rnumel": rn, "persistent": persistent}
         if dynamic:
             shape["dynamic"] = 1
-        emitted[max(mem)] = Op(f"triton_{tag}:{'+'.join(names)}", cls, LaunchPath.COMPILED,
+        emitted[g] = Op(f"triton_{tag}:{'+'.join(names)}", cls, LaunchPath.COMPILED,
                                float(sum(ops[i].flops for i in home_members)), float(min(rd + wr, eager_b)),
                                tuple(sorted(shape.items())))
-    out: list[Op] = []
-    materialize_pending: list[int] = []  # broadcast (expand) views waiting for the extern that reads them
+    # order: externs keep their places; a fused kernel runs as soon as what it reads is ready (right after the
+    # extern or kernel it waits for last), as Inductor's scheduler places it (measured: q_proj, q-norm+RoPE-q,
+    # k_proj, k-norm+RoPE-k+cache write, v_proj, cache write v)
+    keys: dict[int, tuple] = {}
+
+    def group_key(g: int) -> tuple:
+        if g not in keys:
+            mem = set(groups[g])
+            after = [(d, 0, d) if not fusible[d] else group_key(find(d)) for m in mem for d in deps[m] if d not in mem]
+            last = max(after, default=(-1, 0, -1))
+            keys[g] = (last[0], last[1] + 1, min(mem))
+        return keys[g]
+
+    placed: list[tuple[tuple, Op]] = [(group_key(g), op) for g, op in emitted.items()]
+    pending: list[int] = []  # broadcast (expand) views waiting for the extern that reads them
     for i, op in enumerate(ops):
         k = kind[i]
         if k == "view":
             if op.name.endswith(".expand"):
-                materialize_pending.append(i)
+                pending.append(i)
             continue
         if k == "extern":
-            if materialize_pending and op.op_class is OpClass.GEMM and op.dim("m") > 1 and \
-                    all(_prefix(ops[v]) == _prefix(op) for v in materialize_pending):
+            if pending and op.op_class is OpClass.GEMM and op.dim("m") > 1 and \
+                    all(_prefix(ops[v]) == _prefix(op) for v in pending):
                 # measured (batch 16, not batch 1): the extern bmm's broadcast input is materialized by an aten
                 # copy (at::native::elementwise_kernel); fp32 [m, n] written from an [n] vector; no arithmetic
                 elems = op.dim("m") * op.dim("n")
-                out.append(Op(f"{_prefix(op)}.expand_copy", OpClass.COPY, LaunchPath.COMPILED_EXTERN,
-                              0.0, float(elems * 4 + op.dim("n") * 4), (("numel", elems),)))
-            materialize_pending = []
+                placed.append(((i, -1, i), Op(f"{_prefix(op)}.expand_copy", OpClass.COPY, LaunchPath.COMPILED_EXTERN,
+                                              0.0, float(elems * 4 + op.dim("n") * 4), (("numel", elems),))))
+            pending = []
             path = LaunchPath.COMPILED_EXTERN if op.op_class in (OpClass.GEMM, OpClass.ATTENTION) else op.path
-            out.append(replace(op, path=path))
+            placed.append(((i, 0, i), replace(op, path=path)))
         elif k == "opaque":
-            out.append(op)
-        elif i in emitted:
-            out.append(emitted[i])
+            placed.append(((i, 0, i), op))
+    out = [op for _, op in sorted(placed, key=lambda t: t[0])]
     return tuple(out)
