@@ -47,7 +47,7 @@ for eager), Inductor's own choice of reduction split for large reductions, and o
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from simulator.common.errors import UserError
 from simulator.model.kernels import LaunchPath, Op, OpClass
@@ -68,6 +68,7 @@ PERSISTENT_RNUMEL_DYNAMIC = 1023  # measured dynamic=True: head_dim 128 persiste
 # symbolic sizes). Not wired into CostModel (profile field compiled_wrapper_us is one figure); exported here.
 DYNAMIC_WRAPPER_EXTRA_US = (7.736474 - 453 * 6.718204 / 425) / 453 * 1000.0
 
+GRAPH_BREAK = "graph_break"  # shape key: the op runs eagerly outside the compiled graph (kept as it is, a barrier)
 _OPAQUE_KEYS = frozenset({"fp8", "quant", "grouped", "routing"})  # ops a calibrated table prices as they are
 _EXTERN_CLASSES = frozenset({OpClass.GEMM, OpClass.ATTENTION, OpClass.COLLECTIVE, OpClass.SAMPLING})
 
@@ -106,7 +107,8 @@ def _kind(op: Op) -> str:
     """extern | opaque | reduction | scatter | pointwise | view."""
     if op.op_class is OpClass.VIEW:
         return "view"
-    if op.fixed_gpu_s is not None or op.path is LaunchPath.CUSTOM_OP or any(k in _OPAQUE_KEYS for k, _ in op.shape):
+    if op.fixed_gpu_s is not None or op.path is LaunchPath.CUSTOM_OP or any(k in _OPAQUE_KEYS for k, _ in op.shape) \
+            or op.dim(GRAPH_BREAK):
         return "opaque"
     if op.op_class in _EXTERN_CLASSES:
         return "extern"
@@ -117,9 +119,11 @@ def _kind(op: Op) -> str:
     return "pointwise"  # ELEMENTWISE, COPY (casts, cat, contiguous), EMBEDDING (a gather)
 
 
-def infer_reads(ops: Sequence[Op]) -> tuple[tuple[int, ...], ...]:
-    """Which earlier ops each op reads, from workload.py's names (see the module docstring). Views read
-    nothing and are read by nobody (they vanish)."""
+def infer_reads(ops: Sequence[Op], feeds: Mapping[str, tuple[str, ...]] | None = None) -> tuple[tuple[int, ...], ...]:
+    """Which earlier ops each op reads, from the op names (see the module docstring): `feeds` (group prefix ->
+    the groups its first op reads, 'a|b' = the most recent of a or b) extends and overrides workload.py's
+    `_FEEDS`. Views read nothing and are read by nobody (they vanish)."""
+    table = {**_FEEDS, **(feeds or {})}
     reads: list[tuple[int, ...]] = []
     last_of: dict[str, int] = {}  # group prefix -> index of its most recent kernel op
     last_kernel = -1
@@ -133,9 +137,9 @@ def infer_reads(ops: Sequence[Op]) -> tuple[tuple[int, ...], ...]:
             continue
         if p == prev_prefix and prev_in_run >= 0:
             r: tuple[int, ...] = (prev_in_run,)
-        elif p in _FEEDS:
+        elif p in table:
             got = []
-            for alts in _FEEDS[p]:
+            for alts in table[p]:
                 cands = [last_of[a] for a in alts.split("|") if a in last_of]
                 if cands:
                     got.append(max(cands))
@@ -166,14 +170,18 @@ def _out_bytes(op: Op, n_in: int, kind: str, act_bytes: int) -> float:
 
 
 def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[int]] | None = None,
-                act_bytes: int = 2) -> tuple[Op, ...]:
+                feeds: Mapping[str, tuple[str, ...]] | None = None, act_bytes: int = 2) -> tuple[Op, ...]:
     """The host ops a torch.compile'd (Inductor, default mode) version of eager `ops` launches.
 
-    `reads[i]`: indices of the earlier ops op i reads (default: inferred from the names, `infer_reads`).
-    `act_bytes`: bytes per activation element (an extern's output size). Pure: same input, same output."""
+    `reads[i]`: indices of the earlier ops op i reads (default: inferred from the names, `infer_reads(ops,
+    feeds)`). An op whose shape carries `graph_break=1` runs eagerly between compiled regions: kept as it is,
+    and nothing fuses across it. `act_bytes`: bytes per activation element (an extern's output size).
+    Pure: same input, same output."""
     ops = tuple(ops)
     n = len(ops)
-    R = tuple(tuple(r) for r in (infer_reads(ops) if reads is None else reads))
+    if reads is not None and feeds is not None:
+        raise InductorError("give reads or feeds, not both: feeds only name-infer reads")
+    R = tuple(tuple(r) for r in (infer_reads(ops, feeds) if reads is None else reads))
     if len(R) != n:
         raise InductorError(f"reads has {len(R)} entries for {n} ops")
     for i, r in enumerate(R):

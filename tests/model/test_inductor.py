@@ -149,6 +149,37 @@ def test_reused_value_reading_many_buffers_is_stored_not_recomputed():
     assert four[-1].bytes == 4 * 200.0 + 200.0 + 600.0
 
 
+def test_hf_style_attention_inputs_with_a_feeds_table():
+    """transformers' Qwen3 attention (static cache, SDPA): besides the cache writes, repeat_kv copies of the whole
+    K and V caches and an attention-mask build feed SDPA. The copies read the cache the scatter wrote (another
+    index: they cannot join it) and share no read with each other: one kernel each; the mask (fill, fill,
+    where on no listed input) is one kernel, launched first since it waits for nothing."""
+    B, KV, hd, ctx, G = 1, 2, 8, 16, 2
+    E, C = B * KV * hd, B * KV * hd * ctx * G
+    ops = [gemm("k_proj", B, KV * hd, 32), red("k_norm.mean", E, 2, 4 / hd), ew("k_norm.add_eps", E // hd, 4, 4),
+           ew("k_norm.mul_weight", E), view("rope_k.slice"), ew("rope_k.mul_cos", E), ew("rope_k.add", E),
+           Op("cache_write_k", OpClass.COPY, P.EAGER_COPY, E, E * 4.0), gemm("v_proj", B, KV * hd, 32),
+           Op("cache_write_v", OpClass.COPY, P.EAGER_COPY, E, E * 4.0),
+           ew("repeat_k", C, 2, 2, OpClass.COPY), ew("repeat_v", C, 2, 2, OpClass.COPY),
+           ew("mask.fill", ctx, 0, 1), ew("mask.fill_pad", ctx, 1, 1), ew("mask.where", ctx, 1, 2),
+           Op("attention", OpClass.ATTENTION, P.EAGER_ATTENTION, 1.0, 1.0, (("batch", B), ("head_dim", hd), ("heads", 4)))]
+    feeds = {"repeat_k": ("cache_write_k",), "repeat_v": ("cache_write_v",), "mask": (),
+             "attention": ("cache_write_k", "repeat_k", "repeat_v", "mask")}
+    out = compile_ops(ops, dynamic=False, feeds=feeds)
+    assert [o.name for o in out] == [
+        "triton_poi:mask", "k_proj", "triton_per:k_norm+rope_k+cache_write_k", "triton_poi:repeat_k", "v_proj",
+        "triton_poi:cache_write_v", "triton_poi:repeat_v", "attention"]
+    with pytest.raises(InductorError, match="not both"):
+        compile_ops(ops, dynamic=False, feeds=feeds, reads=[()] * len(ops))
+
+
+def test_graph_break_keeps_the_op_eager_and_splits_the_regions():
+    a, c = ew("a", 100), ew("c", 100)
+    b = Op("b", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, 100.0, 400.0, (("graph_break", 1),))
+    out = compile_ops([a, b, c], dynamic=False, reads=[(), (0,), (1,)])
+    assert [o.name for o in out] == ["triton_poi:a", "b", "triton_poi:c"] and out[1] is b
+
+
 def test_opaque_ops_pass_through_unchanged():
     quant = Op("fp8_quant.absmax.norm", OpClass.REDUCTION, P.EAGER_REDUCTION, 32.0, 64.0, (("quant", 1),))
     fixed = Op("traced", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, fixed_gpu_s=1e-6)
