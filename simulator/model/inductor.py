@@ -2,46 +2,52 @@
 
 `compile_ops(ops, dynamic=...)` applies Inductor's lowering and fusion rules to an eager op list
 (`simulator.model.workload.build_step(model, shape, "none").ops` or any list named the same way) instead
-of a hand-written table. It works in Inductor's own two phases:
+of a hand-written table. It works in Inductor's own two phases (facts from torch/_inductor: config.py's
+thresholds, ir.py's should_realize_on_reuse, scheduler.py's can_fuse, codegen/simd.py's can_fuse and
+choices.py's should_use_persistent_reduction):
 
 1. Lowering (which values become buffers). Views launch nothing and vanish: inside the compiled graph they
    are index arithmetic, so they cost no host time either. Pointwise ops (elementwise, casts, `cat`, the
    embedding gather) are inlined into every consumer; a pointwise value is *realized* (gets a buffer and a
    scheduler node) only when an extern kernel reads it (extern inputs must be real buffers), when nothing
-   reads it (a graph output), or when several ops read it and its inlined body already reads more than
-   `REALIZE_READS_THRESHOLD` buffers (Inductor's `realize_reads_threshold`, 4: the residual stream is
-   recomputed in the next norms until it reads more than four buffers, then stored; the measured kernel
-   names show it: layer 0's and layer 1's norms carry `embedding` in their names, layer 2's do not).
-   Reductions (norm means) are always realized; so is a copy into a mutated buffer (the KV cache's
-   `index_copy_` lowers to a scatter store whose value function inlines its pointwise producer).
-   GEMMs, attention (SDPA), collectives and sampling stay extern (path COMPILED_EXTERN for GEMM and
-   attention): they are barriers to fusion.
+   reads it (a graph output), when its inlined body reads more than `REALIZE_ACC_READS_THRESHOLD` buffers,
+   or when several ops read it and its body reads more than `REALIZE_READS_THRESHOLD` buffers or holds more
+   than `REALIZE_OPCOUNT_THRESHOLD` ops (the residual stream is recomputed in the next norms until it reads
+   more than four buffers, then stored; the measured kernel names show it: layer 0's and layer 1's norms
+   carry `embedding` in their names, layer 2's do not). Reductions (norm means) are always realized; so is
+   a copy into a mutated buffer (the KV cache's `index_copy_` lowers to a scatter store whose value function
+   inlines its pointwise producer). GEMMs, attention (SDPA), collectives and sampling stay extern (path
+   COMPILED_EXTERN for GEMM and attention): they are barriers to fusion.
 2. Scheduling (which buffers share a kernel). A realized node fuses with a realized producer it reads when
    the loop sizes match: pointwise with pointwise of equal numel; a pointwise prologue into a reduction
    whose numel x rnumel equals it; a reduction with a pointwise (or scatter) epilogue of numel equal to the
-   reduction's numel x rnumel; never when the fused group would depend on itself through a node outside it
-   (an extern in between). dynamic=True: a reduction does not take a scatter store as its epilogue (measured:
-   qwen3's k-norm stays its own persistent reduction and RoPE-k + cache write a separate pointwise kernel,
-   +1 kernel per layer; with static shapes the three are one kernel).
+   reduction's numel x rnumel (or to its numel: a pointwise at the reduced size); never when the fused
+   group would depend on itself through a node outside it (an extern in between), nor past
+   `MAX_FUSION_SIZE` nodes. Two kernels that do not depend on each other fuse horizontally when their numel
+   and rnumel match and they read a common buffer the same way (a read through a split/chunk view is a
+   slice, another index): with GQA no pair qualifies; with MHA RoPE-q and RoPE-k + cache write do (they
+   read the same cos/sin). dynamic=True (measured): a reduction does not take a scatter store as its
+   epilogue (qwen3's k-norm stays its own persistent reduction and RoPE-k + cache write a pointwise
+   kernel, +1 kernel per layer; static, the three are one kernel), and the hidden-size norms are looped.
 
 Each fused kernel: flops = the sum of its home members' flops (a node inlined into several kernels is
 counted once, in the first); bytes = the group's external reads (distinct realized producers' outputs,
-graph inputs) plus the outputs read outside the group, never more than the members' eager bytes summed;
-path COMPILED; shape keeps numel, rnumel and whether the reduction is persistent (one block holds a row:
-rnumel <= 1024 static; measured dynamic=True: rnumel 128 persistent, 1024 looped, so the dynamic bound is
-taken as < 1024).
+graph inputs) plus the outputs read outside the group, never more than its home members' eager bytes
+summed; path COMPILED; name `triton_{per|red|poi}:{groups}`; shape keeps numel, rnumel and whether the
+reduction is persistent (one block holds a row). Fused kernels are placed right after the last extern or
+kernel they read, as Inductor's scheduler emits them.
 
 What the eager list does not say (which op reads which) is inferred from the op names workload.py uses
 (`group.step`; a run of consecutive ops with one group prefix is one module: each op reads the previous
-one, the first reads the groups `_FEEDS` names); an op whose group is not listed reads the previous kernel
-op (which reduces to "each run between two extern kernels is one kernel"). Callers with real data flow
-pass `reads` instead.
+one, the first reads the groups `_FEEDS` names, which a recipe extends with `feeds`); an op whose group is
+not listed reads the previous kernel op (which reduces to "each run between two extern kernels is one
+kernel"). Callers with real data flow pass `reads` instead. An op with shape key `graph_break=1` runs
+eagerly between two compiled regions.
 
-Not modelled (said where it matters): horizontal fusion of independent nodes that share a read (no two such
-nodes have equal sizes in the GQA decoders measured; an MHA model's RoPE-q and RoPE-k could fuse), cuBLAS
-split-K reduce kernels (a property of the GEMM, counted by CostModel.gemm_kernels from the GEMM tables, as
-for eager), Inductor's own choice of reduction split for large reductions, and ops that carry a table key
-(fp8 quant, MoE routing/grouped GEMMs) or a fixed time, which are kept unchanged as barriers.
+Not modelled (said where it matters): cuBLAS split-K reduce kernels (a property of the GEMM, counted by
+CostModel.gemm_kernels from the GEMM tables, as for eager), Inductor's split reductions for very large
+reductions, CSE of identical ops, and ops that carry a table key (fp8 quant, MoE routing/grouped GEMMs) or
+a fixed time, which are kept unchanged as barriers.
 """
 
 from __future__ import annotations
@@ -283,9 +289,13 @@ def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[in
             return True
         return kc == "reduction" and rnumel.get(c, 0) > 0 and ep * rnumel[c] == ec
 
-    def reaches(members: set, src: int, dst: int) -> bool:
-        """Does group src depend on group dst through a node outside both?"""
-        stack = [j for i in members if find(i) == src for j in deps[i] if j not in members]
+    members: dict[int, list[int]] = {i: [i] for i in range(n) if fusible[i]}  # group root -> its nodes
+
+    def reaches(both: set, src: int, dst: int) -> bool:
+        """Does group src depend on group dst through a node outside both? (Reads point to earlier ops, so a
+        path between them never passes below the lowest index of either.)"""
+        lo = min(both)
+        stack = [j for i in members[src] for j in deps[i] if j not in both and j > lo]
         seen = set()
         while stack:
             j = stack.pop()
@@ -293,16 +303,20 @@ def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[in
                 continue
             seen.add(j)
             for d in deps.get(j, ()):
-                if d in members and find(d) == dst:
+                if d in both and find(d) == dst:
                     return True
-                if d not in members:
+                if d not in both and d > lo:
                     stack.append(d)
         return False
 
     def creates_cycle(gp: int, gc: int) -> bool:
         """Would merging groups gp and gc make the group depend on itself via a node outside both?"""
-        members = {i for i in deps if find(i) in (gp, gc)}
-        return reaches(members, gc, gp) or reaches(members, gp, gc)
+        both = set(members[gp]) | set(members[gc])
+        return reaches(both, gc, gp) or reaches(both, gp, gc)
+
+    def union(ga: int, gb: int) -> None:
+        parent[gb] = ga
+        members[ga] += members.pop(gb)
 
     for c in range(n):
         if not fusible[c]:
@@ -310,9 +324,51 @@ def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[in
         for p in sorted(deps[c]):
             if not fusible[p] or find(p) == find(c):
                 continue
-            size = sum(1 for i in deps if find(i) in (find(p), find(c)))
-            if size <= MAX_FUSION_SIZE and compatible(p, c) and not creates_cycle(find(p), find(c)):
-                parent[find(c)] = find(p)
+            gp, gc = find(p), find(c)
+            if len(members[gp]) + len(members[gc]) <= MAX_FUSION_SIZE and compatible(p, c) \
+                    and not creates_cycle(gp, gc):
+                union(gp, gc)
+
+    # horizontal fusion: two kernels that do not depend on each other, with the same numel and rnumel, reading
+    # the same buffer the same way (Inductor: score_fusion_memory > 0, i.e. a common MemoryDep; "no shared
+    # data" never fuses). A read through a split/chunk view reads a slice: another index, not shared.
+    sliced = set()
+    for i in range(n):
+        if kind[i] != "view":
+            j = i + 1
+            while j < n and kind[j] == "view":
+                if ops[j].name.endswith((".split", ".chunk")):
+                    sliced.add(i)
+                j += 1
+
+    def shared_reads(mem: list[int], g: int) -> set:
+        out = set()
+        for m in mem:
+            for i in [m, *inl[m]]:
+                out.update((j, ops[i].flops) for j in R[i] if realized[j] and j not in sliced
+                           and not (fusible[j] and find(j) == g))
+        return out
+
+    def gsize(mem: list[int]) -> tuple:
+        return max(ops[i].flops for i in mem), max((rnumel.get(i, 0) for i in mem if kind[i] == "reduction"),
+                                                   default=0)
+
+    roots = sorted(members)
+    info = {g: (gsize(members[g]), shared_reads(members[g], g), {d for i in members[g] for d in deps[i]})
+            for g in roots}
+    for a_i, a in enumerate(roots):
+        for b in roots[a_i + 1:]:
+            ga, gb = find(a), find(b)
+            if ga == gb:
+                continue
+            (sa, ra, da), (sb, rb, db) = info[ga], info[gb]
+            if sa != sb or not (ra & rb):
+                continue
+            if any(fusible[d] and find(d) == gb for d in da) or any(fusible[d] and find(d) == ga for d in db):
+                continue  # one reads the other: a vertical pair, decided above
+            if len(members[ga]) + len(members[gb]) <= MAX_FUSION_SIZE and not creates_cycle(ga, gb):
+                union(ga, gb)
+                info[ga] = (sa, ra | rb, da | db)
 
     # -- emit --------------------------------------------------------------------------------------
     groups: dict[int, list[int]] = {}

@@ -180,6 +180,30 @@ def test_graph_break_keeps_the_op_eager_and_splits_the_regions():
     assert [o.name for o in out] == ["triton_poi:a", "b", "triton_poi:c"] and out[1] is b
 
 
+def test_horizontal_fusion_needs_a_common_read_of_equal_size():
+    """Two independent kernels reading the same GEMM output: one kernel when their sizes match; two when the
+    sizes differ, when they read slices of it (a split view: other indices), or when they share no read."""
+    g = gemm("g", 4, 16, 8)
+    def two(n_b, split=False, share=True):
+        ops = [g] + ([view("g2.split")] if split else []) + [gemm("h", 4, 16, 8), ew("a", 64), ew("b", n_b)]
+        o = len(ops) - 4
+        reads = [()] * (o + 2) + [(0,), ((0,) if share else (o + 1,))]
+        return [x.name for x in compile_ops(ops, dynamic=False, reads=reads) if x.path is P.COMPILED]
+    assert two(64) == ["triton_poi:a+b"]
+    assert two(32) == ["triton_poi:a", "triton_poi:b"]
+    assert two(64, split=True) == ["triton_poi:a", "triton_poi:b"]
+    assert two(64, share=False) == ["triton_poi:a", "triton_poi:b"]
+
+
+def test_mha_rope_q_and_k_share_cos_sin_and_fuse():
+    """With as many KV heads as query heads, RoPE-q and RoPE-k + cache write have equal sizes and read the same
+    rotary buffer: one kernel, 13 per layer (GQA: 14). Not measured (no MHA decoder was compiled)."""
+    mha = replace(LLAMA, num_key_value_heads=LLAMA.num_attention_heads)
+    assert _per_layer(mha, False) == 13
+    ops = compile_ops(build_step(replace(mha, num_hidden_layers=2), decode(1, 512), "none").ops, dynamic=False)
+    assert "triton_poi:rope_q+rope_k+cache_write_k" in [o.name for o in ops]
+
+
 def test_opaque_ops_pass_through_unchanged():
     quant = Op("fp8_quant.absmax.norm", OpClass.REDUCTION, P.EAGER_REDUCTION, 32.0, 64.0, (("quant", 1),))
     fixed = Op("traced", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, fixed_gpu_s=1e-6)
