@@ -78,27 +78,42 @@ GRAPH_BREAK = "graph_break"  # shape key: the op runs eagerly outside the compil
 _OPAQUE_KEYS = frozenset({"fp8", "quant", "grouped", "routing"})  # ops a calibrated table prices as they are
 _EXTERN_CLASSES = frozenset({OpClass.GEMM, OpClass.ATTENTION, OpClass.COLLECTIVE, OpClass.SAMPLING})
 
-# group prefix -> the groups its first op reads ('a|b': the most recent of a or b). workload.py's names.
+# group prefix (or a full op name, which wins) -> what its first op reads ('a|b': the most recent of a or b; each
+# alternative a full op name or a group prefix). The names of workload.py's reference decoder and of
+# recipes.py's hf recipe (transformers' modeling code: StaticCache index_copy_, repeat_kv, SDPA's mask).
+_NORMS_IN = "residual_add|embedding|embed_scale"
 _FEEDS: dict[str, tuple[str, ...]] = {
-    "input_norm": ("residual_add|embedding",),
-    "post_norm": ("residual_add|embedding",),
-    "final_norm": ("residual_add|embedding",),
-    "q_proj": ("input_norm",), "k_proj": ("input_norm",), "v_proj": ("input_norm",), "qkv_proj": ("input_norm",),
+    "embedding": (), "rotary": (), "rotary_local": (), "mask": (), "sliding_mask": (), "cache": (),
+    "embed_scale": ("embedding",),
+    "input_norm": (_NORMS_IN,), "input_layernorm": (_NORMS_IN,),
+    "post_norm": (_NORMS_IN,), "final_norm": (_NORMS_IN,),
+    "post_attention_layernorm": ("residual_add|o_proj",),  # after the residual add; sandwich norms: after o_proj
+    "pre_feedforward_layernorm": ("residual_add",), "post_feedforward_layernorm": ("down_proj",),
+    "q_proj": ("input_norm|input_layernorm",), "k_proj": ("input_norm|input_layernorm",),
+    "v_proj": ("input_norm|input_layernorm",), "qkv_proj": ("input_norm|input_layernorm",),
     "qkv": ("qkv_proj",),
     "q_norm": ("q_proj|qkv_proj",), "k_norm": ("k_proj|qkv_proj",),
     "rope_q": ("q_norm|q_proj|qkv_proj", "rotary"), "rope_k": ("k_norm|k_proj|qkv_proj", "rotary"),
     "cache_write_k": ("rope_k",), "cache_write_v": ("v_proj|qkv_proj",),
-    "attention": ("rope_q", "cache_write_k", "cache_write_v"),
+    "cache.index_copy_k": ("rope_k", "cache.pos_add_"), "cache.index_copy_v": ("v_proj|qkv_proj", "cache.pos_add_"),
+    "cache.cat_k": ("rope_k",), "cache.cat_v": ("v_proj|qkv_proj",),
+    "repeat_kv_k": ("cache.index_copy_k",), "repeat_kv_v": ("cache.index_copy_v",),
+    "sdpa": ("mask|sliding_mask",),
+    "attention": ("rope_q", "repeat_kv_k|cache.index_copy_k|cache.cat_k|cache_write_k",
+                  "repeat_kv_v|cache.index_copy_v|cache.cat_v|cache_write_v", "sdpa"),
     "attn": ("attention",),
     "o_proj": ("attn|attention",),
-    "residual_add": ("o_proj|down_proj", "residual_add|embedding"),
-    "gate_proj": ("post_norm",), "up_proj": ("post_norm",), "gate_up_proj": ("post_norm",),
-    "silu": ("gate_proj|gate_up_proj",), "mul": ("silu", "up_proj|gate_up_proj"),
+    "residual_add": ("o_proj|down_proj|post_attention_layernorm|post_feedforward_layernorm", _NORMS_IN),
+    "gate_proj": ("post_norm|post_attention_layernorm|pre_feedforward_layernorm",),
+    "up_proj": ("post_norm|post_attention_layernorm|pre_feedforward_layernorm",),
+    "gate_up_proj": ("post_norm|post_attention_layernorm|pre_feedforward_layernorm",),
+    "silu": ("gate_proj|gate_up_proj",), "act": ("gate_proj|gate_up_proj",),
+    "mul": ("silu|act", "up_proj|gate_up_proj"),
     "down_proj": ("mul",),
-    "lm_head": ("final_norm",),
-    "embedding": (), "rotary": (),
+    "lm_head": ("final_norm",), "logit_softcap": ("lm_head",),
 }
 _SCATTER_PREFIXES = ("cache_write",)  # copies into a mutated buffer (the static KV cache's index_copy_)
+_SCATTER_NAMES = (".index_copy",)
 
 
 class InductorError(UserError):
@@ -120,20 +135,32 @@ def _kind(op: Op) -> str:
         return "extern"
     if op.op_class is OpClass.REDUCTION:
         return "reduction"
-    if op.op_class is OpClass.COPY and _prefix(op).startswith(_SCATTER_PREFIXES):
+    if op.op_class is OpClass.COPY and (_prefix(op).startswith(_SCATTER_PREFIXES) or
+                                        any(t in op.name for t in _SCATTER_NAMES)):
         return "scatter"
     return "pointwise"  # ELEMENTWISE, COPY (casts, cat, contiguous), EMBEDDING (a gather)
 
 
 def infer_reads(ops: Sequence[Op], feeds: Mapping[str, tuple[str, ...]] | None = None) -> tuple[tuple[int, ...], ...]:
-    """Which earlier ops each op reads, from the op names (see the module docstring): `feeds` (group prefix ->
-    the groups its first op reads, 'a|b' = the most recent of a or b) extends and overrides workload.py's
-    `_FEEDS`. Views read nothing and are read by nobody (they vanish)."""
+    """Which earlier ops each op reads, from the op names (see the module docstring): `feeds` (a group prefix or
+    full op name -> what it reads, 'a|b' = the most recent of a or b) extends and overrides `_FEEDS`. An op
+    whose full name is listed reads what it names; otherwise the first op of a run of one group prefix reads
+    what its prefix names, the others the previous op of the run; an unlisted group's first op reads the
+    previous kernel op. Views read nothing and are read by nobody (they vanish)."""
     table = {**_FEEDS, **(feeds or {})}
     reads: list[tuple[int, ...]] = []
-    last_of: dict[str, int] = {}  # group prefix -> index of its most recent kernel op
+    last_of: dict[str, int] = {}  # group prefix or full op name -> index of its most recent kernel op
     last_kernel = -1
     prev_prefix, prev_in_run = None, -1  # the current run of one group prefix and its last kernel op
+
+    def resolve(entry: tuple[str, ...]) -> tuple[int, ...]:
+        got = []
+        for alts in entry:
+            cands = [last_of[a] for a in alts.split("|") if a in last_of]
+            if cands:
+                got.append(max(cands))
+        return tuple(sorted(set(got)))
+
     for i, op in enumerate(ops):
         p = _prefix(op)
         if op.op_class is OpClass.VIEW:
@@ -141,20 +168,18 @@ def infer_reads(ops: Sequence[Op], feeds: Mapping[str, tuple[str, ...]] | None =
             if p != prev_prefix:
                 prev_prefix, prev_in_run = p, -1
             continue
-        if p == prev_prefix and prev_in_run >= 0:
-            r: tuple[int, ...] = (prev_in_run,)
+        if op.name in table:
+            r: tuple[int, ...] = resolve(table[op.name])
+        elif p == prev_prefix and prev_in_run >= 0:
+            r = (prev_in_run,)
         elif p in table:
-            got = []
-            for alts in table[p]:
-                cands = [last_of[a] for a in alts.split("|") if a in last_of]
-                if cands:
-                    got.append(max(cands))
-            r = tuple(sorted(set(got)))
+            r = resolve(table[p])
         else:
             r = (last_kernel,) if last_kernel >= 0 else ()
         reads.append(r)
         prev_prefix, prev_in_run = p, i
         last_of[p] = i
+        last_of[op.name] = i
         last_kernel = i
     return tuple(reads)
 

@@ -173,6 +173,33 @@ def test_hf_style_attention_inputs_with_a_feeds_table():
         compile_ops(ops, dynamic=False, feeds=feeds, reads=[()] * len(ops))
 
 
+def test_hf_recipe_names_are_wired_by_default():
+    """recipes.py's hf layer names (StaticCache: cache.arange / pos_add / pos_add_ then index_copy_k / _v; repeat_kv;
+    SDPA's mask): the cache index arithmetic is inlined into both scatters, K's scatter joins k-norm + RoPE-k,
+    V's is its own kernel, each repeat_kv copy one kernel, the mask one kernel."""
+    B, KV, hd, slots = 1, 2, 8, 16
+    E, C = B * KV * hd, B * KV * 2 * hd * slots
+    ops = [gemm("k_proj", B, KV * hd, 32), red("k_norm.mean", E, 2, 4 / hd), ew("k_norm.add_eps", E // hd, 4, 4),
+           ew("k_norm.mul_weight", E), gemm("v_proj", B, KV * hd, 32), view("rope.unsqueeze"),
+           ew("rope_k.mul_cos", E), ew("rope_k.add", E),
+           ew("cache.arange", 1, 0, 8), ew("cache.pos_add", 1, 8, 8), ew("cache.pos_add_", 1, 8, 8),
+           Op("cache.index_copy_k", OpClass.COPY, P.EAGER_COPY, E, E * 4.0),
+           Op("cache.index_copy_v", OpClass.COPY, P.EAGER_COPY, E, E * 4.0),
+           view("repeat_kv_k.expand"), ew("repeat_kv_k", C, 1, 2, OpClass.COPY),
+           view("repeat_kv_v.expand"), ew("repeat_kv_v", C, 1, 2, OpClass.COPY),
+           ew("sdpa.mask_fill", 1, 0, 2), ew("sdpa.mask_fill", 1, 0, 2), ew("sdpa.mask_where", slots, 1, 2),
+           Op("attention", OpClass.ATTENTION, P.EAGER_ATTENTION, 1.0, 1.0, (("batch", B), ("head_dim", hd), ("heads", 4)))]
+    R = infer_reads(ops)
+    i = {o.name: n for n, o in enumerate(ops)}
+    assert R[i["cache.index_copy_k"]] == (i["rope_k.add"], i["cache.pos_add_"])
+    assert R[i["cache.index_copy_v"]] == (i["v_proj"], i["cache.pos_add_"])
+    assert R[i["cache.arange"]] == ()
+    assert R[i["attention"]] == (i["repeat_kv_k"], i["repeat_kv_v"], i["sdpa.mask_where"])
+    assert [o.name for o in compile_ops(ops, dynamic=False)] == [
+        "triton_poi:sdpa", "k_proj", "triton_per:k_norm+rope_k+cache", "triton_poi:repeat_kv_k", "v_proj",
+        "triton_poi:cache", "triton_poi:repeat_kv_v", "attention"]
+
+
 def test_graph_break_keeps_the_op_eager_and_splits_the_regions():
     a, c = ew("a", 100), ew("c", 100)
     b = Op("b", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, 100.0, 400.0, (("graph_break", 1),))
