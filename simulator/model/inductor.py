@@ -200,14 +200,14 @@ def _out_bytes(op: Op, n_in: int, kind: str, act_bytes: int) -> float:
     return op.bytes / (n_in + 1)  # the output as wide as each input
 
 
-def compile_ops(ops: Sequence[Op], *, dynamic: bool, reads: Sequence[Sequence[int]] | None = None,
+def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[int]] | None = None,
                 feeds: Mapping[str, tuple[str, ...]] | None = None, act_bytes: int = 2) -> tuple[Op, ...]:
     """The host ops a torch.compile'd (Inductor, default mode) version of eager `ops` launches.
 
     `reads[i]`: indices of the earlier ops op i reads (default: inferred from the names, `infer_reads(ops,
     feeds)`). An op whose shape carries `graph_break=1` runs eagerly between compiled regions: kept as it is,
     and nothing fuses across it. `act_bytes`: bytes per activation element (an extern's output size).
-    Pure: same input, same output."""
+    `dynamic` may be passed by position (workload.py's hf recipe does). Pure: same input, same output."""
     ops = tuple(ops)
     n = len(ops)
     if reads is not None and feeds is not None:
