@@ -288,6 +288,25 @@ def test_fusion_never_adds_work_or_reorders_externs(g, dynamic, named):
     assert compile_ops(ops, dynamic=dynamic, reads=None if named else reads) == out  # pure
 
 
+@pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.parametrize("fusion", ["none", "packed"])
+def test_fusion_properties_on_every_preset_step(name, fusion):
+    """The same properties on whole decode steps (3 layers) of every preset, MoE included (its routing ops and
+    grouped GEMMs are table-priced: kept as they are), batches 1 and 48, a mixed prefill batch too."""
+    from simulator.model.workload import StepShape
+
+    m = replace(PRESETS[name], num_hidden_layers=3)
+    for shape in (decode(1, 256), decode(48, 256), StepShape(decode_seqs=3, ctx=64, prefill_seqs=1, prefill_len=16)):
+        ops = build_step(m, shape, fusion).ops
+        for dyn in (False, True):
+            out = compile_ops(ops, dynamic=dyn)
+            assert kernels(out) < kernels(ops)
+            assert [o.name for o in out if o.op_class in (OpClass.GEMM, OpClass.ATTENTION)] == \
+                [o.name for o in ops if o.op_class in (OpClass.GEMM, OpClass.ATTENTION)]
+            assert sum(o.flops for o in out) == pytest.approx(sum(o.flops for o in ops))
+            assert sum(o.bytes for o in out) < sum(o.bytes for o in ops)
+
+
 # -- the reference decoder against the hand table and Inductor's measured kernels ---------------------
 def _per_layer(model, fusion_or_dynamic, batch=1):
     def count(layers):
