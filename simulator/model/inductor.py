@@ -112,6 +112,9 @@ _FEEDS: dict[str, tuple[str, ...]] = {
     "down_proj": ("mul",),
     "lm_head": ("final_norm",), "logit_softcap": ("lm_head",),
 }
+# steps of one module that read an earlier step of the same run besides the previous one (RMSNorm's x * rsqrt
+# reads the fp32 x; RoPE's sum reads x * cos)
+_STEP_READS = {"mul": ("to_fp32",), "add": ("mul_cos",)}
 _SCATTER_PREFIXES = ("cache_write",)  # copies into a mutated buffer (the static KV cache's index_copy_)
 _SCATTER_NAMES = (".index_copy",)
 
@@ -152,6 +155,7 @@ def infer_reads(ops: Sequence[Op], feeds: Mapping[str, tuple[str, ...]] | None =
     last_of: dict[str, int] = {}  # group prefix or full op name -> index of its most recent kernel op
     last_kernel = -1
     prev_prefix, prev_in_run = None, -1  # the current run of one group prefix and its last kernel op
+    run_ops: dict[str, int] = {}  # the current run's ops by name
 
     def resolve(entry: tuple[str, ...]) -> tuple[int, ...]:
         got = []
@@ -166,17 +170,22 @@ def infer_reads(ops: Sequence[Op], feeds: Mapping[str, tuple[str, ...]] | None =
         if op.op_class is OpClass.VIEW:
             reads.append(())
             if p != prev_prefix:
-                prev_prefix, prev_in_run = p, -1
+                prev_prefix, prev_in_run, run_ops = p, -1, {}
             continue
         if op.name in table:
             r: tuple[int, ...] = resolve(table[op.name])
         elif p == prev_prefix and prev_in_run >= 0:
-            r = (prev_in_run,)
+            step = op.name[len(p) + 1:]
+            extra = [run_ops[f"{p}.{t}"] for t in _STEP_READS.get(step, ()) if f"{p}.{t}" in run_ops]
+            r = tuple(sorted({prev_in_run, *extra}))
         elif p in table:
             r = resolve(table[p])
         else:
             r = (last_kernel,) if last_kernel >= 0 else ()
         reads.append(r)
+        if p != prev_prefix:
+            run_ops = {}
+        run_ops[op.name] = i  # noqa: the run's ops by name, for _STEP_READS
         prev_prefix, prev_in_run = p, i
         last_of[p] = i
         last_of[op.name] = i
