@@ -16,8 +16,11 @@ choices.py's should_use_persistent_reduction):
    more than four buffers, then stored; the measured kernel names show it: layer 0's and layer 1's norms
    carry `embedding` in their names, layer 2's do not). Reductions (norm means) are always realized; so is
    a copy into a mutated buffer (the KV cache's `index_copy_` lowers to a scatter store whose value function
-   inlines its pointwise producer). GEMMs, attention (SDPA), collectives and sampling stay extern (path
-   COMPILED_EXTERN for GEMM and attention): they are barriers to fusion.
+   inlines its pointwise producer), and an in-place op on a buffer (a name ending in `_`: StaticCache's
+   position `add_`, stored back by its own kernel, measured `triton_poi_fused_add_copy_`). GEMMs, attention
+   (SDPA), collectives and sampling stay extern (path COMPILED_EXTERN for GEMM and attention): they are
+   barriers to fusion, and each of their inputs is a buffer (the rotary bmm's two operands: two kernels where
+   transformers casts both, one where the reference casts only the positions).
 2. Scheduling (which buffers share a kernel). A realized node fuses with a realized producer it reads when
    the loop sizes match: pointwise with pointwise of equal numel; a pointwise prologue into a reduction
    whose numel x rnumel equals it; a reduction with a pointwise (or scatter) epilogue of numel equal to the
@@ -25,10 +28,13 @@ choices.py's should_use_persistent_reduction):
    group would depend on itself through a node outside it (an extern in between), nor past
    `MAX_FUSION_SIZE` nodes. Two kernels that do not depend on each other fuse horizontally when their numel
    and rnumel match and they read a common buffer the same way (a read through a split/chunk view is a
-   slice, another index): with GQA no pair qualifies; with MHA RoPE-q and RoPE-k + cache write do (they
-   read the same cos/sin). dynamic=True (measured): a reduction does not take a scatter store as its
-   epilogue (qwen3's k-norm stays its own persistent reduction and RoPE-k + cache write a pointwise
-   kernel, +1 kernel per layer; static, the three are one kernel), and the hidden-size norms are looped.
+   slice, another index), unless one stores into a mutated buffer (measured: transformers' K and V cache
+   writes share the position read and stay apart). dynamic=True (measured), where the symbolic sizes reach
+   the KV cache and the weights (`dynamic_inputs`: the reference decoder passes them as arguments;
+   transformers does not, and launches the same kernels either way): a reduction does not take a scatter
+   store as its epilogue (qwen3's k-norm stays its own persistent reduction and RoPE-k + cache write a
+   pointwise kernel, +1 kernel per layer; static, the three are one kernel), and the hidden-size norms are
+   looped.
 
 Each fused kernel: flops = the sum of its home members' flops (a node inlined into several kernels is
 counted once, in the first); bytes = the group's external reads (distinct realized producers' outputs,
@@ -85,6 +91,9 @@ _NORMS_IN = "residual_add|embedding|embed_scale"
 _FEEDS: dict[str, tuple[str, ...]] = {
     "embedding": (), "rotary": (), "rotary_local": (), "mask": (), "sliding_mask": (), "cache": (),
     "embed_scale": ("embedding",),
+    # the rotary bmm's two operands are both extern inputs (both realized: two kernels where both are copies)
+    "rotary.pos_float": (), "rotary.matmul": ("rotary.inv_freq_float", "rotary.pos_float"),
+    "rotary_local.pos_float": (), "rotary_local.matmul": ("rotary_local.inv_freq_float", "rotary_local.pos_float"),
     "input_norm": (_NORMS_IN,), "input_layernorm": (_NORMS_IN,),
     "post_norm": (_NORMS_IN,), "final_norm": (_NORMS_IN,),
     "post_attention_layernorm": ("residual_add|o_proj",),  # after the residual add; sandwich norms: after o_proj
@@ -141,6 +150,8 @@ def _kind(op: Op) -> str:
     if op.op_class is OpClass.COPY and (_prefix(op).startswith(_SCATTER_PREFIXES) or
                                         any(t in op.name for t in _SCATTER_NAMES)):
         return "scatter"
+    if "." in op.name and op.name.endswith("_") and op.op_class in (OpClass.ELEMENTWISE, OpClass.COPY):
+        return "scatter"  # an in-place op on a buffer (StaticCache's position add_): a mutation, stored back
     return "pointwise"  # ELEMENTWISE, COPY (casts, cat, contiguous), EMBEDDING (a gather)
 
 
@@ -210,15 +221,24 @@ def _out_bytes(op: Op, n_in: int, kind: str, act_bytes: int) -> float:
 
 
 def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[int]] | None = None,
-                feeds: Mapping[str, tuple[str, ...]] | None = None, act_bytes: int = 2) -> tuple[Op, ...]:
+                feeds: Mapping[str, tuple[str, ...]] | None = None, act_bytes: int = 2,
+                dynamic_inputs: bool | None = None) -> tuple[Op, ...]:
     """The host ops a torch.compile'd (Inductor, default mode) version of eager `ops` launches.
 
     `reads[i]`: indices of the earlier ops op i reads (default: inferred from the names, `infer_reads(ops,
     feeds)`). An op whose shape carries `graph_break=1` runs eagerly between compiled regions: kept as it is,
     and nothing fuses across it. `act_bytes`: bytes per activation element (an extern's output size).
+    `dynamic_inputs`: whether dynamic=True's symbolic sizes reach the KV cache and the weights, which is what
+    changes the kernels (measured: the reference decoder, which passes weights and cache as arguments, gains the
+    k-norm / cache-write split and looped hidden-size norms; transformers, whose weights are module parameters
+    and whose StaticCache marks its tensors static, launches the same kernels with dynamic True and False).
+    None: dynamic, except for a transformers op list (one with an `input_layernorm`), where False.
     `dynamic` may be passed by position (workload.py's hf recipe does). Pure: same input, same output."""
     ops = tuple(ops)
     n = len(ops)
+    if dynamic_inputs is None:
+        dynamic_inputs = dynamic and not any(_prefix(o) == "input_layernorm" for o in ops)
+    sym = dynamic and dynamic_inputs  # symbolic sizes inside the kernels (the wrapper's cost is dynamic's alone)
     if reads is not None and feeds is not None:
         raise InductorError("give reads or feeds, not both: feeds only name-infer reads")
     R = tuple(tuple(r) for r in (infer_reads(ops, feeds) if reads is None else reads))
@@ -312,7 +332,7 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
         if kp == "scatter":
             return False  # its output is the mutated cache, read by attention (extern)
         ep, ec = ops[p].flops, ops[c].flops
-        if kp == "reduction" and kc == "scatter" and dynamic:
+        if kp == "reduction" and kc == "scatter" and sym:
             return False
         if kp == "reduction" and kc == "reduction":
             return sizes(p) == sizes(c)
@@ -396,8 +416,8 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
             if ga == gb:
                 continue
             (sa, ra, da), (sb, rb, db) = info[ga], info[gb]
-            if sa != sb or not (ra & rb):
-                continue
+            if sa != sb or not (ra & rb) or any(kind[i] == "scatter" for i in members[ga] + members[gb]):
+                continue  # measured: kernels storing into a mutated buffer stay apart (hf's K and V cache writes)
             if any(fusible[d] and find(d) == gb for d in da) or any(fusible[d] and find(d) == ga for d in db):
                 continue  # one reads the other: a vertical pair, decided above
             if len(members[ga]) + len(members[gb]) <= MAX_FUSION_SIZE and not creates_cycle(ga, gb):
@@ -448,7 +468,7 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
         rn = max((rnumel[i] for i in red), default=0)
         rows = max(ops[i].flops for i in mem) / rn if rn else 0
         gathers = rows > 1 and not ext_reads and any(ops[i].op_class is OpClass.EMBEDDING for i in body)
-        bound = (PERSISTENT_RNUMEL_DYNAMIC if dynamic else
+        bound = (PERSISTENT_RNUMEL_DYNAMIC if sym else
                  PERSISTENT_RNUMEL_OTHER if gathers else PERSISTENT_RNUMEL_INNER)
         persistent = int(bool(red) and 0 < rn <= bound)
         tag = ("per" if persistent else "red") if red else "poi"
@@ -486,10 +506,12 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
                 pending.append(i)
             continue
         if k == "extern":
-            if pending and op.op_class is OpClass.GEMM and op.dim("m") > 1 and \
+            if pending and op.op_class is OpClass.GEMM and op.dim("m") > 1 and len(R[i]) < 2 and \
                     all(_prefix(ops[v]) == _prefix(op) for v in pending):
-                # measured (batch 16, not batch 1): the extern bmm's broadcast input is materialized by an aten
-                # copy (at::native::elementwise_kernel); fp32 [m, n] written from an [n] vector; no arithmetic
+                # measured (batch 16 and 64, not batch 1): the extern bmm's broadcast operand, when no listed op
+                # produces it (the reference's inv_freq constant), is materialized by an aten copy
+                # (at::native::elementwise_kernel); fp32 [m, n] written from an [n] vector; no arithmetic.
+                # transformers' .float() copy of it is a Triton kernel that writes the expanded buffer instead.
                 elems = op.dim("m") * op.dim("n")
                 placed.append(((i, -1, i), Op(f"{_prefix(op)}.expand_copy", OpClass.COPY, LaunchPath.COMPILED_EXTERN,
                                               0.0, float(elems * 4 + op.dim("n") * 4), (("numel", elems),))))

@@ -175,8 +175,10 @@ def test_hf_style_attention_inputs_with_a_feeds_table():
 
 def test_hf_recipe_names_are_wired_by_default():
     """recipes.py's hf layer names (StaticCache: cache.arange / pos_add / pos_add_ then index_copy_k / _v; repeat_kv;
-    SDPA's mask): the cache index arithmetic is inlined into both scatters, K's scatter joins k-norm + RoPE-k,
-    V's is its own kernel, each repeat_kv copy one kernel, the mask one kernel."""
+    SDPA's mask), as Inductor compiled transformers 5.17 (round f): the in-place position add_ is stored back by
+    its own kernel (measured `triton_poi_fused_add_copy_`), K's scatter joins k-norm + RoPE-k, V's is its own
+    kernel (the two share the position read but, storing into mutated buffers, stay apart), each repeat_kv copy
+    one kernel, the mask one kernel."""
     B, KV, hd, slots = 1, 2, 8, 16
     E, C = B * KV * hd, B * KV * 2 * hd * slots
     ops = [gemm("k_proj", B, KV * hd, 32), red("k_norm.mean", E, 2, 4 / hd), ew("k_norm.add_eps", E // hd, 4, 4),
@@ -196,8 +198,14 @@ def test_hf_recipe_names_are_wired_by_default():
     assert R[i["cache.arange"]] == ()
     assert R[i["attention"]] == (i["repeat_kv_k"], i["repeat_kv_v"], i["sdpa.mask_where"])
     assert [o.name for o in compile_ops(ops, dynamic=False)] == [
-        "triton_poi:sdpa", "k_proj", "triton_per:k_norm+rope_k+cache", "triton_poi:repeat_kv_k", "v_proj",
-        "triton_poi:cache", "triton_poi:repeat_kv_v", "attention"]
+        "triton_poi:cache", "triton_poi:sdpa", "k_proj", "triton_per:k_norm+rope_k+cache", "triton_poi:repeat_kv_k",
+        "v_proj", "triton_poi:cache", "triton_poi:repeat_kv_v", "attention"]
+    # a transformers list (it has an input_layernorm) launches the same kernels with dynamic=True: the
+    # dynamic sizes never reach the StaticCache's tensors (marked static) or the module's parameters
+    hf = [ew("input_layernorm.mul_weight", E)] + ops
+    assert compile_ops(hf, dynamic=True) == tuple(replace(o, shape=tuple(sorted(dict(o.shape, dynamic=1).items())))
+                                                  if o.path is P.COMPILED else o for o in compile_ops(hf, dynamic=False))
+    assert [o.name for o in compile_ops(hf, dynamic=True, dynamic_inputs=True)].count("triton_per:k_norm") == 1
 
 
 def test_graph_break_keeps_the_op_eager_and_splits_the_regions():
@@ -222,13 +230,17 @@ def test_horizontal_fusion_needs_a_common_read_of_equal_size():
     assert two(64, share=False) == ["triton_poi:a", "triton_poi:b"]
 
 
-def test_mha_rope_q_and_k_share_cos_sin_and_fuse():
-    """With as many KV heads as query heads, RoPE-q and RoPE-k + cache write have equal sizes and read the same
-    rotary buffer: one kernel, 13 per layer (GQA: 14). Not measured (no MHA decoder was compiled)."""
+def test_kernels_storing_into_mutated_buffers_do_not_fuse_horizontally():
+    """Measured (round f, transformers llama3-8b): the K and V cache writes both read the cache position and have
+    equal sizes, yet stay two kernels. So with MHA (RoPE-q and RoPE-k + K cache write equal in size, both reading
+    cos/sin) the pass keeps 14 kernels per layer, as with GQA (not measured)."""
+    g = gemm("g", 4, 16, 8)
+    ops = [g, gemm("h", 4, 16, 8), Op("cache_write_k", OpClass.COPY, P.EAGER_COPY, 64.0, 256.0),
+           Op("cache_write_v", OpClass.COPY, P.EAGER_COPY, 64.0, 256.0)]
+    out = compile_ops(ops, dynamic=False, reads=[(), (), (0,), (0,)])
+    assert [o.name for o in out if o.path is P.COMPILED] == ["triton_poi:cache_write_k", "triton_poi:cache_write_v"]
     mha = replace(LLAMA, num_key_value_heads=LLAMA.num_attention_heads)
-    assert _per_layer(mha, False) == 13
-    ops = compile_ops(build_step(replace(mha, num_hidden_layers=2), decode(1, 512), "none").ops, dynamic=False)
-    assert "triton_poi:rope_q+rope_k+cache_write_k" in [o.name for o in ops]
+    assert _per_layer(mha, False) == 14
 
 
 def test_opaque_ops_pass_through_unchanged():
@@ -376,6 +388,63 @@ def test_reference_step_matches_inductors_measured_kernels(batch, dyn, fname):
     gemm_like = [o for o in ops if o.path is P.COMPILED_EXTERN and o.op_class is not OpClass.ATTENTION]
     assert len(gemm_like) + splitk == row["kinds"]["gemm"] + row["kinds"].get("other", 0)
     assert sum(o.op_class is OpClass.ATTENTION for o in ops) == row["kinds"]["attention"]
+
+
+ROUND_F = ROOT / "calibration" / "measured" / "h200-round-f"
+
+
+def _kind(n: str) -> str:
+    low = n.lower()
+    for t in ("per", "red", "poi"):
+        if n.startswith(f"triton_{t}"):
+            return t
+    if "splitkreduce" in low:
+        return "splitK"
+    if any(t in low for t in ("gemm", "gemv", "cutlass", "nvjet", "xmma")):
+        return "gemm"
+    if any(t in low for t in ("flash", "fmha", "attention", "sdpa", "cudnn")):
+        return "attn"
+    return "other"
+
+
+def _round_f_rows():
+    rows = []
+    for impl in ("ref", "hf"):
+        for name in ("qwen3-0.6b", "llama3-8b"):
+            for r in json.loads((ROUND_F / f"compile_counts_{impl}_{name}.json").read_text())["rows"]:
+                rows.append(pytest.param(r, id=f"{impl}-{name}-{'dyn' if r['dynamic'] else 'static'}-b{r['batch']}"))
+    return rows
+
+
+@pytest.mark.parametrize("row", _round_f_rows())
+def test_round_f_inductor_kernels_of_the_reference_and_transformers(row):
+    """Round f (2 layers, ctx 512, torch 2.11 / transformers 5.17): every measured kernel by kind against the pass
+    on the reference `none` list and on the hf recipe (StaticCache of ctx + 128 slots). 15 of 16 rows exact; the
+    miss: transformers qwen3-0.6b at batch 64 launches an aten copy for the rotary bmm's expanded operand that
+    transformers llama3-8b at batch 64 does not (the pass predicts none for either; not explained)."""
+    from collections import Counter
+
+    impl, name, dyn, B = row["impl"], row["model"], row["dynamic"], row["batch"]
+    if impl == "ref":
+        m = replace(PRESETS[name], num_hidden_layers=2)
+        ops = compile_ops(build_step(m, decode(B, row["ctx"]), "none").ops, dynamic=dyn)
+    else:
+        from simulator.model.models import load_model
+
+        m = replace(load_model(str(ROOT / "calibration" / "configs" / "hf" / f"{name}.json")), num_hidden_layers=2)
+        ops = build_step(m, decode(B, row["ctx"]), "compiled", "hf", cache="static",
+                         max_cache_len=row["ctx"] + 128, compile_dynamic=dyn).ops
+    cm = CostModel(load_profile("h200"))
+    mine = Counter("attn" if o.op_class is OpClass.ATTENTION or o.name == "attention.split_kv_reduce" else
+                   o.name.split(":")[0][len("triton_"):] if o.path is P.COMPILED else
+                   "gemm" if o.op_class is OpClass.GEMM else "other" for o in ops if o.launches_kernel)
+    mine["splitK"] = cm.step_kernels(ops) - kernels(ops)
+    measured = Counter()
+    for n, c in row["names"].items():
+        measured[_kind(n)] += c
+    miss = Counter({"other": 1}) if (impl, name, B) == ("hf", "qwen3-0.6b", 64) else Counter()
+    assert +mine == +(measured - miss) and measured - mine == miss
+    assert cm.step_kernels(ops) == row["kernels"] - sum(miss.values())
 
 
 def test_dynamic_wrapper_cost_traces_to_the_measured_host_times():
