@@ -6,7 +6,7 @@ reads the clean timing process's output (calibration/measured/h200-round-b/timin
 process's output (h200-round-a/counts_eager.json: cuBLAS kernels per GEMM call, CUPTI kernel durations
 for the trace node gap), plus the graph-memory measurements where calibration/build_memory.py exists,
 and, where calibration/measured/h200-engine/engine_loop.json exists, the engine loop's host work
-(calibration/build_engine.py) and the start-up figures (simulator/engine/startup.py `derive`), and, where calibration/measured/h200-round-d/moe_fp8.json exists, the FP8 and MoE tables
+(calibration/build_engine.py) and the start-up figures (calibration/fit_startup.py `derive`), and, where calibration/measured/h200-round-d/moe_fp8.json exists, the FP8 and MoE tables
 (calibration/build_moe_fp8.py), and writes simulator/profiles/h200.json (measured) and h100-sxm.json (derived by datasheet ratios).
 Nothing is fitted on decode rows.
 """
@@ -71,7 +71,7 @@ def build_h200() -> tuple[dict, str]:
     if ENGINE.exists():
         p["host"]["engine_step_us"] = engine_section(json.loads(ENGINE.read_text()),
                                                      str(ENGINE.relative_to(ROOT.parent)))
-        from simulator.engine.startup import derive
+        from .fit_startup import derive
 
         # start-up figures: the eager-pass predictions they are scaled on come from this very profile
         p["host"]["startup"] = derive(startup_figures(startup_data()), parse_profile(p, "h200"), startup_source())
