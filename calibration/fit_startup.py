@@ -16,7 +16,13 @@ import math
 import statistics
 from dataclasses import replace
 
-from simulator.engine.startup import COMPILE_CACHES, DEFAULT_CTX, compile_nodes, eager_pass, figures
+from simulator.engine.startup import (
+    COMPILE_CACHES,
+    DEFAULT_CTX,
+    compile_nodes,
+    eager_pass,
+    figures,
+)
 from simulator.model.models import ModelSpec, load_model
 from simulator.model.profile import Profile
 
@@ -155,4 +161,4 @@ def validation_rows(data: dict, profile: Profile) -> list[dict]:
     return out
 
 
-__all__ = ["compile_fit", "fit_rows", "derive", "validation_rows"]
+__all__ = ["compile_fit", "derive", "fit_rows", "validation_rows"]

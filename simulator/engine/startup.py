@@ -5,7 +5,9 @@ One model for every command that reports start-up time (`launchsim startup`, `gr
 
 Measured inputs: `profile.host.startup` (a `StartupFigures`, built by calibration/make_profiles.py from the
 `capture` and `compile` sections of calibration/measured/h200-engine/engine_loop.json: H200, clean process,
-no profiler). A profile without one uses `DEFAULT_STARTUP` (the same H200 figures) and `source` says so.
+no profiler; calibration/fit_startup.py derives them). A profile without that section is refused (StartupError, one
+line): no device's figures are assumed. The shipped derived and datasheet profiles carry the H200 figures, their
+`source` saying "H200 measured, applied to <profile> by assumption" (calibration/device_sections.py).
 
 Per capture pass of one size b (fusion F, context `ctx`, default 512 as measured):
 
@@ -70,26 +72,12 @@ from dataclasses import dataclass, field
 from simulator.common.errors import UserError
 from simulator.common import vocab as V
 from simulator.model.models import ModelSpec
-from simulator.model.profile import CompileFit, Profile, StartupFigures
+from simulator.model.profile import Profile, StartupFigures
 from simulator.model.tables import CLAMP, EXTRAPOLATE, linear
 
 DEFAULT_CTX = 512  # context of the measured warm-ups and captures
 COMPILE_MODES = V.values(V.CompileMode)
 COMPILE_CACHES = V.values(V.CompileCache)
-_H200 = "calibration/measured/h200-engine/engine_loop.json"
-_FIT = dict(nodes=[99, 131, 339], validated_nodes=[1299, 1587], source="default (H200)")
-_DYN = dict(nodes=[131, 1587], source="default (H200)")
-DEFAULT_STARTUP = StartupFigures(
-    warmup_runs=2, capture_host_ratio=1.045639,
-    compile_static_cold=CompileFit(fixed_s=11.354727, per_node_s=0.016936, **_FIT),
-    compile_static_warm=CompileFit(fixed_s=2.974256, per_node_s=0.00161, **_FIT),
-    compile_dynamic_cold=CompileFit(fixed_s=60.524434, per_node_s=0.02955, **_DYN),
-    compile_dynamic_warm=CompileFit(fixed_s=5.027255, per_node_s=0.008499, **_DYN),
-    compile_dynamic_note="measured on qwen3-0.6b 2L, qwen3-0.6b 28L: every row fits the line, none is held out "
-                         "(not validated)",
-    source=f"default: the H200 figures of {_H200} and h200-round-d/-e (profile has no host.startup section)")
-
-
 class StartupError(UserError):
     """A start-up question launchsim cannot answer from measurements (bad mode, unmeasured compile)."""
 
@@ -172,9 +160,13 @@ class StartupResult:
 
 
 def figures(profile: Profile) -> tuple[StartupFigures, bool]:
-    """(the profile's start-up figures or DEFAULT_STARTUP, whether they are the profile's own)."""
+    """(the profile's start-up figures, True); a profile without `host.startup` is refused (the bool is kept for
+    callers written when an H200 default stood in: it is always True now)."""
     st = profile.host.startup
-    return (st, True) if st is not None else (DEFAULT_STARTUP, False)
+    if st is None:
+        raise StartupError(f"profile {profile.name} has no host.startup section (warm-up runs, capture ratio, "
+                           f"torch.compile lines): start-up and capture time cannot be given for it")
+    return st, True
 
 
 class StartupModel:
@@ -302,5 +294,5 @@ def _interp(xs: list[int], ys: list[float], x: float) -> float:
     return v
 
 
-__all__ = ["StartupModel", "StartupResult", "PassCost", "StartupError", "DEFAULT_STARTUP", "DEFAULT_CTX",
+__all__ = ["StartupModel", "StartupResult", "PassCost", "StartupError", "DEFAULT_CTX",
            "COMPILE_MODES", "COMPILE_CACHES", "eager_pass", "compile_nodes", "figures"]

@@ -65,9 +65,7 @@ class CostModel:
             OpClass.EMBEDDING: d.tables.embedding or d.tables.memcopy,
             OpClass.SAMPLING: d.tables.reduction,
         }
-        from simulator.model.parallel import DEFAULT_COLLECTIVE
-
-        self.collective = d.collective if d.collective is not None else DEFAULT_COLLECTIVE
+        self.collective = d.collective  # None: a tensor-parallel collective is refused (parallel.collective_gpu_s)
         self._gpu_cache: dict[Op, float] = {}
         self._host_cache: dict[tuple[Op, float], float] = {}
         self._kernels_cache: dict[tuple[int, int], int] = {}
@@ -132,7 +130,10 @@ class CostModel:
             if spread is None and op.path is LaunchPath.COMPILED_EXTERN:
                 spread = launch.get(LaunchPath.COMPILED.value)  # profiles before the extern path was measured
             if spread is None and op.path is LaunchPath.COLLECTIVE:
-                spread = launch.get(self.collective.launch_path)  # unmeasured: reuse a measured path's figure
+                from simulator.model.parallel import require_collective
+
+                # unmeasured: reuse a measured path's figure
+                spread = launch.get(require_collective(self.collective, op.dim("ranks", 2)).launch_path)
             if spread is None:
                 raise CostError(f"profile '{self.profile.name}' has no host cost for launch path '{op.path.value}'")
             v = spread.q(quantile) * US

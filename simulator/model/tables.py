@@ -27,7 +27,8 @@ are bit-identical to this one's on every finite positive table (tests/model/test
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -109,4 +110,4 @@ def linear(x: float, xs: Sequence[float], ys: Sequence[float], *, below: Policy,
     return float(ys[-1])  # unreachable: x <= xs[-1] here
 
 
-__all__ = ["loglog", "linear", "POLICIES", "Policy", "CLAMP", "EXTRAPOLATE", "REFUSE"]
+__all__ = ["CLAMP", "EXTRAPOLATE", "POLICIES", "REFUSE", "Policy", "linear", "loglog"]

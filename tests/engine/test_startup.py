@@ -12,7 +12,7 @@ from simulator.cli import app
 from simulator.engine.graph_memory import GraphMemoryModel
 from simulator.model.models import load_model
 from simulator.model.profile import CompileFit, StartupFigures, load_profile
-from simulator.engine.startup import DEFAULT_STARTUP, StartupError, StartupModel, compile_nodes, eager_pass
+from simulator.engine.startup import StartupError, StartupModel, compile_nodes, eager_pass
 
 from tests.conftest import cli_error
 from tests.paths import ROOT
@@ -107,14 +107,20 @@ def test_shipped_profile_carries_the_derived_figures():
     assert st is not None and st.warmup_runs == 2 and st.compile_static_cold.nodes == [99, 131, 339]
     assert st.compile_static_cold.validated_nodes == [1299, 1587]  # the two full-depth models are held out
     assert "engine_loop.json" in st.source and "not validated" in st.compile_dynamic_note
-    # the fallback for profiles without the section is the same H200 figures
-    assert DEFAULT_STARTUP.capture_host_ratio == pytest.approx(st.capture_host_ratio, rel=1e-6)
-    assert DEFAULT_STARTUP.compile_static_cold.fixed_s == pytest.approx(st.compile_static_cold.fixed_s, rel=1e-6)
-    assert DEFAULT_STARTUP.compile_static_warm.fixed_s == pytest.approx(st.compile_static_warm.fixed_s, rel=1e-6)
-    assert DEFAULT_STARTUP.compile_static_warm.per_node_s == pytest.approx(st.compile_static_warm.per_node_s, rel=1e-6)
-    for k in ("compile_static_cold", "compile_dynamic_cold", "compile_dynamic_warm"):
-        assert getattr(DEFAULT_STARTUP, k).per_node_s == pytest.approx(getattr(st, k).per_node_s, rel=1e-6)
-        assert getattr(DEFAULT_STARTUP, k).fixed_s == pytest.approx(getattr(st, k).fixed_s, rel=1e-6)
+    # the derived and datasheet profiles carry the same H200 figures, and say so
+    for name in ("h100-sxm", "datasheet-h200", "datasheet-h100-sxm"):
+        q = load_profile(name).host.startup
+        assert q is not None and q.model_dump(exclude={"source"}) == st.model_dump(exclude={"source"})
+        assert q.source.startswith(f"H200 measured, applied to {name} by assumption: ")
+
+
+def test_profile_without_startup_is_refused():
+    p = load_profile("h200")
+    bare = p.model_copy(update={"host": p.host.model_copy(update={"startup": None})})
+    with pytest.raises(StartupError, match="has no host.startup section"):
+        StartupModel(QWEN, bare)
+    with pytest.raises(StartupError, match="has no host.startup section"):
+        GraphMemoryModel(QWEN, bare, "fused", "full").layout([1, 8])
 
 
 def test_graph_memory_optimizer_and_sweep_use_the_same_figures():
