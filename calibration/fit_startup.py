@@ -87,7 +87,7 @@ def derive(startup_rows: dict, profile: Profile, source: str = _H200) -> dict:
             continue
         host = eager_pass(_spec(r["model"], r.get("layers")), profile, "none", int(r["batch"]), r.get("ctx", DEFAULT_CTX))[1]
         ratios.append(r["capture_s"] / host)
-    out = {"warmup_runs": 2, "capture_host_ratio": round(statistics.fmean(ratios), 6)}
+    out: dict = {"warmup_runs": 2, "capture_host_ratio": round(statistics.fmean(ratios), 6)}
     comp = [r for r in startup_rows.get("compile", []) if r.get("compile_s") is not None]
     for dyn, mode in ((False, "static"), (True, "dynamic")):
         for cache in COMPILE_CACHES:

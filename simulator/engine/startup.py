@@ -67,6 +67,7 @@ total_s = compile_s + the warm-up and capture of every pass over all sizes.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from simulator.common.errors import UserError
@@ -78,12 +79,16 @@ from simulator.model.tables import CLAMP, EXTRAPOLATE, linear
 DEFAULT_CTX = 512  # context of the measured warm-ups and captures
 COMPILE_MODES = V.values(V.CompileMode)
 COMPILE_CACHES = V.values(V.CompileCache)
+
+
 class StartupError(UserError):
     """A start-up question launchsim cannot answer from measurements (bad mode, unmeasured compile)."""
 
 
 # --------------------------------------------------------------------------------------------- eager pass
-_EAGER: dict = {}  # (model, id(profile), fusion, ctx) -> (profile, {batch: (step_s, host_s)})
+EagerFn = Callable[[int], tuple[float, float]]  # batch -> (step_s, host_s) of one eager pass
+# (model, id(profile), fusion, ctx) -> (profile, {batch: (step_s, host_s)})
+_EAGER: dict[tuple[ModelSpec, int, str, int], tuple[Profile, dict[int, tuple[float, float]]]] = {}
 
 
 def _eager_point(model: ModelSpec, profile: Profile, fusion: str, ctx: int, batch: int) -> tuple[float, float]:
@@ -171,7 +176,7 @@ def figures(profile: Profile) -> tuple[StartupFigures, bool]:
 
 class StartupModel:
     def __init__(self, model: ModelSpec, profile: Profile, fusion: str = "fused", graph_mode: str = "full",
-                 ctx: int = DEFAULT_CTX, warmup_runs: int | None = None, eager=None):
+                 ctx: int = DEFAULT_CTX, warmup_runs: int | None = None, eager: EagerFn | None = None):
         """`eager(batch) -> (step_s, host_s)` replaces launchsim's eager pass (tests)."""
         from simulator.engine.routing import GRAPH_MODES
         from simulator.model.workload import FUSION_LEVELS
@@ -188,9 +193,9 @@ class StartupModel:
         from simulator.engine.routing import graph_kinds
 
         self.modes = graph_kinds(graph_mode)  # full_decode_only captures full graphs, as full
-        self._eager = eager or (lambda b: eager_pass(model, profile, fusion, b, ctx))
+        self._eager: EagerFn = eager or (lambda b: eager_pass(model, profile, fusion, b, ctx))
         t = profile.device.graph_memory.get(model.name)
-        self._table = None
+        self._table: tuple[list[int], list[float]] | None = None
         if t is not None and t.capture_s:
             pts = sorted(zip(t.batch, t.capture_s))
             self._table = ([int(b) for b, _ in pts], [float(c) for _, c in pts])
@@ -254,7 +259,8 @@ class StartupModel:
                 f"torch.compile {mode}, {cache} cache: {fit.fixed_s:.4g} s + {fit.per_node_s * 1e3:.3g} ms x {n} "
                 f"nodes, {where} (one compile; engines that compile per captured size pay it per size)")
 
-    def layout(self, sizes, compile_mode: str = "static", cache: str = "cold", prefill_sizes=None) -> StartupResult:
+    def layout(self, sizes: Iterable[int], compile_mode: str = "static", cache: str = "cold",
+               prefill_sizes: Iterable[int] | None = None) -> StartupResult:
         """`prefill_sizes`: token counts of the prefill piecewise graphs (None: none), captured after the sizes."""
         sizes = tuple(sorted({int(s) for s in sizes}, reverse=True))  # captured largest first
         if not sizes:
