@@ -31,7 +31,8 @@ def _ctx_fits(model_name: str, ctx: int, extra: int = 1, assume_family: str | No
 
         m = load_model(model_name, assume_family)
         if ctx + extra > m.max_position_embeddings:
-            raise UserError(f"context {ctx} (+{extra} new) exceeds {m.name}'s max_position_embeddings "
+            who = model_name if str(model_name).endswith(".json") else m.name  # a config file is named by its path
+            raise UserError(f"context {ctx} (+{extra} new) exceeds {who}'s max_position_embeddings "
                             f"{m.max_position_embeddings}")
     return check
 
