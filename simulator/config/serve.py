@@ -83,6 +83,25 @@ class EngineLimits(Strict):
         return self
 
 
+class StabilitySpec(Strict):
+    """When a run counts as stable (simulator/serving/capacity.py Stability): capacity rejects unstable rates,
+    serve reports `saturated`."""
+
+    throughput_tol: float = Field(0.05, gt=0, lt=1, description="completed throughput must be at least (1 - this) x "
+                                                                 "the window's arrival rate")
+    backlog_tol: float = Field(0.02, gt=0, le=1, description="requests still waiting for a first token at the "
+                                                             "window's end: at most this x the window's arrivals")
+    growth_tol: float = Field(0.05, gt=0, le=1, description="the waiting queue's growth over the window's last "
+                                                            "half: at most this x the arrival rate")
+    unfinished_tol: float = Field(0.001, ge=0, le=1, description="requests unfinished when the run stops: at most "
+                                                                  "this x the window's requests")
+
+    def to_stability(self):
+        from ..serving.capacity import Stability
+
+        return Stability(self.throughput_tol, self.backlog_tol, self.growth_tol, self.unfinished_tol)
+
+
 class RunModel(Strict):
     """Timing and seeds common to `serve` and `capacity`."""
 
@@ -106,6 +125,8 @@ class RunModel(Strict):
                                                                        "(with scheduling sync/async)")
     attention_backend: V.literal(V.AttentionBackend) = Field("flashinfer", description=ATTENTION_BACKEND_HELP)
     prefill_layout: PrefillLayout = Field(None, description=PREFILL_LAYOUT_HELP)
+    stability: StabilitySpec = Field(default_factory=StabilitySpec, description="when a run counts as stable "
+                                     "(not saturated)")
 
 
 class ServeScenario(RunModel):

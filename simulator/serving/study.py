@@ -35,6 +35,9 @@ def serve(sc) -> dict:
     with task(f"serve {sc.model} at {what}, {sc.duration_s:g} s simulated x {sc.replications}"):
         results = run_replications(sc, cfg, sc.rate, trace=trace)
     metrics = mean_metrics(results)
+    unstable = sc.stability.to_stability().check(metrics)  # the check capacity applies to every rate it tries
+    metrics["saturated"] = bool(unstable)
+    metrics["saturated_why"] = "; ".join(unstable)
     rows = [{"replication": i, **r.metrics, "simulated_s": r.simulated_s, "wall_s": r.wall_s}
             for i, r in enumerate(results)]
     return {
@@ -82,7 +85,11 @@ def write_outputs(result: dict, samples: list[dict], out: Path, name: str, descr
     intro = (f"{description} {c['model']} on {c['profile']} ({c['profile_source']}), fusion {c['fusion']}, graph "
              f"{c['graph']}, layout {c['layout']}; offered {m.get('offered_rate', 0):.4g} req/s. KV cache "
              f"{kv['kv_gib']:.1f} GiB ({kv['kv_blocks']} blocks of 16 tokens), graph memory {kv['graph_gib']:.2f} GiB, "
-             f"capture {kv['capture_s']:.1f} s. Metrics over the window after warm-up; simulated "
+             f"capture {kv['capture_s']:.1f} s. "
+             + (f"SATURATED: the offered rate exceeds what the replica completes ({m['saturated_why']}); latency "
+                "percentiles then measure the run's length, not the replica. " if m.get("saturated") else
+                "Stable at this rate (completed throughput keeps up with arrivals, no growing queue). ")
+             + f"Metrics over the window after warm-up; simulated "
              f"{result['simulated_s']:.0f} s in {result['wall_s']:.2f} s wall.")
     metrics_rows = [{"metric": k, "value": v} for k, v in m.items()]
     write_html(out / "report.html", f"launchsim serve: {name}", figs,

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from simulator.report.progress import note
 from simulator.report.html import table_html, write_csv, write_html
 from simulator.common.jsonfile import write_json
-from simulator.serving.capacity import Slo, find_capacity
+from simulator.serving.capacity import BOUND_MARGIN, Slo, find_capacity, throughput_bound
 from simulator.serving.kv import KVError
 from simulator.serving.replica import prepare
 from simulator.engine.graph_memory import GiB
@@ -30,7 +30,8 @@ from simulator.serving.setup import build_config, load_run_trace, mean_metrics, 
 
 CURVE_KEYS = ("rate", "meets", "why", "throughput_req_s", "throughput_tok_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
               "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "gpu_busy_frac", "cpu_bound_step_share", "padding_waste",
-              "kv_util_mean", "mean_decode_batch", "preemptions", "unfinished")
+              "kv_util_mean", "mean_decode_batch", "preemptions", "unfinished", "arrival_rate", "queue_end",
+              "backlog_growth")
 SUMMARY_COLUMNS = ["config", "status", "best_rate", "throughput_tok_s", "ttft_p99_s", "tpot_p99_ms", "replicas",
                    "kv_gib", "graph_gib", "runs"]
 
@@ -71,7 +72,7 @@ def _search(sc, c: dict, layout, start: float | None = None) -> dict:
                 "kv": {"kv_blocks": 0, "kv_tokens": 0, "kv_gib": 0.0, "graph_gib": 0.0, "capture_s": 0.0, "graphs": 0},
                 "best": {k: None for k in CURVE_KEYS}, "curve": []}
     trace = load_run_trace(sc)
-    slo = Slo(sc.slo.percentile, sc.slo.ttft_s, sc.slo.tpot_ms)
+    slo = _slo(sc)
     s = sc.search
 
     def evaluate(rate: float) -> dict:
@@ -79,7 +80,9 @@ def _search(sc, c: dict, layout, start: float | None = None) -> dict:
         return mean_metrics(run_replications(sc, cfg, rate, prep, trace))
 
     start = start or s.start or start_rate(cfg, prep, sc)
-    res = find_capacity(evaluate, slo, start, s.rate_min, s.rate_max, s.tolerance, s.max_runs)
+    bound = replica_bound(cfg, prep, sc)
+    res = find_capacity(evaluate, slo, start, s.rate_min, s.rate_max, s.tolerance, s.max_runs,
+                        bound=BOUND_MARGIN * bound)
     points = {p["rate"]: p for p in res.points}
     if res.best_rate:
         for f in sc.curve_fractions:
@@ -94,8 +97,20 @@ def _search(sc, c: dict, layout, start: float | None = None) -> dict:
         "replicas": res.replicas(sc.target_rate), "kv": prep.kv.as_dict(), "sizes": list(cfg.sizes),
         "best": {k: best.get(k) for k in CURVE_KEYS},
         "curve": [{k: points[r].get(k) for k in CURVE_KEYS} for r in sorted(points)],
-        "step_evals": prep.timer.misses,
+        "step_evals": prep.timer.misses, "throughput_bound": bound,
     }
+
+
+def _slo(sc) -> Slo:
+    return Slo(sc.slo.percentile, sc.slo.ttft_s, sc.slo.tpot_ms, sc.stability.to_stability())
+
+
+def replica_bound(cfg, prep, run) -> float:
+    """`serving.capacity.throughput_bound` of this replica: decode batches 1, 2, 4, ... and max_num_seqs."""
+    from simulator.serving.setup import _mean_len
+
+    bs = sorted({min(1 << i, cfg.max_num_seqs) for i in range(cfg.max_num_seqs.bit_length() + 1)})
+    return throughput_bound(lambda b: prep.timer.decode(b, 1).step_s, bs, _mean_len(run.output))
 
 
 def _same_point(a: dict, b: dict) -> bool:
@@ -242,7 +257,7 @@ def run_capacity_scenario(sc, out: Path | None) -> dict:
                      "kv_gib": f["kv"]["kv_gib"], "graph_gib": f["kv"]["graph_gib"],
                      "capture_s": f["kv"]["capture_s"], "graphs": f["kv"]["graphs"], "runs": f["runs"],
                      "layout_note": f["layout_note"], "message": f["message"]})
-    slo = Slo(sc.slo.percentile, sc.slo.ttft_s, sc.slo.tpot_ms)
+    slo = _slo(sc)
     result = {"scenario": sc.model_dump(mode="json"), "slo": slo.describe(), "target_rate": sc.target_rate,
               "tolerance": sc.search.tolerance, "configs": found, "summary": rows,
               "summary_columns": SUMMARY_COLUMNS, "no_rate_meets": [f["config"] for f in found if f["status"] == "none"]}
