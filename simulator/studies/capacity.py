@@ -19,8 +19,9 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from simulator.report import charts
 from simulator.report.progress import note
-from simulator.report.html import table_html, write_csv, write_html
+from simulator.report.html import human, table_html, write_csv, write_html
 from simulator.common.jsonfile import write_json
 from simulator.serving.capacity import BOUND_MARGIN, Slo, find_capacity, throughput_bound
 from simulator.serving.kv import KVError
@@ -294,10 +295,11 @@ def _report(path: Path, sc, found: list[dict], rows: list[dict], slo: Slo) -> No
                                      line=dict(dash="dash", color="red")))
         fig.update_layout(title=f"{title} (each point one simulated rate; dashed: the SLO)",
                           xaxis_title="achieved throughput (requests/s)", yaxis_title=unit, height=450)
-        fig.update_yaxes(type="log")
+        charts.log_axis(fig, "y", [q[key] for f in found for q in f["curve"] if q.get(key) is not None]
+                        + ([limit] if limit is not None else []))
         figs.append(fig)
     bar = go.Figure(go.Bar(x=[f["config"] for f in found], y=[f["best_rate"] or 0 for f in found],
-                           text=[(f"{f['best_rate']:.3g}" if f["best_rate"] else "none") for f in found],
+                           text=[(human(f["best_rate"]) if f["best_rate"] else "none") for f in found],
                            textposition="outside"))
     bar.update_layout(title=f"Highest arrival rate meeting {slo.describe()} (bisection tolerance "
                             f"{sc.search.tolerance:g})", yaxis_title="requests/s per replica", height=420)

@@ -376,20 +376,28 @@ def write_outputs(result: dict, dist: BatchDistribution, out: Path, title: str, 
         f = charts.lines_figure({"exact optimum": ([r[xk] for r in rows], [r["objective"] * scale for r in rows])},
                                 f"Pareto frontier: objective vs {xt}", xt, ylab)
         px = [v["graphs"] if key == "graphs" else v["memory_mib"] for v in feas.values()]
-        symbols = ["diamond", "square", "triangle-up", "cross", "x", "pentagon", "hexagon", "triangle-down"]
+        symbols = ["diamond-open", "square-open", "triangle-up-open", "circle-open", "x-thin-open", "pentagon-open",
+                   "hexagon-open", "triangle-down-open"]
         for i, (n, v) in enumerate(feas.items()):  # one legend entry per preset: labels never overprint
+            # open markers of decreasing size: presets at the same point stay visible inside one another
             f.add_trace(go.Scatter(x=[px[i]], y=[v["objective"] * scale], mode="markers", name=f"preset {n}",
-                                   marker=dict(size=11, symbol=symbols[i % len(symbols)]),
+                                   marker=dict(size=18 - 3 * (i % 4), symbol=symbols[i % len(symbols)],
+                                               line=dict(width=2)),
                                    hovertext=f"{n}: {v['objective'] * scale:.4g}"))
         bx = result["best_graphs"] if key == "graphs" else result["best_memory_mib"]
         f.add_trace(go.Scatter(x=[bx], y=[result["objective"] * scale], mode="markers", name="chosen",
                                marker=dict(size=14, symbol="star")))
-        f.update_yaxes(rangemode="tozero")  # from zero: a 1% gain looks like 1%
+        # zoomed to the data (gains are tenths of a percent: from zero they would be invisible); the axis title
+        # says so, and the table below gives the figures
+        ys = [r["objective"] * scale for r in rows] + [v["objective"] * scale for v in feas.values()] + \
+            [result["objective"] * scale]
+        lo, hi = min(ys), max(ys)
+        pad = max((hi - lo) * 0.08, abs(hi) * 1e-4)
+        f.update_yaxes(range=[lo - pad, hi + pad], title_text=f"{ylab} (axis zoomed to the data)")
         figs.append(f)
     b, w = dist.as_arrays()
     d = go.Figure(go.Bar(x=b, y=w, name="share of steps"))
-    for s in result["sizes"]:
-        d.add_vline(x=s, line_width=1, line_dash="dot", line_color="#E45756")
+    charts.vlines(d, result["sizes"], 0.0, float(max(w)) if len(w) else 1.0, "chosen capture sizes")
     d.update_layout(title="Batch-size distribution (bars) and the chosen capture sizes (dotted)",
                     xaxis_title="batch", yaxis_title="share of steps", height=380)
     figs.insert(0, d)
