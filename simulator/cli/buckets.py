@@ -93,9 +93,10 @@ def graph_memory(
     max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size of a preset"),
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
-    fusion: V.Fusion = choices.option(V.Fusion, V.Fusion.FUSED, "--fusion", help="fusion level", what="fusion level"),
-    graph: V.GraphMode = choices.option(V.GraphMode, V.GraphMode.FULL, "--graph", help="CUDA-graph mode",
-                                        what="graph mode"),
+    fusion: V.Fusion = choices.option(V.Fusion, V.DEFAULT_FUSION, "--fusion", help="fusion level (vLLM V1's "
+                                      "default)", what="fusion level"),
+    graph: V.GraphMode = choices.option(V.GraphMode, V.DEFAULT_GRAPH, "--graph", help="CUDA-graph mode (vLLM V1's "
+                                        "default)", what="graph mode"),
     budget: Optional[str] = typer.Option(None, "--memory-budget", "--budget",
                                           help="pinned graph-memory budget: bytes or 256MiB / 1GiB (--budget is an "
                                                "alias)"),
@@ -145,7 +146,8 @@ def graph_memory(
     mem = GraphMemoryModel(m, prof, fusion, graph, ret).layout(sizes, shared_pool=not private, prefill_sizes=prefill)
     kv = kv_cache_bytes(m, prof, mem, ws, gpu_util)
     fits = b is None or mem.total_bytes <= b
-    d = {"model": base_name, **tp_fields(m, prof), "profile": prof.name, "layout": layout, **mem.as_dict(),
+    d = {"model": base_name, **tp_fields(m, prof), "profile": prof.name, "fusion": fusion, "graph": graph,
+         "layout": layout, **mem.as_dict(),
          "budget_bytes": b, "fits_budget": fits, "weights_bytes": m.weight_bytes,
          "kv_cache_bytes": kv, "kv_tokens": kv_cache_tokens(m, kv), "kv_fits": kv > 0}
     if prefill is not None:
@@ -157,6 +159,7 @@ def graph_memory(
         per_gpu = "" if tp == 1 else f" at tp {tp} (per GPU; collective figures unmeasured)"
         print(f"{base_name}{per_gpu} on {prof.name}, {fusion}/{graph}, layout {layout}: {len(sizes)} sizes, "
               f"{mem.graphs} graphs, {pool} [{mem.source}]")
+        print(f"  ({V.defaults_note(fusion, graph)})")
         print(f"  graph pool      {mem.pool_bytes / MiB:10.1f} MiB")
         for name, part in ((k, v) for k, v in mem.parts.items() if k != "static_buffers"):
             print(f"    {name:<22}{part['bytes'] / MiB:10.1f} MiB  {part['source']}")

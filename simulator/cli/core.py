@@ -91,10 +91,11 @@ def predict(
     ctx: Optional[int] = typer.Option(None, "--ctx", help="context length, tokens (default 1024, or the workload's)"),
     workload: Optional[Path] = typer.Option(None, "--workload", help="imported workload (launchsim import-trace) "
                                             "instead of --model"),
-    fusion: V.Fusion = choices.option(V.Fusion, V.Fusion.NONE, "--fusion", help="fusion level (imported workload: "
-                                      "none or compiled)", what="fusion level", field="fusion"),
-    graph: V.GraphMode = choices.option(V.GraphMode, V.GraphMode.NONE, "--graph", help="CUDA-graph mode",
-                                        what="graph mode", field="graph"),
+    fusion: Optional[V.Fusion] = choices.option(V.Fusion, None, "--fusion", help="fusion level (imported "
+                                                "workload: none or compiled)  [default: fused, vLLM V1's; imported "
+                                                "workload: none, as traced]", what="fusion level", field="fusion"),
+    graph: V.GraphMode = choices.option(V.GraphMode, V.DEFAULT_GRAPH, "--graph", help="CUDA-graph mode (vLLM V1's "
+                                        "default)", what="graph mode", field="graph"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     engine: V.Engine = choices.option(V.Engine, V.Engine.FAST, "--engine", help="step engine (des: the SimPy "
                                       "reference)", what="engine", field="engine"),
@@ -166,6 +167,8 @@ def predict(
 
         with named("--prefill-layout"):
             prefill_sizes = parse_prefill_layout(prefill_layout)
+    if fusion is None:  # one set of defaults (vocab.DEFAULT_FUSION); an imported workload keeps its traced kernels
+        fusion = V.Fusion.NONE if (workload is not None or model is None) else V.DEFAULT_FUSION
     if workload is not None or model is None:
         from .trace import predict_workload_cmd
 
@@ -215,6 +218,9 @@ def predict(
     if as_json:
         print(dumps(d))
     else:
+        from .tables import say
+
+        say(V.defaults_note(fusion, graph))
         print_prediction(d)
 
 

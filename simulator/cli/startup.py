@@ -18,9 +18,10 @@ from .buckets import LAYOUT_HELP
 def startup(
     model: str = typer.Option(..., "--model", help="model preset or config.json path"),
     layout: str = typer.Option("vllm", "--layout", help=LAYOUT_HELP),
-    fusion: V.Fusion = choices.option(V.Fusion, V.Fusion.FUSED, "--fusion", help="fusion level", what="fusion level"),
-    graph: V.GraphMode = choices.option(V.GraphMode, V.GraphMode.FULL, "--graph", help="CUDA-graph mode",
-                                        what="graph mode"),
+    fusion: V.Fusion = choices.option(V.Fusion, V.DEFAULT_FUSION, "--fusion", help="fusion level (vLLM V1's "
+                                      "default)", what="fusion level"),
+    graph: V.GraphMode = choices.option(V.GraphMode, V.DEFAULT_GRAPH, "--graph", help="CUDA-graph mode (vLLM V1's "
+                                        "default)", what="graph mode"),
     compile_mode: V.CompileMode = choices.option(V.CompileMode, V.CompileMode.STATIC, "--compile",
                                                  help="torch.compile mode for --fusion compiled: static "
                                                       "(dynamic=False, measured) or dynamic (not measured: refused)",
@@ -79,6 +80,7 @@ def startup(
         return
     print(f"{m.name} on {prof.name}, {fusion}/{graph}, layout {layout}: {len(sizes)} sizes, {res.graphs} capture "
           f"passes, {_runs(prof, warmups)} warm-up run(s) each")
+    print(f"  ({V.defaults_note(fusion, graph)})")
     print(f"  compile     {res.compile_s:9.2f} s")
     print(f"  warm-up     {res.warmup_s:9.2f} s")
     print(f"  capture     {res.capture_s:9.2f} s")
