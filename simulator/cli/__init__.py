@@ -40,8 +40,8 @@ def _root(
 
 from .choices import BadChoice  # noqa: E402,F401
 # the modules that register commands, in help order; `launchsim CMD` itself imports only CMD's module
-_MODULES = ("core", "serve", "buckets", "trace", "optimize", "startup", "calibration")
-_COMMANDS = {"run": "core", "predict": "core", "schema": "core", "serve": "serve", "buckets": "buckets",
+_MODULES = ("core", "serve", "capacity", "buckets", "trace", "optimize", "startup", "calibration")
+_COMMANDS = {"run": "core", "predict": "core", "schema": "core", "serve": "serve", "capacity": "capacity", "buckets": "buckets",
              "pad": "buckets", "graph-memory": "buckets", "import-trace": "trace", "export-trace": "trace",
              "optimize": "optimize", "startup": "startup", "combine-profiles": "calibration",
              "calibrate": "calibration", "measure": "calibration", "validate": "calibration",

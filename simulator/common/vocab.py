@@ -154,6 +154,7 @@ class LengthKind(StrEnum):
     FIXED = "fixed"
     UNIFORM = "uniform"
     LOGNORMAL = "lognormal"
+    CSV = "csv"  # real lengths from a CSV column, resampled with replacement
 
 
 class HostTime(StrEnum):

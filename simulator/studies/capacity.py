@@ -259,7 +259,7 @@ def run_capacity_scenario(sc, out: Path | None) -> dict:
                      "capture_s": f["kv"]["capture_s"], "graphs": f["kv"]["graphs"], "runs": f["runs"],
                      "layout_note": f["layout_note"], "message": f["message"]})
     slo = _slo(sc)
-    result = {"scenario": sc.model_dump(mode="json"), "slo": slo.describe(), "target_rate": sc.target_rate,
+    result = {"scenario": sc.model_dump(mode="json"), "slo": slo.describe(), "assumptions": assumptions(sc, slo), "target_rate": sc.target_rate,
               "tolerance": sc.search.tolerance, "configs": found, "summary": rows,
               "summary_columns": SUMMARY_COLUMNS, "no_rate_meets": [f["config"] for f in found if f["status"] == "none"]}
     if out is not None:
@@ -269,6 +269,26 @@ def run_capacity_scenario(sc, out: Path | None) -> dict:
         write_csv(out / "curves.csv", [{"config": f["config"], **p} for f in found for p in f["curve"]])
         _report(out / "report.html", sc, found, rows, slo)
     return result
+
+
+def assumptions(sc, slo) -> dict:
+    """The run settings every configuration's figures depend on (printed in the report and by the command)."""
+    from simulator.serving.setup import _spec
+
+    e, a = sc.engine, sc.arrivals
+    d = {"slo": slo.describe(), "stability": slo.stability.describe(),
+         "arrivals": {"poisson": "poisson", "gamma": f"gamma, cv {a.cv:g}"}.get(a.process, f"trace {a.trace}")}
+    if a.process != "trace":
+        d.update(prompt_lengths=_spec(sc.prompt).describe(), output_lengths=_spec(sc.output).describe())
+    d.update(tensor_parallel_size=sc.tensor_parallel_size, max_num_seqs=e.max_num_seqs,
+             max_num_batched_tokens=e.max_num_batched_tokens, chunked_prefill=e.chunked_prefill,
+             gpu_memory_utilization=e.gpu_memory_utilization, dtype=sc.dtype, kv_dtype=sc.kv_dtype,
+             scheduling=sc.scheduling, duration_s=sc.duration_s, warmup_frac=sc.warmup_frac,
+             drain_s=sc.drain_s if sc.drain_s is not None else sc.duration_s, replications=sc.replications,
+             seed=sc.seed, bisection_tolerance=sc.search.tolerance,
+             search=f"{sc.search.rate_min:g}..{sc.search.rate_max:g} req/s, capped at {BOUND_MARGIN:g} x each "
+                    f"replica's throughput bound")
+    return d
 
 
 def _status_text(f: dict) -> str:
@@ -323,6 +343,8 @@ def _report(path: Path, sc, found: list[dict], rows: list[dict], slo: Slo) -> No
              f"SLO in a bisection stopped at relative tolerance {sc.search.tolerance:g}; {sc.duration_s:g} s of "
              f"arrivals per run, {sc.replications} replication(s), same seeds for every configuration.{target}")
     write_html(path, f"launchsim capacity: {sc.name}", figs,
-               list(dict.fromkeys(notes)) + [table_html(rows, "Best rate per configuration"),
+               list(dict.fromkeys(notes)) + [table_html([{"assumption": k, "value": v} for k, v in
+                                                         assumptions(sc, slo).items()], "Assumptions"),
+                                             table_html(rows, "Best rate per configuration"),
                                              table_html([{"config": f["config"], **q} for f in found for q in f["curve"]],
                                                         "Every simulated rate")] + extra, intro=intro)
