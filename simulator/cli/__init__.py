@@ -151,6 +151,16 @@ def _run(argv) -> None:
             sys.exit(getattr(e, "exit_code", 0))
         if "ClickException" in names:
             _fail(e.format_message())
+        import errno
+
+        if (isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno == errno.ENOSPC)) \
+                and not os.environ.get("LAUNCHSIM_DEBUG"):
+            # the machine ran out (memory, disk) on what may be a valid input: exit 1, not 2 (bad input)
+            what = "out of memory" if isinstance(e, MemoryError) else f"{getattr(e, 'filename', None) or 'disk'}: " \
+                                                                      f"no space left on the device"
+            print(f"launchsim: error: {what} (a smaller run, or more memory/disk; LAUNCHSIM_DEBUG=1 for a "
+                  f"traceback)", file=sys.stderr)
+            sys.exit(1)
         if isinstance(e, (OSError, MemoryError, RecursionError)) and not os.environ.get("LAUNCHSIM_DEBUG"):
             what = getattr(e, "filename", None)
             why = getattr(e, "strerror", None) or e.__class__.__name__

@@ -116,11 +116,11 @@ def predict(
     prefill_layout: Optional[str] = typer.Option(None, "--prefill-layout", help="prefill (token-count) sizes a "
                                                  "mixed step run piecewise pads to: sglang_pcg, sglang_pcg:M or a "
                                                  "list (default: the --layout sizes)"),
-    scheduling: V.Scheduling = choices.option(V.Scheduling, V.Scheduling.SYNC, "--scheduling", help="with --steps: "
-                                              "the engine loop's scheduling", what="scheduling",
-                                              choices=V.LOOP_SCHEDULING),
-    sampling: V.Sampling = choices.option(V.Sampling, V.Sampling.GREEDY, "--sampling", help="with --steps: the "
-                                          "sampling each step runs", what="sampling"),
+    scheduling: Optional[V.Scheduling] = choices.option(V.Scheduling, None, "--scheduling", help="with --steps: "
+                                                        "the engine loop's scheduling (default sync)",
+                                                        what="scheduling", choices=V.LOOP_SCHEDULING),
+    sampling: Optional[V.Sampling] = choices.option(V.Sampling, None, "--sampling", help="with --steps: the "
+                                                    "sampling each step runs (default greedy)", what="sampling"),
     report: Optional[Path] = typer.Option(None, "--report", help="with --steps: write an HTML page with the loop's "
                                           "two-lane CPU/GPU timeline across its steps (overlap under async)"),
     tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): per-GPU shard of the model plus an "
@@ -150,6 +150,15 @@ def predict(
         raise UserError("--tp needs --model (imported workloads are single-GPU traces)")
     if report is not None and not steps:
         raise UserError("--report draws the engine loop: it needs --steps N")
+    for flag, v in (("--scheduling", scheduling), ("--sampling", sampling)):
+        if v is not None and not steps:  # honoured only by the engine loop: refused, never ignored
+            raise UserError(f"{flag} sets the engine loop around the forward: it needs --steps N")
+    scheduling = scheduling or V.Scheduling.SYNC
+    sampling = sampling or V.Sampling.GREEDY
+    if steps and engine == V.Engine.DES and steps > DES_MAX_STEPS:
+        raise UserError(f"--steps {steps} with --engine des: the SimPy reference engine keeps every event of the "
+                        f"loop in memory (about 0.7 MB per step of an eager 0.6B model); at most {DES_MAX_STEPS} "
+                        f"steps with it. --engine fast gives the same figures (tests/engine check it) for any count")
     if steps and (workload is not None or model is None):
         raise UserError("--steps needs --model (the engine loop is not simulated for imported workloads yet)")
     if layout is not None and (workload is not None or model is None):
@@ -224,6 +233,7 @@ def predict(
         print_prediction(d)
 
 
+DES_MAX_STEPS = 500  # predict --steps under --engine des: 10,000 eager steps took ~100 s and 6.8 GiB (issue 22)
 STEP_FLAGS = {"model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "batch": "--batch",
               "ctx": "--ctx", "engine": "--engine", "replicates": "--replicates", "seed": "--seed",
               "tensor_parallel_size": "--tp", "dtype": "--dtype", "kv_dtype": "--kv-dtype"}
@@ -279,7 +289,11 @@ def _loop_report(path: Path, d: dict, tl) -> None:
     note = (f"host work per step {d['host_ms_per_step']:.3f} ms (engine {d['engine_host_ms_per_step']:.3f} ms), "
             f"GPU per step {d['gpu_ms_per_step']:.3f} ms, host waiting {d['host_wait_ms_per_step']:.3f} ms; "
             f"first {n} of {tl.plan.launches} launches drawn")
-    write_html(path, "launchsim: engine loop", [charts.timeline_figure(tl, n, title)], intro=note)
+    try:
+        write_html(path, "launchsim: engine loop", [charts.timeline_figure(tl, n, title)], intro=note)
+    except OSError as e:
+        raise UserError(f"--report {path}: cannot write the report ({e.strerror or e.__class__.__name__}"
+                        f"{': ' + str(e.filename) if e.filename and str(e.filename) != str(path) else ''})") from None
 
 
 @app.command()

@@ -22,10 +22,10 @@ def startup(
                                       "default)", what="fusion level"),
     graph: V.GraphMode = choices.option(V.GraphMode, V.DEFAULT_GRAPH, "--graph", help="CUDA-graph mode (vLLM V1's "
                                         "default)", what="graph mode"),
-    compile_mode: V.CompileMode = choices.option(V.CompileMode, V.CompileMode.STATIC, "--compile",
-                                                 help="torch.compile mode for --fusion compiled: static "
-                                                      "(dynamic=False, measured) or dynamic (not measured: refused)",
-                                                 what="compile mode"),
+    compile_mode: Optional[V.CompileMode] = choices.option(
+        V.CompileMode, None, "--compile", help="torch.compile mode, for --fusion compiled only: static "
+        "(dynamic=False, measured; the default) or dynamic (dynamic=True: from the dynamic-compile rows, no "
+        "held-out check)", what="compile mode"),
     compile_cache: V.CompileCache = choices.option(V.CompileCache, V.CompileCache.COLD, "--compile-cache", "--cache",
                                                    help="torch.compile cache: cold (first start) or warm (restart; "
                                                         "--cache is an alias)", what="cache state"),
@@ -49,6 +49,12 @@ def startup(
     from simulator.engine.startup import StartupModel
     from .checks import count, ctx_fits, model_flag, named, profile_flag
 
+    from simulator.common.errors import UserError
+
+    if compile_mode is not None and fusion != V.Fusion.COMPILED:  # honoured only when torch.compile runs
+        raise UserError(f"--compile {compile_mode.value} sets torch.compile, which runs only under --fusion "
+                        f"compiled (got --fusion {fusion.value})")
+    compile_mode = compile_mode or V.CompileMode.STATIC
     fusion, graph, compile_mode, compile_cache = fusion.value, graph.value, compile_mode.value, compile_cache.value
     count("--warmups", warmups, 100, low=0)
     count("--ctx", ctx, L.MAX_CTX)
@@ -56,6 +62,9 @@ def startup(
 
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
     m = with_dtype(m, dtype, kv_dtype)
+    from simulator.engine.graph_memory import check_weights_fit
+
+    check_weights_fit(m, prof)
     ctx_fits(m, ctx)
     with named("--layout"):
         sizes = parse_layout(layout, max_size, max_num_seqs)

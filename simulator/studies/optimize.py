@@ -123,6 +123,9 @@ def setup(inp: Inputs) -> Setup:
     model = load_model(inp.model) if isinstance(inp.model, str) else inp.model
     model = with_dtype(model, inp.dtype, inp.kv_dtype)
     prof = load_profile(inp.profile)
+    from simulator.engine.graph_memory import check_weights_fit
+
+    check_weights_fit(model, prof)
     gm = GraphMemoryModel(model, prof, inp.fusion, inp.graph)
     mx = inp.max_size or inp.dist.max_batch
     return Setup(inp, model, gm, CostModel(prof), np.arange(1, mx + 1))
