@@ -211,7 +211,7 @@ def lines_figure(series: dict[str, tuple[list, list]], title: str, xtitle: str, 
 
 
 def bars_figure(labels: list[str], values: list[float], title: str, ytitle: str) -> go.Figure:
-    from simulator.report.html import human
+    from simulator.report.numbers import human
 
     fig = go.Figure(go.Bar(x=labels, y=values, text=[human(float(v)) for v in values], textposition="outside"))
     fig.update_layout(title=title, yaxis_title=ytitle, height=400)
