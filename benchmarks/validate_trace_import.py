@@ -1,7 +1,7 @@
 """Validate trace import against the GPU: import real torch.profiler traces of the reference decoder,
 simulate them, and compare with measured step times.
 
-    python benchmarks/validate_trace_import.py [--profile h200] [--out calibration/validation]
+    python benchmarks/validate_trace_import.py [--profile h200] [--out DIR | --write-shipped]
 
 Checks (all traces recorded on an H200, torch 2.11; qwen3-0.6b, fusion none, ctx 512, eager):
 1. target: the calibration trace (calibration/measured/qwen3-0.6b_none_b1_ctx512.trace.json.gz, 3
@@ -32,6 +32,7 @@ from simulator.model.costs import CostModel
 from simulator.engine.predict import simulate
 from simulator.model.profile import Profile, load_profile
 from simulator.common.jsonfile import atomic_write_text, write_json
+from calibration.jsonio import add_out_args, out_dir
 from simulator.traces.importer import import_trace
 from simulator.traces.read import read_trace
 from simulator.traces.whatif import workload_step
@@ -190,8 +191,10 @@ def main(argv=None) -> int:
     ap.add_argument("--trace", type=Path, default=MEASURED / "qwen3-0.6b_none_b1_ctx512.trace.json.gz")
     ap.add_argument("--measured", type=Path, default=MEASURED / "qwen3-0.6b_none_b1_ctx512.graph.json")
     ap.add_argument("--profile", default=None, help="profile name or path (default: h200, else datasheet-h200)")
-    ap.add_argument("--out", type=Path, default=VALID)
+    add_out_args(ap)
     a = ap.parse_args(argv)
+    a.out = out_dir(a)
+    a.out.mkdir(parents=True, exist_ok=True)
     missing = [str(p) for p in (a.trace, a.measured) if not p.exists()]
     if missing:
         print(f"validate_trace_import: missing {', '.join(missing)} (record them on the GPU with "

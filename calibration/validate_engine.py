@@ -1,6 +1,6 @@
 """The engine loop and HF `generate()` against their H200 measurements (issue 11's per-token targets).
 
-    python3 -m calibration.validate_engine [--profile h200] [--out calibration/validation]
+    python3 -m calibration.validate_engine [--profile h200] [--out DIR | --write-shipped]
 
 Inputs, three engine-loop rounds on H200 machines (calibration/scripts/engine_loop.py: a vLLM-style decode loop around
 the reference decoder, qwen3-0.6b fusion none ctx 512, batch 1/8/64, eager or one full graph, greedy or top-p,
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from simulator.model.profile import load_profile
 from simulator.common.jsonfile import atomic_write_text, write_json
+from calibration.jsonio import add_out_args, out_dir
 
 MEASURED = Path("calibration/measured")
 ENGINE = MEASURED / "h200-engine" / "engine_loop.json"
@@ -191,8 +192,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", default="h200")
     ap.add_argument("--engine-loop", default=None, help="one engine_loop.json (default: every round on record)")
-    ap.add_argument("--out", default="calibration/validation")
+    add_out_args(ap)
     a = ap.parse_args(argv)
+    a.out = out_dir(a)
     prof = load_profile(a.profile)
     paths = [Path(a.engine_loop)] if a.engine_loop else [MEASURED / n / "engine_loop.json" for n in ROUNDS]
     rounds = []

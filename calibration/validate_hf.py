@@ -1,7 +1,7 @@
 """Cross-implementation check: Hugging Face transformers' own Qwen3 decoder, imported from a trace,
 against clean timings of the same steps.
 
-    python3 -m calibration.validate_hf [--profile h200] [--host-time calibrated] [--out calibration/validation]
+    python3 -m calibration.validate_hf [--profile h200] [--host-time calibrated] [--out DIR | --write-shipped]
 
 Inputs (recorded on the H200, see calibration/child_counts.py job eager and child_timing.py `hf_rows`):
 - traces `calibration/measured/h200-round-a/hf_qwen3-0.6b_eager_b{1,8}.trace.json.gz`: 3 eager decode steps,
@@ -32,6 +32,7 @@ from simulator.model.models import PRESETS
 from simulator.engine.predict import simulate
 from simulator.model.profile import Profile, load_profile
 from simulator.common.jsonfile import atomic_write_text, write_json
+from calibration.jsonio import add_out_args, out_dir
 from simulator.traces.host import describe, host_breakdown
 from simulator.traces.whatif import _gpu_s, cost_op, workload_step
 from simulator.traces.workload import workload_from_trace
@@ -203,8 +204,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default=None, help="profile name or path (default h200)")
     ap.add_argument("--host-time", default="calibrated", help="host-time policy for the import")
-    ap.add_argument("--out", type=Path, default=Path("calibration/validation"))
+    add_out_args(ap)
     a = ap.parse_args(argv)
+    a.out = out_dir(a)
+    a.out.mkdir(parents=True, exist_ok=True)
     rows_m = {r["batch"]: r for r in json.loads(TIMING.read_text()).get("hf", []) if "eager" in r}
     prof = load_profile(a.profile)
     rows = []

@@ -1,6 +1,6 @@
 """Score the graph-memory model (simulator/engine/graph_memory.py) on every measured layout. CPU only.
 
-    python3 -m calibration.validate_memory [--measured DIR] [--out calibration/validation]
+    python3 -m calibration.validate_memory [--measured DIR] [--out DIR | --write-shipped]
 
 Builds the memory section with calibration/build_memory.py (constants fitted on FIT_MODEL/FIT_FUSION
 only), patches it into a copy of the h200 profile in memory and predicts, per model / fusion / graph mode:
@@ -21,6 +21,8 @@ Writes graph_memory.json and graph_memory.md; the issue's independent figures ar
 from __future__ import annotations
 
 import argparse
+
+from calibration.jsonio import add_out_args, out_dir
 import json
 import os
 
@@ -195,8 +197,9 @@ def to_markdown(res: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--measured", default=MEASURED_DIR)
-    ap.add_argument("--out", default="calibration/validation")
+    add_out_args(ap)
     a = ap.parse_args(argv)
+    a.out = str(out_dir(a))
     res = validate(a.measured)
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "graph_memory.json"), "w") as f:

@@ -1,6 +1,6 @@
 """Validation of the FP8 and MoE models against round d's H200 measurements (CPU only, no torch):
 
-    python -m calibration.validate_moe_fp8 [--profile h200] [--out calibration/validation]
+    python -m calibration.validate_moe_fp8 [--profile h200] [--out DIR | --write-shipped]
 
 Inputs: calibration/measured/h200-round-d/moe_fp8.json (calibration/scripts/moe_fp8.py; that process's END CANARY WAS NOT
 TAKEN: its last configuration broke the CUDA context) and moe_counts.json (kernels per step, CUPTI durations, a
@@ -14,7 +14,8 @@ separate profiled process). Nothing here is fitted.
    layers against the full CUDA-graph replay (graph_ms, target within 10%) and the isolated eager step
    (eager_ms, reported); kernels per step and per layer against the profiled step; the MoE block's predicted GPU
    time per layer against the CUPTI durations of the same kernels.
-Writes moe_fp8.json and moe_fp8.md into OUT and prints the markdown.
+Writes moe_fp8.json and moe_fp8.md into DIR (default out/calibration; --write-shipped: the committed
+calibration/validation) and prints the markdown.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from simulator.model.moe import expected_active_experts, grouped_gemm_us
 from simulator.model.profile import load_profile
 from simulator.model.workload import build_step, decode
 from simulator.common.jsonfile import atomic_write_text, write_json
+from calibration.jsonio import add_out_args, out_dir
 
 ROUND_D = Path("calibration/measured/h200-round-d")
 HF_LAYER = 94  # kernels per layer in the profiled transformers step (moe_counts.json, b8: 18..111)
@@ -201,8 +203,9 @@ NOTES = [
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="h200")
-    ap.add_argument("--out", type=Path, default=Path("calibration/validation"))
+    add_out_args(ap)
     a = ap.parse_args(argv)
+    a.out = out_dir(a)
     raw = json.loads((ROUND_D / "moe_fp8.json").read_text())
     counts = json.loads((ROUND_D / "moe_counts.json").read_text())
     prof = load_profile(a.profile)

@@ -1,6 +1,6 @@
 """The committed validation report, rebuilt from the committed measurements (CPU only):
 
-    python -m calibration.validation_report [--profile h200] [--out calibration/validation]
+    python -m calibration.validation_report [--profile h200] [--out DIR | --write-shipped]
 
 Scores the profile against
 - round b (calibration/measured/h200-round-b/timing.json): the clean timing process whose
@@ -17,6 +17,8 @@ of each run, and the Hugging Face cross-check where calibration/validation/hf_cr
 from __future__ import annotations
 
 import argparse
+
+from calibration.jsonio import add_out_args, out_dir
 import glob
 import json
 from pathlib import Path
@@ -85,8 +87,9 @@ def markdown(res: dict) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", default="h200")
-    ap.add_argument("--out", default=str(ROOT / "validation"))
+    add_out_args(ap)
     a = ap.parse_args(argv)
+    a.out = str(out_dir(a, ROOT.parent))
     res = build(a.profile)
     jp, hp = write_report(res, a.out)
     md = Path(a.out) / "validation.md"

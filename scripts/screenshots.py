@@ -33,6 +33,12 @@ REPORTS: list[tuple[str, list[str]]] = [
     ("serve", ["run", "scenarios/serve_qwen3_0p6b.yaml", "--set", "duration_s=10", "--set", "replications=1"]),
     ("capacity", ["run", "scenarios/capacity_qwen3_0p6b.yaml", "--set", "duration_s=10", "--set", "replications=1",
                   "--set", "search.max_runs=4", "--set", "curve_fractions=[0.5]"]),
+    # the engine-loop report of an eager, launch-heavy loop: ~6,000 kernels on the GPU lane ({folder}: the
+    # report's folder; such entries name their own output instead of getting --out)
+    ("engine_loop", ["predict", "--model", "qwen3-0.6b", "--batch", "64", "--graph", "none", "--steps", "4",
+                     "--scheduling", "async", "--report", "{folder}/report.html"]),
+    ("engine_loop_gpu", ["predict", "--model", "llama3-8b", "--batch", "64", "--graph", "full", "--steps", "4",
+                         "--scheduling", "async", "--report", "{folder}/report.html"]),
 ]
 SHIPPED = [("validation", ROOT / "calibration/validation/validation.html")]
 
@@ -71,7 +77,10 @@ def build_reports(out: Path) -> list[tuple[str, Path]]:
         folder = out / "reports" / name
         if folder.exists():
             shutil.rmtree(folder)
-        r = subprocess.run([*LAUNCHSIM, *args, "--out", str(folder)], cwd=ROOT, capture_output=True, text=True)
+        own = any("{folder}" in a for a in args)
+        folder.mkdir(parents=True, exist_ok=True)
+        argv = [a.replace("{folder}", str(folder)) for a in args] + ([] if own else ["--out", str(folder)])
+        r = subprocess.run([*LAUNCHSIM, *argv], cwd=ROOT, capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit(f"launchsim {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()[-500:]}")
         pages.append((name, folder / "report.html"))

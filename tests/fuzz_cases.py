@@ -505,9 +505,74 @@ def valid_cases() -> list[Case]:
     ]
 
 
+# -- issue 22 (helper "answers"): item 8's inputs that are not models/moe/traces, and this session's new surfaces --
+def issue22_cases() -> list[Case]:
+    prof = json.loads(PROFILE.read_text())
+    zero = copy.deepcopy(prof)
+    zero["device"]["tables"]["elementwise"]["us"][2] = 0.0
+    typo = copy.deepcopy(prof)
+    typo["host"]["launch_us"]["eager_gemmm"] = typo["host"]["launch_us"].pop("eager_gemm")
+    huge = {**CONFIG, "hidden_size": 65536, "intermediate_size": 262144, "num_attention_heads": 128,
+            "num_hidden_layers": 512, "head_dim": 512}
+    step = {"kind": "step", "name": "x", "model": "qwen3-0.6b"}
+    serve = {"kind": "serve", "name": "x", "model": "qwen3-0.6b", "rate": 1, "duration_s": 1}
+    sglang = ["--cuda-graph-bs 1 2 x", "--cuda-graph-bs 1,2", "1 2 --cuda-graph-bs 4", "--cuda-graph-bs 1 -2",
+              "--cuda-graph-bs 1 --cuda-graph-bs 2", "--cuda-graph-max-bs 2 --cuda-graph-bs 1 2 4",
+              "--cuda-graph-bs 4 --nope 3", "--cuda-graph-max-bs x --cuda-graph-bs 1"]
+    cases = [
+        Case("i22:dist-dup-header", ["optimize", "--dist", "{d}/dup.csv", "--model", "qwen3-0.6b"],
+             needles=("dup.csv:3", "header row repeats"), files={"dup.csv": "batch,count\n1,3\nbatch,count\n4,2\n"}),
+        Case("i22:yaml-batch-true", ["run", "{d}/bt.yaml", "--out", "{out}"], needles=("bt.yaml", "true/false"),
+             field_re=FIELD, files={"bt.yaml": {**step, "batch": [1, True]}}),
+        Case("i22:yaml-ctx-true", ["run", "{d}/ct.yaml", "--out", "{out}"], needles=("ct.yaml", "true/false"),
+             field_re=FIELD, files={"ct.yaml": {**step, "ctx": True}}),
+        Case("i22:yaml-tp-true", ["run", "{d}/tp.yaml", "--out", "{out}"], needles=("tp.yaml", "true/false"),
+             field_re=FIELD, files={"tp.yaml": {**serve, "tensor_parallel_size": True}}),
+        Case("i22:yaml-max-num-seqs-true", ["run", "{d}/ms.yaml", "--out", "{out}"], needles=("ms.yaml",),
+             field_re=FIELD, files={"ms.yaml": {**serve, "engine": {"max_num_seqs": True}}}),
+        Case("i22:predict-scheduling-no-steps", ["predict", "--model", "qwen3-0.6b", "--scheduling", "async"],
+             needles=("--scheduling", "--steps")),
+        Case("i22:predict-sampling-no-steps", ["predict", "--model", "qwen3-0.6b", "--sampling", "top_p"],
+             needles=("--sampling", "--steps")),
+        Case("i22:startup-compile-not-compiled", ["startup", "--model", "qwen3-0.6b", "--compile", "dynamic"],
+             needles=("--compile", "--fusion")),
+        Case("i22:profile-elementwise-0us", ["predict", "--model", "qwen3-0.6b", "--profile", "{d}/p0.json"],
+             needles=("p0.json", "elementwise"), files={"p0.json": json.dumps(zero, indent=1)}),
+        Case("i22:profile-launch-path-typo", ["predict", "--model", "qwen3-0.6b", "--profile", "{d}/pt.json"],
+             needles=("pt.json", "launch_us", "eager_gemmm"), files={"pt.json": json.dumps(typo, indent=1)}),
+        Case("i22:startup-huge-model", ["startup", "--model", "{d}/huge.json"], needles=("do not fit",),
+             files={"huge.json": json.dumps(huge)}),
+        Case("i22:optimize-huge-model", ["optimize", "--dist", "{d}/dist.csv", "--model", "{d}/huge.json"],
+             needles=("do not fit",), files={"huge.json": json.dumps(huge)}),
+        Case("i22:predict-des-10000-steps", ["predict", "--model", "qwen3-0.6b", "--steps", "10000", "--engine", "des"],
+             needles=("--steps", "--engine des")),
+        Case("i22:report-under-a-file", ["predict", "--model", "qwen3-0.6b", "--steps", "2", "--report",
+                                         "{d}/afile/x.html"], needles=("--report",), files={"afile": "x"}),
+        Case("i22:set-unknown-field", ["run", "{d}/scenarios/s13_launch_bound.yaml", "--set", "nosuch=3", "--out",
+                                       "{out}"], needles=("--set 'nosuch=3'",)),
+        Case("i22:set-bad-value", ["run", "{d}/scenarios/s13_launch_bound.yaml", "--set", "kernel_us=-1", "--out",
+                                   "{out}"], needles=("--set",)),
+        Case("i22:serve-gpu-util-2", ["serve", "--model", "qwen3-0.6b", "--gpu-util", "2"],
+             needles=("--gpu-memory-utilization",)),
+        Case("i22:serve-max-num-seqs-0", ["serve", "--model", "qwen3-0.6b", "--max-num-seqs", "0"],
+             needles=("--max-num-seqs",)),
+        Case("i22:serve-prompt-len-bad", ["serve", "--model", "qwen3-0.6b", "--prompt-len", "gauss:3"],
+             needles=("--prompt-len",)),
+        Case("i22:serve-lengths-dup-header", ["serve", "--model", "qwen3-0.6b", "--duration", "1", "--prompt-len",
+                                              "csv:{d}/lens.csv"], needles=("--prompt-len", "lens.csv:3"),
+             files={"lens.csv": "len\n5\nlen\n6\n"}),
+        Case("i22:capacity-no-slo", ["capacity", "--model", "qwen3-0.6b"], needles=("--slo-tpot-ms",)),
+        Case("i22:capacity-bad-tolerance", ["capacity", "--model", "qwen3-0.6b", "--slo-tpot-ms", "5", "--tolerance",
+                                            "3"], needles=("--tolerance",)),
+    ]
+    cases += [Case(f"i22:sglang-layout:{i}", ["pad", "3", "--layout", s], needles=("--layout",))
+              for i, s in enumerate(sglang)]
+    return cases
+
+
 def all_cases() -> list[Case]:
     cases = (scenario_cases() + yaml_structure_cases() + flag_cases() + out_cases() + profile_cases() + config_cases()
-             + trace_cases() + workload_cases() + csv_cases() + valid_cases())
+             + trace_cases() + workload_cases() + csv_cases() + valid_cases() + issue22_cases())
     seen = {}
     for c in cases:  # unique ids
         n = seen.get(c.id, 0)

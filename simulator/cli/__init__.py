@@ -40,8 +40,8 @@ def _root(
 
 from .choices import BadChoice  # noqa: E402,F401
 # the modules that register commands, in help order; `launchsim CMD` itself imports only CMD's module
-_MODULES = ("core", "serve", "buckets", "trace", "optimize", "startup", "calibration")
-_COMMANDS = {"run": "core", "predict": "core", "schema": "core", "serve": "serve", "buckets": "buckets",
+_MODULES = ("core", "serve", "capacity", "buckets", "trace", "optimize", "startup", "calibration")
+_COMMANDS = {"run": "core", "predict": "core", "schema": "core", "serve": "serve", "capacity": "capacity", "buckets": "buckets",
              "pad": "buckets", "graph-memory": "buckets", "import-trace": "trace", "export-trace": "trace",
              "optimize": "optimize", "startup": "startup", "combine-profiles": "calibration",
              "calibrate": "calibration", "measure": "calibration", "validate": "calibration",
@@ -151,6 +151,16 @@ def _run(argv) -> None:
             sys.exit(getattr(e, "exit_code", 0))
         if "ClickException" in names:
             _fail(e.format_message())
+        import errno
+
+        if (isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno == errno.ENOSPC)) \
+                and not os.environ.get("LAUNCHSIM_DEBUG"):
+            # the machine ran out (memory, disk) on what may be a valid input: exit 1, not 2 (bad input)
+            what = "out of memory" if isinstance(e, MemoryError) else f"{getattr(e, 'filename', None) or 'disk'}: " \
+                                                                      f"no space left on the device"
+            print(f"launchsim: error: {what} (a smaller run, or more memory/disk; LAUNCHSIM_DEBUG=1 for a "
+                  f"traceback)", file=sys.stderr)
+            sys.exit(1)
         if isinstance(e, (OSError, MemoryError, RecursionError)) and not os.environ.get("LAUNCHSIM_DEBUG"):
             what = getattr(e, "filename", None)
             why = getattr(e, "strerror", None) or e.__class__.__name__

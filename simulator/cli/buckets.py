@@ -113,6 +113,7 @@ def _graph_memory(given: dict, flags: dict, as_json: bool = False) -> None:
         print(f"  pinned total    {d['total_bytes'] / MiB:10.1f} MiB"
               + ("" if b is None else f"   budget {b / MiB:.1f} MiB: {'ok' if fits else 'OVER BUDGET'}"))
         print(f"  capture time    {d['capture_s']:10.2f} s")
+        print(f"  ({V.defaults_note(d['fusion'], d['graph'])})")
         print(f"  KV cache        {kv / MiB:10.1f} MiB = {d['kv_tokens']} tokens "
               f"(after {d['weights_bytes'] / MiB:.0f} MiB weights, graphs and workspace)")
     if not fits:

@@ -105,6 +105,7 @@ def _predict(given: dict, flags: dict, workload: Optional[Path] = None, as_json:
     if as_json:
         print(dumps(d))
     else:
+        say(V.defaults_note(given.get("fusion") or V.DEFAULT_FUSION, given.get("graph") or V.DEFAULT_GRAPH))
         print_prediction(d)
 
 
@@ -133,7 +134,8 @@ def _predict_workload(given: dict, workload: Optional[Path], as_json: bool) -> N
         if v is not None and f not in _WORKLOAD_ONLY:
             raise UserError(why.get(f, f"--{f.replace('_', '-')} needs --model"))
     g = {k: given.get(k) for k in _WORKLOAD_ONLY}
-    fusion, graph, engine = g["fusion"] or "none", g["graph"] or "none", g["engine"] or "fast"
+    # an imported workload keeps its traced kernels (fusion none); the graph mode is the one set of defaults'
+    fusion, graph, engine = g["fusion"] or "none", g["graph"] or V.DEFAULT_GRAPH.value, g["engine"] or "fast"
     replicates, seed, prefill_seqs = g["replicates"] or 0, g["seed"] or 0, g["prefill_seqs"] or 0
     count("--replicates", replicates, L.MAX_REPLICATES, low=0)  # not fields of the workload kind
     count("--prefill-seqs", prefill_seqs, L.MAX_BATCH, low=0)

@@ -23,12 +23,13 @@ def optimize(
                                              "(e.g. the batch_log.csv of `serve --out`); --dist is an alias"),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="a `buckets` scenario file (flags override it)"),
     model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json path (default qwen3-8b)"),
-    fusion: Optional[V.Fusion] = choices.option(V.Fusion, None, "--fusion", help="fusion level (default fused)",
+    fusion: Optional[V.Fusion] = choices.option(V.Fusion, None, "--fusion", help="fusion level (default fused, "
+                                                "vLLM V1's)",
                                                 what="fusion level", field="fusion"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     graph: Optional[V.GraphMode] = choices.option(V.GraphMode, None, "--graph", help="CUDA-graph mode of the "
-                                                  "captured sizes, not none (default full)", what="graph mode",
-                                                  field="graph"),
+                                                  "captured sizes, not none (default full_and_piecewise, vLLM V1's)",
+                                                  what="graph mode", field="graph"),
     ctx: Optional[int] = typer.Option(None, "--ctx", help="context length, tokens (default 1024)"),
     max_graphs: Optional[int] = typer.Option(None, "--max-graphs", help="most capture sizes K (default 64)"),
     memory_budget: Optional[str] = typer.Option(None, "--memory-budget", "--budget",
@@ -120,6 +121,8 @@ def _print(result: dict, out: Optional[Path]) -> None:
     from .tables import print_rows, raw_lines, say
 
     unit = result["objective_unit"]
+    inp = result["inputs"]
+    say(f"optimize {inp['model']} on {inp['profile']}: {V.defaults_note(inp['fusion'], inp['graph'])}")
     print_rows(preset_rows(result), f"objective: {unit} (gain = how much lower the optimum is)")
     say(f"sizes ({len(result['sizes'])}): {', '.join(map(str, result['sizes']))}")
     raw_lines(engine_lines(result["sizes"]))

@@ -18,8 +18,40 @@ from simulator.config.specs import ATTENTION_BACKEND_HELP, PREFILL_LAYOUT_HELP
 
 FLAGS = {"scheduling": "--scheduling", "model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "layout": "--layout",
          "rate": "--rate", "duration_s": "--duration", "seed": "--seed", "arrivals.trace": "--trace",
-         "tensor_parallel_size": "--tp", "dtype": "--dtype", "kv_dtype": "--kv-dtype",
+         "tensor_parallel_size": "--tensor-parallel-size (alias --tp)", "dtype": "--dtype", "kv_dtype": "--kv-dtype",
          "attention_backend": "--attention-backend", "prefill_layout": "--prefill-layout"}
+# the serving knobs, under the engines' names (vLLM's flags), with their YAML fields
+ENGINE_FLAGS = {"engine.max_num_seqs": "--max-num-seqs", "engine.max_num_batched_tokens": "--max-num-batched-tokens",
+                "engine.gpu_memory_utilization": "--gpu-memory-utilization (alias --gpu-util)",
+                "prompt": "--prompt-len", "output": "--output-len", "replications": "--replications"}
+LENGTH_HELP = ("{what} lengths: fixed:N, uniform:LOW:HIGH, lognormal:MEAN[:CV[:LOW:HIGH]] or csv:FILE[:COLUMN] "
+               "(real lengths, resampled; default {default})")
+
+
+def length_spec(flag: str, text: str) -> dict:
+    """A length distribution flag as the YAML `prompt` / `output` mapping (the model validates the values)."""
+    kind, _, rest = text.strip().partition(":")
+    parts = rest.split(":") if rest else []
+    keys = {"fixed": ["value"], "uniform": ["low", "high"], "lognormal": ["mean", "cv", "low", "high"],
+            "csv": ["file", "column"]}
+    if kind not in keys:
+        raise UserError(f"{flag}: unknown length distribution {kind!r} in {text!r}: use fixed:N, uniform:LOW:HIGH, "
+                        f"lognormal:MEAN[:CV[:LOW:HIGH]] or csv:FILE[:COLUMN]")
+    if kind == "csv" and len(parts) > 2:  # a path with ':' in it: everything but a last column name
+        parts = [":".join(parts[:-1]), parts[-1]]
+    if len(parts) > len(keys[kind]) or (kind != "lognormal" and kind != "csv" and len(parts) != len(keys[kind])) \
+            or not parts or any(p == "" for p in parts):
+        raise UserError(f"{flag}: {text!r}: {kind} takes {':'.join(k.upper() for k in keys[kind])}")
+    out: dict = {"kind": kind}
+    for k, v in zip(keys[kind], parts):
+        if k in ("file", "column"):
+            out[k] = v
+            continue
+        try:
+            out[k] = float(v) if k in ("mean", "cv") else int(v)
+        except ValueError:
+            raise UserError(f"{flag}: {text!r}: {k} must be a number, got {v!r}") from None
+    return out
 
 
 def _layout(spec: str):
@@ -36,7 +68,8 @@ def _layout(spec: str):
 @app.command()
 def serve(
     model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json path"),
-    rate: Optional[float] = typer.Option(None, "--rate", help="mean arrival rate, requests/s"),
+    rate: Optional[float] = typer.Option(None, "--rate", help="mean arrival rate, requests/s (default 10; with "
+                                         "--trace: the trace's own rate unless given)"),
     duration: Optional[float] = typer.Option(None, "--duration", help="seconds of arrivals to simulate"),
     seed: Optional[int] = typer.Option(None, "--seed", help="root seed (replications spawn from it)"),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="a serve scenario file; flags override it"),
@@ -57,8 +90,21 @@ def serve(
     out: Optional[Path] = typer.Option(None, "--out", help="write result.json, metrics.csv, batch_log.csv, report.html"),
     inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html instead "
                                        "of writing plotly.min.js beside it"),
-    tp: Optional[int] = typer.Option(None, "--tp", help="tensor-parallel GPUs per replica (1, 2, 4, 8; default 1): "
-                                     "sets tensor_parallel_size; collective figures are published, unmeasured"),
+    tp: Optional[int] = typer.Option(None, "--tensor-parallel-size", "--tp", "--tp-size",
+                                     help="tensor-parallel GPUs per replica (1, 2, 4, 8; default 1; --tp and "
+                                          "--tp-size are aliases): collective figures are published, unmeasured"),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="most sequences in one step (default "
+                                               "256, vLLM's)"),
+    max_num_batched_tokens: Optional[int] = typer.Option(None, "--max-num-batched-tokens",
+                                                         help="token budget of one step (default 8192)"),
+    gpu_memory_utilization: Optional[float] = typer.Option(None, "--gpu-memory-utilization", "--gpu-util",
+                                                           help="share of GPU memory the engine may use (default "
+                                                                "0.9; --gpu-util is an alias)"),
+    prompt_len: Optional[str] = typer.Option(None, "--prompt-len", help=LENGTH_HELP.format(
+        what="prompt", default="lognormal:512:1:1:4096")),
+    output_len: Optional[str] = typer.Option(None, "--output-len", help=LENGTH_HELP.format(
+        what="output", default="lognormal:256:1:1:2048")),
+    replications: Optional[int] = typer.Option(None, "--replications", help="independent runs (default 1)"),
     dtype: Optional[V.Dtype] = choices.option(V.Dtype, None, "--dtype", help="weights (default bf16; sets dtype)", what="dtype", field="dtype"),
     kv_dtype: Optional[V.Dtype] = choices.option(V.Dtype, None, "--kv-dtype", help="KV cache (default bf16)", what="KV-cache dtype", field="kv_dtype"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -97,14 +143,30 @@ def serve(
     data.update({k: v for k, v in over.items() if v is not None})
     if trace is not None:
         data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
+    eng = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+           "gpu_memory_utilization": gpu_memory_utilization}
+    if any(v is not None for v in eng.values()):
+        base_eng = dict(data.get("engine") or {})
+        if "gpu_util" in base_eng:
+            base_eng["gpu_memory_utilization"] = base_eng.pop("gpu_util")
+        data["engine"] = {**base_eng, **{k: v for k, v in eng.items() if v is not None}}
+    if prompt_len is not None:
+        data["prompt"] = length_spec("--prompt-len", prompt_len)
+    if output_len is not None:
+        data["output"] = length_spec("--output-len", output_len)
+    if replications is not None:
+        data["replications"] = replications
     from .flags import scenario_from_flags
 
     where = "command line" if scenario is None else f"{scenario} (with command-line flags)"
     given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "layout": layout,
              "rate": rate, "duration_s": duration, "seed": seed, "arrivals.trace": trace, "scheduling": scheduling,
              "tensor_parallel_size": tp, "dtype": dtype, "kv_dtype": kv_dtype, "attention_backend": attention_backend,
-             "prefill_layout": prefill_layout}
-    sc = scenario_from_flags(ServeScenario, data, FLAGS, given, where)  # a flag's error names the flag and the field it fills
+             "prefill_layout": prefill_layout, "engine.max_num_seqs": max_num_seqs,
+             "engine.max_num_batched_tokens": max_num_batched_tokens,
+             "engine.gpu_memory_utilization": gpu_memory_utilization, "prompt": prompt_len, "output": output_len,
+             "replications": replications}
+    sc = scenario_from_flags(ServeScenario, data, {**FLAGS, **ENGINE_FLAGS}, given, where)  # a flag's error names the flag and the field it fills
     if out is None:
         result = run_serve(sc)
         result.pop("_samples")
@@ -113,12 +175,18 @@ def serve(
             result = run_serve(sc)
             write_outputs(result, result.pop("_samples"), out, sc.name, sc.description)
     d = {**result["config"], **result["metrics"], **result["kv"], "simulated_s": result["simulated_s"],
-         "wall_s": result["wall_s"], "step_evals": result["step_evals"], "events": result["events"]}
+         "wall_s": result["wall_s"], "step_evals": result["step_evals"], "events": result["events"],
+         "assumptions": result["assumptions"]}
     if as_json:
         print(dumps(d))
         return
-    from .tables import print_rows
+    from .tables import print_rows, say
 
+    a = result["assumptions"]
+    say(V.defaults_note(sc.fusion, sc.graph))
+    print_rows([{"assumption": k, "value": v} for k, v in a.items()], f"serve {sc.model}: assumptions",
+               ["assumption", "value"], limit=100)
     print_rows([{"metric": k, "value": v} for k, v in d.items() if not isinstance(v, (list, dict))],
-               f"serve {sc.model} at {sc.rate if sc.rate is not None else 'trace'} req/s", ["metric", "value"],
-               limit=100)
+               f"serve {sc.model} at {a.get('rate', 'trace')}", ["metric", "value"], limit=100)
+    if d.get("saturated"):
+        say(f"SATURATED: {d['saturated_why']}")

@@ -25,6 +25,9 @@ def _startup(given: dict, flags: dict, as_json: bool = False) -> None:
     for k, label in (("compile_s", "compile"), ("warmup_s", "warm-up"), ("capture_s", "capture"),
                      ("total_s", "total")):
         print(f"  {label:<11} {d[k]:9.2f} s")
+    from simulator.common import vocab as V
+
+    print(f"  ({V.defaults_note(d['fusion'], d['graph'])})")
     for n in d["notes"]:
         print(f"  note: {n}")
     print(f"  source: {d['source']}")

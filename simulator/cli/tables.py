@@ -38,11 +38,11 @@ HIGH_VALUE = ["step_ms", "best_rate", "tpot_p99_ms", "objective", "gain_%", "fea
 
 
 def cell(v) -> str:
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:.0f}" if 1e4 <= abs(v) < 1e15 else f"{v:.4g}"
-    return "" if v is None else str(v)
+    if isinstance(v, float) and 1e4 <= abs(v) < 1e15:
+        return f"{v:.0f}"
+    from simulator.report.html import human  # 0 for float noise, no scientific notation, yes/no, blank None
+
+    return human(v)
 
 
 def _need(col: str, cells: list[str], numeric: bool) -> int:

@@ -64,6 +64,25 @@ class Fusion(StrEnum):
     FUSED = "fused"
 
 
+# The defaults of every command (predict, graph-memory, startup, optimize, serve, capacity): vLLM V1's, the engine
+# most deployments run (fused ops under torch.compile's custom passes, full CUDA graphs for pure decode steps and
+# piecewise graphs around attention for mixed ones). Each command prints the fusion and graph mode it used.
+DEFAULT_FUSION = Fusion.FUSED
+DEFAULT_GRAPH = GraphMode.FULL_AND_PIECEWISE
+DEFAULTS_NAME = "vLLM V1's"
+
+
+def defaults_note(fusion, graph) -> str:
+    """'fusion fused (default), graph full (given); defaults: vLLM V1's (fused, full_and_piecewise)'."""
+    f, g = str(getattr(fusion, "value", fusion)), str(getattr(graph, "value", graph))
+
+    def mark(v, d):
+        return " (default)" if v == d.value else ""
+
+    return (f"fusion {f}{mark(f, DEFAULT_FUSION)}, graph {g}{mark(g, DEFAULT_GRAPH)}; defaults: {DEFAULTS_NAME} "
+            f"({DEFAULT_FUSION.value}, {DEFAULT_GRAPH.value})")
+
+
 class LayoutPreset(StrEnum):
     """Capture-size presets (simulator/layouts/buckets.py); `all` captures every size up to the maximum."""
 
@@ -135,6 +154,7 @@ class LengthKind(StrEnum):
     FIXED = "fixed"
     UNIFORM = "uniform"
     LOGNORMAL = "lognormal"
+    CSV = "csv"  # real lengths from a CSV column, resampled with replacement
 
 
 class HostTime(StrEnum):
@@ -188,4 +208,5 @@ __all__ = ["StrEnum", "GraphMode", "PlanMode", "Fusion", "LayoutPreset", "Engine
            "CompileMode", "CompileCache", "Objective", "Retention", "ArrivalProcess", "LengthKind", "HostTime",
            "Executor",
            "LOOP_SCHEDULING", "WORKLOAD_FUSIONS", "EAGER_FUSIONS", "POOL_RETENTIONS", "CAPTURING_MODES", "COMPARED_PRESETS", "values",
+           "DEFAULT_FUSION", "DEFAULT_GRAPH", "DEFAULTS_NAME", "defaults_note",
            "literal", "one_of"]

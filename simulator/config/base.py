@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from simulator.common.errors import UserError
 
@@ -32,8 +32,58 @@ Seed = Annotated[int, Field(ge=0, le=L.MAX_SEED)]
 Micros = Annotated[float, Field(ge=0, le=L.MAX_US)]
 
 
+def _admits_bool(ann) -> bool:
+    """Whether a field's type takes true/false anywhere (bool itself, or a nested model, which checks its own)."""
+    from typing import get_args
+
+    if ann is bool:
+        return True
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return True
+    return any(_admits_bool(a) for a in get_args(ann) if not isinstance(a, (int, float, str)) or a is bool)
+
+
+def _bool_text(v):
+    if isinstance(v, bool):
+        return f"{str(v).lower()} (true/false is not a number)"
+    if isinstance(v, (list, tuple)):
+        return [_bool_text(x) for x in v]
+    if isinstance(v, dict):
+        return {_bool_text(k) if isinstance(k, bool) else k: _bool_text(x) for k, x in v.items()}
+    return v
+
+
+def _has_bool(v) -> bool:
+    if isinstance(v, bool):
+        return True
+    if isinstance(v, (list, tuple)):
+        return any(_has_bool(x) for x in v)
+    if isinstance(v, dict):
+        return any(_has_bool(k) or _has_bool(x) for k, x in v.items())
+    return False
+
+
 class Strict(BaseModel):
+    """Unknown keys refused, frozen, no NaN; and true/false refused where a number is meant (pydantic would read
+    `batch: true` or `tensor_parallel_size: true` as 1)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data):
+        if isinstance(data, dict):
+            for name, v in data.items():
+                f = cls.model_fields.get(name) if isinstance(name, str) else None
+                if f is None:
+                    al = [n for n, x in cls.model_fields.items() if x.validation_alias is not None
+                          and name in getattr(x.validation_alias, "choices", [x.validation_alias])]
+                    f = cls.model_fields[al[0]] if al else None
+                if f is not None and _has_bool(v) and not _admits_bool(f.annotation):
+                    # the text the user wrote, so the field's own check refuses it at its exact path and line
+                    # ("Input should be a valid integer"), instead of pydantic reading true as 1
+                    data = {**data, name: _bool_text(v)}
+        return data
 
 
 def format_loc(loc: tuple) -> str:
@@ -72,6 +122,8 @@ def validation_error(e: ValidationError, where: str, lines: dict[tuple, int], st
         msg = "unknown key"
     elif err["type"] == "missing":
         msg = "required field missing"
+    elif isinstance(err.get("input"), str) and err["input"].endswith("(true/false is not a number)"):
+        msg = f"{err['input'].split(' ', 1)[0]}: true/false is not a number here ({msg})"
     at = f"{where}:{line}" if line else where
     return ConfigError(f"{at}: field '{format_loc(loc)}': {msg}")
 

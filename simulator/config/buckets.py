@@ -27,7 +27,8 @@ class BucketsScenario(StepOptions):
     model: str = Field(description="model preset or config.json path")
     profile: str | None = Field(None, description="profile name or path (default: h200)")
     fusion: FusionName = Field("fused", description="fusion level of the step whose cost is optimized")
-    graph: GraphName = Field("full", description="graph mode of captured sizes (not none)")
+    graph: GraphName = Field("full_and_piecewise", description="graph mode of captured sizes (not none; default "
+                                                               "vLLM V1's, as every command's)")
     ctx: Tokens = Field(1024, description="context length of every sequence, tokens")
     objective: V.literal(V.Objective) = Field(
         "step-time", description="step-time: expected step time (eager above the largest size); padded-rows: "

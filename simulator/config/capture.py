@@ -36,8 +36,10 @@ class CaptureScenario(ShardedStepOptions):
     max_size: Optional[Annotated[int, Field(gt=0, le=L.MAX_OPTIMIZE_SIZE)]] = Field(
         None, description="largest capture size of a preset")
     max_num_seqs: Optional[Batch] = Field(None, description="vllm preset: max = min(2 x this, 512)")
-    fusion: V.literal(V.Fusion) = Field("fused", description="fusion level")  # type: ignore[valid-type]
-    graph: V.literal(V.GraphMode) = Field("full", description="CUDA-graph mode")  # type: ignore[valid-type]
+    fusion: V.literal(V.Fusion) = Field(  # type: ignore[valid-type]
+        V.DEFAULT_FUSION.value, description="fusion level; default: vLLM V1's")
+    graph: V.literal(V.GraphMode) = Field(  # type: ignore[valid-type]
+        V.DEFAULT_GRAPH.value, description="CUDA-graph mode; default: vLLM V1's")
 
     @model_validator(mode="after")
     def _backend(self):

@@ -16,6 +16,7 @@ from .specs import LayoutSizes
 from .stepopts import ShardedStepOptions
 
 FusionName = V.literal(V.Fusion)
+DES_MAX_STEPS = 500  # steps under engine des: 10,000 eager steps took ~100 s and 6.8 GiB (issue 22)
 GraphName = V.literal(V.GraphMode)
 
 
@@ -25,8 +26,10 @@ class PredictScenario(ShardedStepOptions):
     description: str = Field("", description="free text shown in the report")
     model: str = Field(description="model preset or config.json path")
     profile: str | None = Field(None, description="profile name or path (default: h200)")
-    fusion: FusionName = Field("none", description="fusion level (model/workload.py)")
-    graph: GraphName = Field("none", description="CUDA-graph mode (engine/routing.py says what each runs)")
+    fusion: FusionName = Field(V.DEFAULT_FUSION.value, description="fusion level (model/workload.py); default: "
+                                                                   "vLLM V1's")
+    graph: GraphName = Field(V.DEFAULT_GRAPH.value, description="CUDA-graph mode (engine/routing.py says what each "
+                                                                "runs); default: vLLM V1's")
     batch: Batch = Field(1, description="decode batch size: sequences adding one token each")
     ctx: Tokens = Field(1024, description="context length, tokens (past tokens; the step attends its own too)")
     prefill_seqs: int = Field(0, ge=0, le=L.MAX_BATCH, description="mixed step: sequences also prefilling")
@@ -49,6 +52,10 @@ class PredictScenario(ShardedStepOptions):
 
     @model_validator(mode="after")
     def _consistent(self):
+        if self.steps > DES_MAX_STEPS and self.engine == "des":
+            raise ValueError(f"steps {self.steps} with engine des: the SimPy reference engine keeps every event of "
+                             f"the loop in memory (about 0.7 MB per step of an eager 0.6B model); at most "
+                             f"{DES_MAX_STEPS} steps with it. engine fast gives the same figures for any count")
         if (self.prefill_seqs > 0) != (self.prefill_len > 0):
             raise ValueError("prefill_seqs and prefill_len must both be positive (a mixed step) or both 0")
         if not self.steps:

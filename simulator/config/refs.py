@@ -93,6 +93,10 @@ def _serving(sc, models, profiles, layouts) -> Iterator[Check]:
         yield loc, (lambda lay=lay: parse_layout(lay, max_num_seqs=sc.engine.max_num_seqs))
     if sc.arrivals.process == "trace":
         yield ("arrivals", "trace"), lambda: load_trace(sc.arrivals.trace)
+    for name in ("prompt", "output"):
+        lm = getattr(sc, name)
+        if lm.kind == "csv":
+            yield (name, "file"), lm.to_spec
     for loc, m in models:
         if sc.engine.max_model_len is not None:
             yield ("engine", "max_model_len"), _ctx_fits(m, sc.engine.max_model_len, 0)

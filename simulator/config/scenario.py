@@ -104,12 +104,31 @@ def load_scenario(path: str | Path, check: bool = True, overrides: list[str] | N
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: a scenario must be a YAML mapping with a 'kind' key")
         data = apply_overrides(data, overrides)
-    sc = parse_scenario(data, str(path), lines)
-    if check:
-        from .refs import check_references
+    try:
+        sc = parse_scenario(data, str(path), lines)
+        if check:
+            from .refs import check_references
 
-        check_references(sc, str(path), lines)
+            check_references(sc, str(path), lines)
+    except ConfigError as e:
+        raise _name_override(e, str(path), overrides) from None
     return sc
+
+
+def _name_override(e: ConfigError, path: str, overrides: list[str] | None) -> ConfigError:
+    """An error on a field that `--set` filled names the --set item, not the file's line (which holds the value
+    the override replaced, or nothing)."""
+    import re
+
+    m = re.match(r"^(.*?): field '([^']*)': (.*)$", str(e))
+    if not overrides or m is None:
+        return e
+    fld = m.group(2)
+    for item in overrides:
+        key = item.partition("=")[0].strip()
+        if fld == key or fld.startswith(key + ".") or fld.startswith(key + "[") or key.startswith(fld + "."):
+            return ConfigError(f"--set {item!r} ({path}): field '{fld}': {m.group(3)}")
+    return e
 
 
 def scenario_json_schema() -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import AliasChoices, Field, PositiveFloat, PositiveInt, model_validator
 
 from .base import Batch, Seed, Strict, Tokens
 from .stepopts import StepOptions
@@ -17,12 +17,16 @@ from .specs import ATTENTION_BACKEND_HELP, PREFILL_LAYOUT_HELP, LayoutSizes, Pre
 
 
 class LengthModel(Strict):
-    kind: V.literal(V.LengthKind) = Field("lognormal", description="length distribution")
+    kind: V.literal(V.LengthKind) = Field("lognormal", description="length distribution (csv: real lengths from "
+                                                                    "a file, resampled)")
     value: Tokens | None = Field(None, description="tokens, for kind fixed")
     mean: PositiveFloat | None = Field(None, le=L.MAX_CTX, description="mean tokens, for kind lognormal")
     cv: float = Field(1.0, ge=0, le=1000, description="coefficient of variation, for kind lognormal")
     low: Tokens = Field(1, description="smallest length (uniform bound, lognormal clip)")
     high: Tokens = Field(4096, description="largest length (uniform bound, lognormal clip)")
+    file: str | None = Field(None, description="for kind csv: a CSV with a header; a relative path is looked up "
+                                               "beside the scenario file first")
+    column: str | None = Field(None, description="for kind csv: the column to read (default: the only one)")
 
     @model_validator(mode="after")
     def _complete(self):
@@ -30,6 +34,8 @@ class LengthModel(Strict):
             raise ValueError("kind fixed needs 'value'")
         if self.kind == "lognormal" and self.mean is None:
             raise ValueError("kind lognormal needs 'mean'")
+        if (self.kind == "csv") != (self.file is not None):
+            raise ValueError("kind csv needs 'file' (and only kind csv takes one)")
         if self.low > self.high:
             raise ValueError(f"low ({self.low}) must not exceed high ({self.high})")
         return self
@@ -37,6 +43,11 @@ class LengthModel(Strict):
     def to_spec(self):
         from ..serving.arrivals import LengthSpec
 
+        if self.kind == "csv":
+            from ..serving.arrivals import load_lengths
+
+            vals, src = load_lengths(self.file, self.column)
+            return LengthSpec("csv", 0, 0.0, self.cv, min(vals), max(vals), vals, src)
         return LengthSpec(self.kind, self.value or 0, float(self.mean or 0.0), self.cv, self.low, self.high)
 
 
@@ -71,7 +82,9 @@ class EngineLimits(Strict):
     max_num_batched_tokens: Tokens = Field(8192, description="token budget of one step")
     chunked_prefill: bool = Field(True, description="split long prompts across steps (off: a prompt must fit whole)")
     max_model_len: Tokens | None = Field(None, description="longest prompt + output (default: model's limit)")
-    gpu_util: float = Field(0.9, gt=0, le=1, description="share of GPU memory the engine may use")
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0, le=1, validation_alias=AliasChoices("gpu_memory_utilization", "gpu_util"),
+        description="share of GPU memory the engine may use (vLLM's name; gpu_util is accepted too)")
     workspace_gib: float = Field(1.0, ge=0, le=1 << 20, description="workspace and activation memory outside graphs, GiB")
     kv_blocks: PositiveInt | None = Field(None, le=1 << 31, description="override the KV-cache size in 16-token blocks")
     ctx_bucket: Tokens = Field(256, description="context bucket of the step-time memo, tokens (rounded up)")
@@ -82,6 +95,25 @@ class EngineLimits(Strict):
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError("max_num_batched_tokens must be at least max_num_seqs")
         return self
+
+
+class StabilitySpec(Strict):
+    """When a run counts as stable (simulator/serving/capacity.py Stability): capacity rejects unstable rates,
+    serve reports `saturated`."""
+
+    throughput_tol: float = Field(0.05, gt=0, lt=1, description="completed throughput must be at least (1 - this) x "
+                                                                 "the window's arrival rate")
+    backlog_tol: float = Field(0.02, gt=0, le=1, description="requests still waiting for a first token at the "
+                                                             "window's end: at most this x the window's arrivals")
+    growth_tol: float = Field(0.05, gt=0, le=1, description="the waiting queue's growth over the window's last "
+                                                            "half: at most this x the arrival rate")
+    unfinished_tol: float = Field(0.001, ge=0, le=1, description="requests unfinished when the run stops: at most "
+                                                                  "this x the window's requests")
+
+    def to_stability(self):
+        from ..serving.capacity import Stability
+
+        return Stability(self.throughput_tol, self.backlog_tol, self.growth_tol, self.unfinished_tol)
 
 
 class RunModel(StepOptions):
@@ -102,6 +134,11 @@ class RunModel(StepOptions):
                             "with the forward; async = that host work overlaps the previous step's GPU work")
     sampling: V.literal(V.Sampling) = Field("greedy", description="sampling the engine runs each step "
                                                                        "(with scheduling sync/async)")
+    stability: StabilitySpec = Field(default_factory=StabilitySpec, description="when a run counts as stable "
+                                     "(not saturated)")
+
+
+DEFAULT_RATE = 10.0  # requests/s: serve's rate when none is given (printed as a default in its summary)
 
 
 class ServeScenario(RunModel):
@@ -117,10 +154,12 @@ class ServeScenario(RunModel):
     fusion: FusionName = Field("fused", description="fusion level of the served model")
     graph: GraphName = Field("full_and_piecewise", description="CUDA-graph mode")
     layout: LayoutSizes = Field("vllm", description="capture sizes: a preset (vllm, sglang, ...) or a list")
-    rate: PositiveFloat | None = Field(None, le=L.MAX_RATE, description="mean arrival rate, requests/s (trace: rescale to it)")
+    rate: PositiveFloat | None = Field(None, le=L.MAX_RATE, description=f"mean arrival rate, requests/s (default "
+                                       f"{DEFAULT_RATE:g} for poisson/gamma; trace: its own rate, or rescale to this)")
 
-    @model_validator(mode="after")
-    def _rate(self):
-        if self.rate is None and self.arrivals.process != "trace":
-            raise ValueError(f"{self.arrivals.process} arrivals need 'rate'")
-        return self
+    @property
+    def rate_used(self) -> float | None:
+        """The rate a run uses: the given one, else DEFAULT_RATE (trace arrivals: None, the trace's own)."""
+        if self.rate is not None or self.arrivals.process == "trace":
+            return self.rate
+        return DEFAULT_RATE

@@ -91,6 +91,16 @@ DEFAULT_WORKSPACE_BYTES = 1 * GiB  # cuBLAS/attention workspaces + eager activat
 RETENTIONS = V.values(V.POOL_RETENTIONS)
 
 
+def check_weights_fit(model, profile) -> None:
+    """Refuse a model whose weights alone exceed the GPU's memory (per GPU after sharding): start-up, capture and
+    the optimizer's memory figures mean nothing for it (a 22,831 GiB config.json passed with exit 0)."""
+    cap = profile.device.memory_gib * GiB
+    if model.weight_bytes > cap:
+        raise GraphMemoryError(f"model {model.name}: {model.weight_bytes / GiB:,.1f} GiB of weights do not fit the "
+                               f"{profile.name} GPU's {profile.device.memory_gib:g} GiB (shard it with "
+                               f"tensor_parallel_size, or pick a smaller model)")
+
+
 class GraphMemoryError(UserError):
     """A bad capture layout, graph mode or retention policy for the memory model."""
 

@@ -51,7 +51,9 @@ class StepResult:
             "step_ms": self.step_s * f,
             "cpu_ms": self.cpu_busy_s * f,
             "gpu_ms": self.gpu_busy_s * f,
-            "cpu_stall_ms": self.cpu_stall_s * f,
+            # rounded to 1 ns: the stall is a sum of differences of submit times, whose float noise (5.8e-13 ms)
+            # would print as a stall where there is none
+            "cpu_stall_ms": round(self.cpu_stall_s * f, 6 if ms else 9),
             "gpu_gap_ms": self.gpu_gap_s * f,
             "gpu_bubble_ms": self.gpu_bubble_s * f,
             "gpu_idle_frac": self.gpu_idle_frac,

@@ -99,6 +99,8 @@ def from_csv(path: str | Path) -> BatchDistribution:
         raise DistributionError(f"{p}: no data rows after the header")
     hist: dict[int, float] = {}
     for n, r in enumerate(rows[1:], start=2):
+        if [c.strip().lower() for c in r] == header:
+            raise DistributionError(f"{p}:{n}: the header row repeats (two CSV files concatenated?)")
         try:
             b = int(float(r[bi]))
             if float(r[bi]) != b:

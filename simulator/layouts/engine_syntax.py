@@ -61,6 +61,48 @@ def _ints(items, what: str) -> list[int]:
     return vals
 
 
+_SGLANG_LIST = ("--cuda-graph-bs", "--cuda-graph-bs-decode")
+_SGLANG_MAX = ("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode")
+
+
+def _sglang_flags(text: str) -> list[int]:
+    """SGLang's flags as its argument parser reads them: `--cuda-graph-bs` (or -decode) once, followed by one or
+    more integers separated by spaces (nargs='+'); optionally `--cuda-graph-max-bs N`, which the sizes must not
+    exceed. Anything else (a stray value, a comma list, a repeated flag, another flag) is refused."""
+    toks = text.replace("=", " ").split()
+    sizes, top, i = None, None, 0
+    while i < len(toks):
+        tok = toks[i]
+        if not tok.startswith("--"):
+            raise EngineLayoutError(f"--cuda-graph-bs: {tok!r} is not after a flag (SGLang reads "
+                                    f"--cuda-graph-bs 1 2 4 8)")
+        j = i + 1
+        while j < len(toks) and not toks[j].startswith("--"):
+            j += 1
+        vals = toks[i + 1:j]
+        if tok in _SGLANG_LIST:
+            if sizes is not None:
+                raise EngineLayoutError(f"{tok}: given twice")
+            if not vals:
+                raise EngineLayoutError(f"{tok} needs a list of sizes, e.g. {tok} 1 2 4 8")
+            bad = [v for v in vals if not re.fullmatch(r"\d+", v)]
+            if bad:
+                raise EngineLayoutError(f"{tok}: capture sizes are integers separated by spaces, got {bad[0]!r}")
+            sizes = [int(v) for v in vals]
+        elif tok in _SGLANG_MAX:
+            if len(vals) != 1 or not re.fullmatch(r"\d+", vals[0]):
+                raise EngineLayoutError(f"{tok} takes one integer, got {' '.join(vals) or 'none'}")
+            top = int(vals[0])
+        else:
+            raise EngineLayoutError(f"{tok}: not a capture-size flag (use --cuda-graph-bs and --cuda-graph-max-bs)")
+        i = j
+    if sizes is None:
+        raise EngineLayoutError("--cuda-graph-bs needs a list of sizes, e.g. --cuda-graph-bs 1 2 4 8")
+    if top is not None and max(sizes) > top:
+        raise EngineLayoutError(f"--cuda-graph-bs: size {max(sizes)} is above --cuda-graph-max-bs {top}")
+    return _ints(sizes, "--cuda-graph-bs")
+
+
 def parse_engine_layout(text: str) -> list[int] | None:
     """Sizes from an engine's configuration text (see the module docstring), or None if it is none of them."""
     t = text.strip()
@@ -82,10 +124,7 @@ def parse_engine_layout(text: str) -> list[int] | None:
             raise EngineLayoutError("cudagraph_capture_sizes must be a list of integers")
         return _ints(v, "JSON list")
     if "--cuda-graph-bs" in t:
-        m = re.search(r"--cuda-graph-bs(?:-decode)?(?:=|\s+)((?:\d+[\s,]*)+)", t)
-        if not m:
-            raise EngineLayoutError("--cuda-graph-bs needs a list of sizes, e.g. --cuda-graph-bs 1 2 4 8")
-        return _ints(re.split(r"[\s,]+", m.group(1).strip()), "--cuda-graph-bs")
+        return _sglang_flags(t)
     m = re.search(r"batch_sizes\s*:\s*\[([^\]]*)\]", t)
     if m:
         return _ints([x for x in re.split(r"[\s,]+", m.group(1).strip()) if x], "batch_sizes")

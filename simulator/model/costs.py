@@ -135,7 +135,8 @@ class CostModel:
                 # unmeasured: reuse a measured path's figure
                 spread = launch.get(require_collective(self.collective, op.dim("ranks", 2)).launch_path)
             if spread is None:
-                raise CostError(f"profile '{self.profile.name}' has no host cost for launch path '{op.path.value}'")
+                raise CostError(f"profile '{self.profile.name}': field 'host.launch_us' has no host cost for launch "
+                                f"path '{op.path.value}' (add it to the profile file)")
             v = spread.q(quantile) * US
             if op.path in (LaunchPath.COMPILED, LaunchPath.COMPILED_EXTERN) and op.launches_kernel:
                 v += self.compiled_wrapper_s

@@ -188,6 +188,11 @@ class Curve(_Strict):
     def _same_len(self):
         if len(self.bytes) != len(self.us) or any(b2 <= b1 for b1, b2 in zip(self.bytes, self.bytes[1:])):
             raise ValueError("bytes and us must have equal length, bytes strictly increasing")
+        bad = [(i, v) for i, v in enumerate(self.us) if not v > 0]
+        if bad:  # a kernel takes time: 0 µs would make it free (and breaks the log-log interpolation)
+            raise ValueError(f"us[{bad[0][0]}] is {bad[0][1]}: a measured kernel time must be > 0 µs")
+        if any(not b > 0 for b in self.bytes):
+            raise ValueError("bytes must be > 0 (log-log interpolation)")
         return self
 
 
@@ -394,7 +399,16 @@ def load_profile(name_or_path: str | None = None) -> Profile:
 
 def parse_profile(raw: object, where: str = "<profile>", text: str | None = None) -> Profile:
     check_profile(raw, where, text, ProfileError)  # generic: finite, sorted axes, matching lengths (profile_check)
-    return validate_versioned(Profile, raw, where, "schema_version", SCHEMA_VERSION, ProfileError, "a profile", text)
+    prof = validate_versioned(Profile, raw, where, "schema_version", SCHEMA_VERSION, ProfileError, "a profile", text)
+    from simulator.common.jsonfile import field_error
+    from .kernels import LaunchPath
+
+    known = {p.value for p in LaunchPath}
+    for k in prof.host.launch_us:
+        if k not in known:  # a misspelt path is never read: the op falls back or fails far from the file
+            raise field_error(where, text, ("host", "launch_us", k), f"unknown launch path '{k}': use one of "
+                              f"{', '.join(sorted(known))}", ProfileError)
+    return prof
 
 
 def combine(host_from: Profile, device_from: Profile) -> Profile:

@@ -21,23 +21,41 @@ def write_csv(path: str | Path, rows: list[dict]) -> Path:
     buf = io.StringIO()
     if rows:
         keys = list(rows[0].keys())
+        seen = set(keys)
         for r in rows[1:]:
-            keys += [k for k in r if k not in keys]
+            if len(r) != len(seen) or not seen.issuperset(r):  # linear in rows: a set, not a list scan
+                new = [k for k in r if k not in seen]
+                keys += new
+                seen.update(new)
         w = csv.DictWriter(buf, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
     return atomic_write_text(path, buf.getvalue())
 
 
-def table_html(rows: list[dict], caption: str = "", digits: int = 4) -> str:
+from simulator.report.numbers import ZERO, human  # noqa: F401  (numbers for people; tables use them)
+
+
+def table_html(rows: list[dict], caption: str = "", digits: int = 4, limit: int | None = None,
+               rest: str = "") -> str:
+    """An HTML table of `rows` (columns: every key, in first-seen order). With `limit`, only the first `limit`
+    rows, and the caption says how many there are and where the rest is (`rest`, e.g. "results.csv"): a page of
+    100k rows takes a browser minutes and nobody reads it."""
     if not rows:
         return ""
+    if limit is not None and len(rows) > limit:
+        caption = (f"{caption} (the first {limit:,} of {len(rows):,} rows" + (f"; all of them in {rest}" if rest
+                                                                               else "") + ")")
+        rows = rows[:limit]
     keys = list(rows[0].keys())
+    seen = set(keys)
+    for r in rows[1:]:
+        new = [k for k in r if k not in seen]
+        keys += new
+        seen.update(new)
 
     def fmt(v):
-        if isinstance(v, float):
-            return f"{v:.{digits}g}"
-        return html.escape(str(v))
+        return html.escape(human(v, digits))
 
     head = "".join(f"<th>{html.escape(k)}</th>" for k in keys)
     body = "".join("<tr>" + "".join(f"<td>{fmt(r.get(k, ''))}</td>" for k in keys) + "</tr>" for r in rows)
@@ -97,11 +115,41 @@ def html_page(title: str, figures: Iterable, sections: Iterable[str] = (), intro
     first = plotly_src is None
     for fig in figures:
         _colours(fig)
+        _titles(fig)
         parts.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False))
         first = False
     parts.extend(sections)
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+TITLE_CHARS = 95  # a figure title longer than this wraps (plotly cuts a long title at the figure's edge)
+
+
+def wrap_title(text: str, width: int = TITLE_CHARS) -> str:
+    """`text` with <br> between words so no line is longer than `width` characters (existing <br> kept)."""
+    out = []
+    for para in text.split("<br>"):
+        line = ""
+        for w in para.split(" "):
+            if line and len(line) + 1 + len(w) > width:
+                out.append(line)
+                line = w
+            else:
+                line = f"{line} {w}" if line else w
+        out.append(line)
+    return "<br>".join(out)
+
+
+def _titles(fig) -> None:
+    """Wrap long figure titles and make room for their lines."""
+    t = fig.layout.title.text if fig.layout.title is not None else None
+    if t and len(t) > TITLE_CHARS and "<br>" not in t:
+        wrapped = wrap_title(t)
+        lines = wrapped.count("<br>") + 1
+        # anchored at the top of the figure, with room for every line above the plot (and its subplot titles)
+        fig.update_layout(title=dict(text=wrapped, y=1, yref="container", yanchor="top", pad=dict(t=14)),
+                          margin=dict(t=50 + 24 * lines))
 
 
 def _colours(fig) -> None:

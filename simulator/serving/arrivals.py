@@ -7,7 +7,8 @@ Arrival processes (`ArrivalSpec.process`):
 - `trace`:   a CSV file with header `timestamp,prompt_tokens,output_tokens` (seconds, tokens). Timestamps
              are shifted to start at 0; with a rate given they are rescaled so the trace's mean rate equals it.
 Lengths (`LengthSpec.kind`): `fixed` (value), `uniform` (integers low..high), `lognormal` (mean and cv,
-clipped to [low, high]). A trace carries its own lengths.
+clipped to [low, high]), `csv` (real lengths: one column of a CSV file, `load_lengths`, drawn uniformly with
+replacement). A trace carries its own lengths.
 
 Common random numbers: gaps are drawn at unit rate and divided by the rate, and lengths are drawn per request
 index from their own streams (children of one `SeedSequence`), so the same seed at two rates gives the same
@@ -46,6 +47,8 @@ class LengthSpec:
     cv: float = 1.0  # lognormal
     low: int = 1  # uniform bounds; lognormal clip
     high: int = 4096
+    values: tuple[int, ...] = ()  # csv: the lengths read from the file
+    source: str = ""  # csv: "FILE column NAME"
 
     def check(self, what: str) -> None:
         if self.kind not in LENGTH_KINDS:
@@ -54,14 +57,40 @@ class LengthSpec:
             raise ArrivalError(f"{what}: a fixed length must be a positive integer, got {self.value}")
         if self.kind != "fixed" and not (1 <= self.low <= self.high):
             raise ArrivalError(f"{what}: need 1 <= low <= high, got low={self.low} high={self.high}")
+        if self.kind == "csv" and not self.values:
+            raise ArrivalError(f"{what}: a csv length distribution needs lengths (none read)")
         if self.kind == "lognormal" and (self.mean <= 0 or self.cv < 0):
             raise ArrivalError(f"{what}: lognormal needs mean > 0 and cv >= 0, got mean={self.mean} cv={self.cv}")
 
     @property
     def max(self) -> int:
+        if self.kind == "csv":
+            return max(self.values)
         return self.value if self.kind == "fixed" else self.high
 
+    def mean_len(self) -> float:
+        """The distribution's mean (lognormal: its nominal mean, clipped to [low, high])."""
+        if self.kind == "fixed":
+            return float(self.value)
+        if self.kind == "uniform":
+            return (self.low + self.high) / 2
+        if self.kind == "csv":
+            return float(np.mean(self.values))
+        return float(min(max(self.mean, self.low), self.high))
+
+    def describe(self) -> str:
+        if self.kind == "fixed":
+            return f"fixed {self.value}"
+        if self.kind == "uniform":
+            return f"uniform {self.low}..{self.high}"
+        if self.kind == "csv":
+            return f"{len(self.values):,} real lengths from {self.source} (mean {self.mean_len():.1f}), resampled"
+        return f"lognormal mean {self.mean:g} cv {self.cv:g}, clipped to {self.low}..{self.high}"
+
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.kind == "csv":
+            vals = np.asarray(self.values, dtype=np.int64)
+            return vals[rng.integers(0, vals.size, size=n)]
         if self.kind == "fixed":
             return np.full(n, self.value, dtype=np.int64)
         if self.kind == "uniform":
@@ -160,6 +189,47 @@ def load_trace(path: str | Path) -> Trace:
         out.append(vals[1])
     t = np.asarray(ts, dtype=float)
     return Trace(t - t[0], np.asarray(pr, dtype=np.int64), np.asarray(out, dtype=np.int64), str(p))
+
+
+def load_lengths(path: str | Path, column: str | None = None) -> tuple[tuple[int, ...], str]:
+    """Positive token lengths from one column of a CSV with a header (`column`: its name; default the only
+    column, or `prompt_tokens` / `output_tokens` are not guessed: name it). Returns (lengths, "FILE column C");
+    any problem is one line naming the file and line: a repeated header row, a non-integer, a length <= 0."""
+    p = Path(path)
+    text = read_text(p, "lengths CSV", ArrivalError)
+    numbered = [(i, line) for i, line in enumerate(text.splitlines(), start=1)
+                if line.strip() and not line.lstrip().startswith("#")]
+    if not numbered:
+        raise ArrivalError(f"{p}: empty lengths CSV (expected a header naming the column and rows)")
+    hline, header = numbered[0]
+    cols = [c.strip().lower() for c in next(csv.reader([header]))]
+    if column is None:
+        if len(cols) != 1:
+            raise ArrivalError(f"{p}:{hline}: {len(cols)} columns ({', '.join(cols)}): name the one to read "
+                               f"(column)")
+        column = cols[0]
+    if column.lower() not in cols:
+        raise ArrivalError(f"{p}:{hline}: no column '{column}' in the header ({', '.join(cols)})")
+    j = cols.index(column.lower())
+    vals = []
+    for ln, line in numbered[1:]:
+        row = next(csv.reader([line]))
+        if [c.strip().lower() for c in row] == cols:
+            raise ArrivalError(f"{p}:{ln}: the header row repeats (two files concatenated?)")
+        if len(row) <= j:
+            raise ArrivalError(f"{p}:{ln}: expected {len(cols)} columns, got {len(row)}")
+        raw = row[j].strip()
+        try:
+            v = int(raw)
+        except ValueError:
+            raise ArrivalError(f"{p}:{ln}: column '{column}': not an integer ({raw!r})") from None
+        if not 0 < v <= MAX_CTX:
+            raise ArrivalError(f"{p}:{ln}: column '{column}': must be a positive integer of at most {MAX_CTX:,} "
+                               f"tokens, got {v}")
+        vals.append(v)
+    if not vals:
+        raise ArrivalError(f"{p}: no lengths after the header")
+    return tuple(vals), f"{p} column {column}"
 
 
 def _unit_arrivals(spec: ArrivalSpec, rng: np.random.Generator, horizon: float) -> np.ndarray:

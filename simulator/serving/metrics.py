@@ -8,6 +8,12 @@ Request figures count the requests that ARRIVE inside the window:
   TPOT at least (stop - first token) / max(1, tokens so far - 1); `unfinished` says how many;
 - Little's law: `little_L` is the time-average number of requests in the replica (waiting + running)
   integrated over the window, `little_lambda_W` the window's arrival rate times the mean time in system.
+Stability (what `capacity.Stability` checks): `arrival_rate` is the window's measured arrival rate (its
+requests / window); `in_system_start` / `in_system_end` the requests in the replica (arrived, not rejected, not
+finished) at the window's start and end; `queue_end` those of them still waiting for their first token at the
+end; `backlog_growth` the least-squares slope of that queue (requests waiting for their first token) over the last half of the window (sampled at
+201 evenly spaced instants), divided by `arrival_rate`: the share of arrivals that pile up instead of being
+served (about (rate - capacity) / rate when overloaded, about 0 when stable).
 Padding waste: padded rows / all rows of the steps that replayed a graph (decode sequences, or tokens of
 piecewise mixed steps). The batch-size log counts decode-only steps by batch (sequences): the histogram
 graphs are captured for, written as `batch,count` for `launchsim optimize --distribution`.
@@ -99,6 +105,8 @@ def summarize(col: Collector, sched, arrivals: np.ndarray, stop: float, rejected
     fin_all = np.asarray(sched.finish_t, dtype=float)
     completed_in_window = int(np.count_nonzero((fin_all >= w0) & (fin_all < w1)))
     graph_rows = col.padded
+    stab = _stability(arrivals, np.asarray(sched.state), np.asarray(sched.first_t, dtype=float), fin_all, w0, w1,
+                      arr.size / span)
     samples = {"ttft_s": ttft, "tpot_ms": tpot}
     return samples, {
         "requests": int(arr.size),
@@ -125,7 +133,33 @@ def summarize(col: Collector, sched, arrivals: np.ndarray, stop: float, rejected
         "little_L": col.area / span,
         "little_lambda_W": (arr.size / span) * (float(sojourn.mean()) if sojourn.size else 0.0),
         "window_s": span,
+        "arrival_rate": arr.size / span,
+        **stab,
     }
+
+
+def _stability(arrivals: np.ndarray, state: np.ndarray, first: np.ndarray, fin: np.ndarray, w0: float, w1: float,
+               rate: float) -> dict:
+    """Requests in system at the window's ends, the queue at its end, and the backlog's growth over its last half."""
+    keep = state != REJECTED if state.size else np.zeros(0, dtype=bool)
+    a = np.sort(arrivals[keep])
+    f = np.sort(np.where(np.isnan(fin[keep]), np.inf, fin[keep]))
+    fi = np.where(np.isnan(first[keep]), np.inf, first[keep])
+
+    def in_system(t):
+        return np.searchsorted(a, t, side="right") - np.searchsorted(f, t, side="right")
+
+    fs = np.sort(fi)
+
+    def queue(t):
+        return np.searchsorted(a, t, side="right") - np.searchsorted(fs, t, side="right")
+
+    ts = np.linspace(w0 + 0.5 * (w1 - w0), w1, 201)
+    ys = queue(ts).astype(float)
+    slope = float(np.polyfit(ts, ys, 1)[0]) if w1 > w0 else 0.0
+    queue_end = int(queue(w1))
+    return {"in_system_start": int(in_system(w0)), "in_system_end": int(in_system(w1)), "queue_end": queue_end,
+            "backlog_growth": slope / rate if rate > 0 else 0.0}
 
 
 

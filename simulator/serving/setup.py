@@ -35,7 +35,7 @@ def build_config(run, model: str, profile: str | None, fusion: str, graph: str, 
         model=m, profile=prof, fusion=fusion, graph=graph, sizes=sizes,
         layout_label=label if graph != "none" else "-",
         max_num_seqs=e.max_num_seqs, max_num_batched_tokens=e.max_num_batched_tokens,
-        chunked_prefill=e.chunked_prefill, max_model_len=e.max_model_len, gpu_util=e.gpu_util,
+        chunked_prefill=e.chunked_prefill, max_model_len=e.max_model_len, gpu_util=e.gpu_memory_utilization,
         workspace_bytes=e.workspace_gib * GiB, kv_blocks=e.kv_blocks, ctx_bucket=e.ctx_bucket,
         warmup_frac=run.warmup_frac, drain_s=run.drain_s, merge_steps=e.merge_steps,
         scheduling=run.scheduling, sampling=run.sampling, attention_backend=run.attention_backend,
@@ -56,12 +56,23 @@ def run_replications(run, cfg: ServeConfig, rate: float | None, prep: Prepared |
                      trace: Trace | None = None) -> list[ServeResult]:
     """`run.replications` serving runs of `cfg` at `rate` (None: a trace's own rate)."""
     prep = prep or prepare(cfg)
-    arr, pr, out = run.arrivals.to_spec(), run.prompt.to_spec(), run.output.to_spec()
+    arr, pr, out = run.arrivals.to_spec(), _spec(run.prompt), _spec(run.output)
     results = []
     for ss in replication_seeds(run.seed, run.replications):
         wl = make_workload(arr, pr, out, rate, run.duration_s, ss, trace)
         results.append(simulate_serving(cfg, wl, run.duration_s, prep))
     return results
+
+
+_SPECS: dict = {}
+
+
+def _spec(lm):
+    """`lm.to_spec()`, memoised: a csv length model reads its file once per process, not once per rate."""
+    key = lm.model_dump_json()
+    if key not in _SPECS:
+        _SPECS[key] = lm.to_spec()
+    return _SPECS[key]
 
 
 def mean_metrics(results: list[ServeResult]) -> dict:
@@ -98,6 +109,8 @@ def start_rate(cfg: ServeConfig, prep: Prepared, run) -> float:
 
 
 def _mean_len(lm) -> float:
+    if lm.kind == "csv":
+        return lm.to_spec().mean_len()
     if lm.kind == "fixed":
         return float(lm.value)
     if lm.kind == "uniform":

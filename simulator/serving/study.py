@@ -31,14 +31,20 @@ def serve(sc) -> dict:
     trace = load_run_trace(sc)
     from simulator.report.progress import task
 
-    what = f"{sc.rate:g} req/s" if sc.rate is not None else "trace"
+    rate = sc.rate_used
+    what = f"{rate:g} req/s" if rate is not None else "trace"
     with task(f"serve {sc.model} at {what}, {sc.duration_s:g} s simulated x {sc.replications}"):
-        results = run_replications(sc, cfg, sc.rate, trace=trace)
+        results = run_replications(sc, cfg, rate, trace=trace)
     metrics = mean_metrics(results)
+    assumptions = describe_run(sc, cfg, rate)
+    unstable = sc.stability.to_stability().check(metrics)  # the check capacity applies to every rate it tries
+    metrics["saturated"] = bool(unstable)
+    metrics["saturated_why"] = "; ".join(unstable)
     rows = [{"replication": i, **r.metrics, "simulated_s": r.simulated_s, "wall_s": r.wall_s}
             for i, r in enumerate(results)]
     return {
         "scenario": sc.model_dump(mode="json"),
+        "assumptions": assumptions,
         "config": {**cfg.label(), "sizes": list(cfg.sizes) if cfg.graph != "none" else [],
                    "max_num_seqs": cfg.max_num_seqs, "max_num_batched_tokens": cfg.max_num_batched_tokens,
                    "chunked_prefill": cfg.chunked_prefill, "ctx_bucket": cfg.ctx_bucket,
@@ -55,6 +61,31 @@ def serve(sc) -> dict:
         "summary_columns": SUMMARY_COLUMNS,
         "_samples": [r.samples for r in results],
     }
+
+
+def describe_run(run, cfg, rate: float | None) -> dict:
+    """Every assumption a serving run makes, as printed in serve's summary and report (capacity's too)."""
+    from .setup import _spec
+
+    e = run.engine
+    d = {}
+    if hasattr(run, "rate"):
+        d["rate"] = "trace's own" if rate is None else (f"{rate:g} req/s" + ("" if run.rate is not None else
+                                                                             " (default)"))
+    a = run.arrivals
+    d["arrivals"] = {"poisson": "poisson", "gamma": f"gamma, cv {a.cv:g}"}.get(a.process, f"trace {a.trace}")
+    if a.process != "trace":
+        d["prompt_lengths"] = _spec(run.prompt).describe()
+        d["output_lengths"] = _spec(run.output).describe()
+    d.update(model=cfg.model.name, tensor_parallel_size=getattr(run, "tensor_parallel_size", 1), fusion=cfg.fusion,
+             graph=cfg.graph, layout=cfg.layout_label, profile=cfg.profile.name, dtype=run.dtype, kv_dtype=run.kv_dtype,
+             max_num_seqs=e.max_num_seqs, max_num_batched_tokens=e.max_num_batched_tokens,
+             chunked_prefill=e.chunked_prefill, gpu_memory_utilization=e.gpu_memory_utilization,
+             max_model_len=e.max_model_len or cfg.model.max_position_embeddings, scheduling=run.scheduling,
+             duration_s=run.duration_s, warmup_frac=run.warmup_frac,
+             drain_s=run.drain_s if run.drain_s is not None else run.duration_s, replications=run.replications,
+             seed=run.seed)
+    return d
 
 
 def run_serve_scenario(sc, out: Path | None) -> dict:
@@ -82,11 +113,17 @@ def write_outputs(result: dict, samples: list[dict], out: Path, name: str, descr
     intro = (f"{description} {c['model']} on {c['profile']} ({c['profile_source']}), fusion {c['fusion']}, graph "
              f"{c['graph']}, layout {c['layout']}; offered {m.get('offered_rate', 0):.4g} req/s. KV cache "
              f"{kv['kv_gib']:.1f} GiB ({kv['kv_blocks']} blocks of 16 tokens), graph memory {kv['graph_gib']:.2f} GiB, "
-             f"capture {kv['capture_s']:.1f} s. Metrics over the window after warm-up; simulated "
+             f"capture {kv['capture_s']:.1f} s. "
+             + (f"SATURATED: the offered rate exceeds what the replica completes ({m['saturated_why']}); latency "
+                "percentiles then measure the run's length, not the replica. " if m.get("saturated") else
+                "Stable at this rate (completed throughput keeps up with arrivals, no growing queue). ")
+             + f"Metrics over the window after warm-up; simulated "
              f"{result['simulated_s']:.0f} s in {result['wall_s']:.2f} s wall.")
     metrics_rows = [{"metric": k, "value": v} for k, v in m.items()]
     write_html(out / "report.html", f"launchsim serve: {name}", figs,
-               [table_html(metrics_rows, "Metrics (mean over replications)"),
+               [table_html([{"assumption": k, "value": v} for k, v in result.get("assumptions", {}).items()],
+                           "Assumptions of this run (every input the figures depend on)"),
+                table_html(metrics_rows, "Metrics (mean over replications)"),
                 table_html(result["replications"], "Replications")], intro=intro)
 
 

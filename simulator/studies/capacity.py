@@ -19,10 +19,11 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from simulator.report import charts
 from simulator.report.progress import note
-from simulator.report.html import table_html, write_csv, write_html
+from simulator.report.html import human, table_html, write_csv, write_html
 from simulator.common.jsonfile import write_json
-from simulator.serving.capacity import Slo, find_capacity
+from simulator.serving.capacity import BOUND_MARGIN, Slo, find_capacity, throughput_bound
 from simulator.serving.kv import KVError
 from simulator.serving.replica import prepare
 from simulator.engine.graph_memory import GiB
@@ -30,7 +31,8 @@ from simulator.serving.setup import build_config, load_run_trace, mean_metrics, 
 
 CURVE_KEYS = ("rate", "meets", "why", "throughput_req_s", "throughput_tok_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
               "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "gpu_busy_frac", "cpu_bound_step_share", "padding_waste",
-              "kv_util_mean", "mean_decode_batch", "preemptions", "unfinished")
+              "kv_util_mean", "mean_decode_batch", "preemptions", "unfinished", "arrival_rate", "queue_end",
+              "backlog_growth")
 SUMMARY_COLUMNS = ["config", "status", "best_rate", "throughput_tok_s", "ttft_p99_s", "tpot_p99_ms", "replicas",
                    "kv_gib", "graph_gib", "runs"]
 
@@ -71,7 +73,7 @@ def _search(sc, c: dict, layout, start: float | None = None) -> dict:
                 "kv": {"kv_blocks": 0, "kv_tokens": 0, "kv_gib": 0.0, "graph_gib": 0.0, "capture_s": 0.0, "graphs": 0},
                 "best": {k: None for k in CURVE_KEYS}, "curve": []}
     trace = load_run_trace(sc)
-    slo = Slo(sc.slo.percentile, sc.slo.ttft_s, sc.slo.tpot_ms)
+    slo = _slo(sc)
     s = sc.search
 
     def evaluate(rate: float) -> dict:
@@ -79,7 +81,9 @@ def _search(sc, c: dict, layout, start: float | None = None) -> dict:
         return mean_metrics(run_replications(sc, cfg, rate, prep, trace))
 
     start = start or s.start or start_rate(cfg, prep, sc)
-    res = find_capacity(evaluate, slo, start, s.rate_min, s.rate_max, s.tolerance, s.max_runs)
+    bound = replica_bound(cfg, prep, sc)
+    res = find_capacity(evaluate, slo, start, s.rate_min, s.rate_max, s.tolerance, s.max_runs,
+                        bound=BOUND_MARGIN * bound)
     points = {p["rate"]: p for p in res.points}
     if res.best_rate:
         for f in sc.curve_fractions:
@@ -94,8 +98,20 @@ def _search(sc, c: dict, layout, start: float | None = None) -> dict:
         "replicas": res.replicas(sc.target_rate), "kv": prep.kv.as_dict(), "sizes": list(cfg.sizes),
         "best": {k: best.get(k) for k in CURVE_KEYS},
         "curve": [{k: points[r].get(k) for k in CURVE_KEYS} for r in sorted(points)],
-        "step_evals": prep.timer.misses,
+        "step_evals": prep.timer.misses, "throughput_bound": bound,
     }
+
+
+def _slo(sc) -> Slo:
+    return Slo(sc.slo.percentile, sc.slo.ttft_s, sc.slo.tpot_ms, sc.stability.to_stability())
+
+
+def replica_bound(cfg, prep, run) -> float:
+    """`serving.capacity.throughput_bound` of this replica: decode batches 1, 2, 4, ... and max_num_seqs."""
+    from simulator.serving.setup import _mean_len
+
+    bs = sorted({min(1 << i, cfg.max_num_seqs) for i in range(cfg.max_num_seqs.bit_length() + 1)})
+    return throughput_bound(lambda b: prep.timer.decode(b, 1).step_s, bs, _mean_len(run.output))
 
 
 def _same_point(a: dict, b: dict) -> bool:
@@ -243,8 +259,8 @@ def run_capacity_scenario(sc, out: Path | None) -> dict:
                      "kv_gib": f["kv"]["kv_gib"], "graph_gib": f["kv"]["graph_gib"],
                      "capture_s": f["kv"]["capture_s"], "graphs": f["kv"]["graphs"], "runs": f["runs"],
                      "layout_note": f["layout_note"], "message": f["message"]})
-    slo = Slo(sc.slo.percentile, sc.slo.ttft_s, sc.slo.tpot_ms)
-    result = {"scenario": sc.model_dump(mode="json"), "slo": slo.describe(), "target_rate": sc.target_rate,
+    slo = _slo(sc)
+    result = {"scenario": sc.model_dump(mode="json"), "slo": slo.describe(), "assumptions": assumptions(sc, slo), "target_rate": sc.target_rate,
               "tolerance": sc.search.tolerance, "configs": found, "summary": rows,
               "summary_columns": SUMMARY_COLUMNS, "no_rate_meets": [f["config"] for f in found if f["status"] == "none"]}
     if out is not None:
@@ -254,6 +270,26 @@ def run_capacity_scenario(sc, out: Path | None) -> dict:
         write_csv(out / "curves.csv", [{"config": f["config"], **p} for f in found for p in f["curve"]])
         _report(out / "report.html", sc, found, rows, slo)
     return result
+
+
+def assumptions(sc, slo) -> dict:
+    """The run settings every configuration's figures depend on (printed in the report and by the command)."""
+    from simulator.serving.setup import _spec
+
+    e, a = sc.engine, sc.arrivals
+    d = {"slo": slo.describe(), "stability": slo.stability.describe(),
+         "arrivals": {"poisson": "poisson", "gamma": f"gamma, cv {a.cv:g}"}.get(a.process, f"trace {a.trace}")}
+    if a.process != "trace":
+        d.update(prompt_lengths=_spec(sc.prompt).describe(), output_lengths=_spec(sc.output).describe())
+    d.update(tensor_parallel_size=sc.tensor_parallel_size, max_num_seqs=e.max_num_seqs,
+             max_num_batched_tokens=e.max_num_batched_tokens, chunked_prefill=e.chunked_prefill,
+             gpu_memory_utilization=e.gpu_memory_utilization, dtype=sc.dtype, kv_dtype=sc.kv_dtype,
+             scheduling=sc.scheduling, duration_s=sc.duration_s, warmup_frac=sc.warmup_frac,
+             drain_s=sc.drain_s if sc.drain_s is not None else sc.duration_s, replications=sc.replications,
+             seed=sc.seed, bisection_tolerance=sc.search.tolerance,
+             search=f"{sc.search.rate_min:g}..{sc.search.rate_max:g} req/s, capped at {BOUND_MARGIN:g} x each "
+                    f"replica's throughput bound")
+    return d
 
 
 def _status_text(f: dict) -> str:
@@ -280,10 +316,11 @@ def _report(path: Path, sc, found: list[dict], rows: list[dict], slo: Slo) -> No
                                      line=dict(dash="dash", color="red")))
         fig.update_layout(title=f"{title} (each point one simulated rate; dashed: the SLO)",
                           xaxis_title="achieved throughput (requests/s)", yaxis_title=unit, height=450)
-        fig.update_yaxes(type="log")
+        charts.log_axis(fig, "y", [q[key] for f in found for q in f["curve"] if q.get(key) is not None]
+                        + ([limit] if limit is not None else []))
         figs.append(fig)
     bar = go.Figure(go.Bar(x=[f["config"] for f in found], y=[f["best_rate"] or 0 for f in found],
-                           text=[(f"{f['best_rate']:.3g}" if f["best_rate"] else "none") for f in found],
+                           text=[(human(f["best_rate"]) if f["best_rate"] else "none") for f in found],
                            textposition="outside"))
     bar.update_layout(title=f"Highest arrival rate meeting {slo.describe()} (bisection tolerance "
                             f"{sc.search.tolerance:g})", yaxis_title="requests/s per replica", height=420)
@@ -307,6 +344,8 @@ def _report(path: Path, sc, found: list[dict], rows: list[dict], slo: Slo) -> No
              f"SLO in a bisection stopped at relative tolerance {sc.search.tolerance:g}; {sc.duration_s:g} s of "
              f"arrivals per run, {sc.replications} replication(s), same seeds for every configuration.{target}")
     write_html(path, f"launchsim capacity: {sc.name}", figs,
-               list(dict.fromkeys(notes)) + [table_html(rows, "Best rate per configuration"),
+               list(dict.fromkeys(notes)) + [table_html([{"assumption": k, "value": v} for k, v in
+                                                         assumptions(sc, slo).items()], "Assumptions"),
+                                             table_html(rows, "Best rate per configuration"),
                                              table_html([{"config": f["config"], **q} for f in found for q in f["curve"]],
                                                         "Every simulated rate")] + extra, intro=intro)

@@ -14,7 +14,10 @@ def _setup_and_sizes(sc):
     from simulator.config.stepopts import build_setup
     from simulator.layouts.buckets import parse_layout
 
+    from simulator.engine.graph_memory import check_weights_fit
+
     setup = build_setup(sc, sc.model, sc.profile, sc.fusion, sc.graph)
+    check_weights_fit(setup.model, setup.profile)
     tp = sc.tensor_parallel_size
     try:
         sizes = parse_layout(sc.layout, sc.max_size, sc.max_num_seqs, tp=tp)
@@ -74,7 +77,7 @@ def run_graph_memory(sc: GraphMemoryScenario, out: Path | None = None) -> dict:
     b = sc.memory_budget
     fits = b is None or mem.total_bytes <= b
     d = {"model": load_model(sc.model, sc.assume_family).name, **tp_fields(m, prof), "profile": prof.name,
-         "layout": sc.layout, "impl": setup.recipe, "retention": ret, **mem.as_dict(), "budget_bytes": b,
+         "fusion": sc.fusion, "graph": sc.graph, "layout": sc.layout, "impl": setup.recipe, "retention": ret, **mem.as_dict(), "budget_bytes": b,
          "fits_budget": fits, "weights_bytes": m.weight_bytes, "kv_cache_bytes": kv,
          "kv_tokens": kv_cache_tokens(m, kv), "kv_fits": kv > 0}
     if prefill is not None:

@@ -137,6 +137,9 @@ def setup(inp: Inputs) -> Setup:
         step = StepSetup.of(resolve_model(inp.model, inp.dtype, inp.kv_dtype), inp.profile, inp.fusion,
                             Capture(inp.graph))
     model, costs = step.model, step.costs
+    from simulator.engine.graph_memory import check_weights_fit
+
+    check_weights_fit(model, costs.profile)
     gm = GraphMemoryModel(model, costs.profile, inp.fusion, inp.graph)
     mx = inp.max_size or inp.dist.max_batch
     return Setup(inp, model, gm, costs, np.arange(1, mx + 1), step)
@@ -147,7 +150,7 @@ def memory_budget(st: Setup) -> float | None:
     if isinstance(mb, str):
         if mb not in PRESETS + (V.LayoutPreset.POW2.value,):
             raise OptimizeError(f"--memory-budget: {mb!r} is neither bytes nor a preset name")
-        return st.memory(preset_sizes(mb, int(st.sizes[-1])))[0]
+        return st.memory(preset_sizes(mb))[0]  # the engine's real list, not cut at the largest batch
     if mb is not None and not mb > 0:
         raise OptimizeError(f"--memory-budget must be positive, got {mb}")
     return mb
@@ -216,8 +219,15 @@ def _violations(st: Setup, p: opt.Problem, sizes: list[int], mem: float, cap: fl
         why.append(f"memory {mem / MiB:.1f} MiB > budget {p.memory_budget / MiB:.1f} MiB")
     if p.capture_budget is not None and cap > p.capture_budget:
         why.append(f"capture {cap:.3g} s > budget {p.capture_budget:.3g} s")
-    if st.inp.objective == "padded-rows" and sizes[-1] != int(st.sizes[-1]):
-        why.append(f"largest size {sizes[-1]} != max size {int(st.sizes[-1])} (padded-rows gives every batch a graph)")
+    mx = int(st.sizes[-1])
+    if st.inp.max_size is not None and st.inp.dist.max_batch > mx:
+        below = [x for x in sizes if x <= mx]
+        top = max(below) if below else 0
+        over = [x for x in sizes if x > mx]
+        if over and st.inp.dist.max_batch > top:  # batches above max size replay a graph the optimum may not have
+            why.append(f"replays size {over[0]} > max size {mx}")
+    if st.inp.objective == "padded-rows" and sizes[-1] < int(st.sizes[-1]):
+        why.append(f"largest size {sizes[-1]} < max size {int(st.sizes[-1])} (padded-rows gives every batch a graph)")
     return "; ".join(why) or None
 
 
@@ -228,24 +238,56 @@ def _count_grid(K: int) -> list[int]:
     return ks
 
 
+def preset_objective(st: Setup, p: opt.Problem, sizes: list[int]) -> float:
+    """`opt.objective` of a layout whose sizes may exceed the candidates 1..max size: a batch pads to the smallest
+    size >= it, so beyond max size only the first larger size (the one the largest batches pad to) matters; its
+    alpha is computed the way the candidates' are (one sequence padded to it; padded rows: the size itself)."""
+    mx = int(st.sizes[-1])
+    s = sorted(int(x) for x in sizes)
+    used = [x for x in s if x <= mx] + [x for x in s if x > mx][:1]
+    cand = {int(c): a for c, a in zip(p.sizes, p.alpha)}
+    for x in used:
+        if x not in cand:
+            cand[x] = st.graph_s(x) if st.inp.objective == "step-time" else float(x)
+    arr = np.asarray(used, dtype=np.int64)
+    total = 0.0
+    for b, w, be, ea in zip(p.batches, p.weights, p.beta, p.eager):
+        i = int(np.searchsorted(arr, b, side="left"))
+        total += w * (ea if i >= len(arr) else cand[int(arr[i])] + be)
+    return float(total)
+
+
+def _cover_note(lay: list[int], max_batch: int) -> str:
+    below = [x for x in lay if x <= max_batch]
+    first = min(x for x in lay if x > max_batch)
+    if below and below[-1] == max_batch:
+        return "none is replayed by this distribution"
+    return f"batches above {below[-1]} pad to {first}, the larger ones are never replayed" if below else \
+        f"every batch pads to {first}, the larger ones are never replayed"
+
+
 def run(inp: Inputs, frontier: bool = True) -> dict:
     st = setup(inp)
     budget = memory_budget(st)
     p = build_problem(st, budget)
     mx = int(st.sizes[-1])
-    preset_layouts = {n: preset_sizes(n, mx) for n in inp.presets}
-    best = solve(st, p, [v for v in preset_layouts.values() if v])
+    # presets at the engines' real sizes (issue 22): not cut at the largest batch, which would run the batches
+    # between it and the preset's next size eagerly and understate the preset's memory
+    preset_layouts = {n: preset_sizes(n) for n in inp.presets}
+    best = solve(st, p, [[x for x in v if x <= mx] for v in preset_layouts.values() if any(x <= mx for x in v)])
     m_best = metrics(st, best.sizes)
     presets = {}
     for name, lay in preset_layouts.items():
-        if not lay:
-            presets[name] = {"sizes": [], "feasible": False, "reason": f"no preset size <= max size {mx}"}
-            continue
         m = metrics(st, lay)
-        val = opt.objective(p, lay)
+        val = preset_objective(st, p, lay)
         why = _violations(st, p, lay, m["memory_bytes"], m["capture_s"])
+        above = [x for x in lay if x > inp.dist.max_batch]
         presets[name] = {"sizes": lay, "objective": val, "feasible": why is None, "reason": why,
-                         "gain_pct": 100.0 * (val - best.objective) / val if val > 0 else 0.0, **m}
+                         "gain_pct": 100.0 * (val - best.objective) / val if val > 0 else 0.0,
+                         "sizes_above_max_batch": len(above),
+                         "note": (f"{len(above)} of its {len(lay)} sizes lie above the largest batch "
+                                  f"({inp.dist.max_batch}): all captured (memory, capture time); "
+                                  f"{_cover_note(lay, inp.dist.max_batch)}" if above else ""), **m}
     result = {
         "inputs": {"distribution": inp.dist.label, "steps_support": len(inp.dist.sizes), "model": st.model.name,
                    "profile": st.gm.profile.name, "fusion": inp.fusion, "graph": inp.graph, "ctx": inp.ctx,
@@ -305,10 +347,12 @@ def preset_rows(result: dict) -> list[dict]:
     nan = float("nan")
     rows = [{"layout": "optimum", "graphs": result["best_graphs"], "objective": result["objective"],
              "step_ms": result["best_step_ms"], "padded_rows": result["best_padded_rows"],
+             "eager_pct": 100.0 * result["best_eager_share"], "above_max_batch": 0,
              "memory_mib": result["best_memory_mib"], "capture_s": result["best_capture_s"], "gain_pct": 0.0,
              "feasible": "yes"}]
     rows += [{"layout": n, "graphs": v.get("graphs", 0), "objective": v.get("objective", nan),
               "step_ms": v.get("step_ms", nan), "padded_rows": v.get("padded_rows", nan),
+              "eager_pct": 100.0 * v.get("eager_share", nan), "above_max_batch": v.get("sizes_above_max_batch", 0),
               "memory_mib": v.get("memory_mib", nan), "capture_s": v.get("capture_s", nan),
               "gain_pct": v.get("gain_pct", nan), "feasible": "yes" if v["feasible"] else v["reason"]}
              for n, v in result["presets"].items()]
@@ -320,7 +364,8 @@ def run_buckets_scenario(sc, out: Path | None) -> dict:
     inp = inputs_from_scenario(sc)
     result = run(inp, frontier=out is not None)
     result["scenario"] = sc.model_dump(mode="json")
-    cols = ["layout", "graphs", "objective", "memory_mib", "capture_s", "gain_pct", "feasible"]
+    cols = ["layout", "graphs", "objective", "eager_pct", "above_max_batch", "memory_mib", "capture_s", "gain_pct",
+            "feasible"]
     result["summary"] = [{k: r[k] for k in cols} for r in preset_rows(result)]
     result["summary_columns"] = cols
     if out is not None:
@@ -349,20 +394,28 @@ def write_outputs(result: dict, dist: BatchDistribution, out: Path, title: str, 
         f = charts.lines_figure({"exact optimum": ([r[xk] for r in rows], [r["objective"] * scale for r in rows])},
                                 f"Pareto frontier: objective vs {xt}", xt, ylab)
         px = [v["graphs"] if key == "graphs" else v["memory_mib"] for v in feas.values()]
-        symbols = ["diamond", "square", "triangle-up", "cross", "x", "pentagon", "hexagon", "triangle-down"]
+        symbols = ["diamond-open", "square-open", "triangle-up-open", "circle-open", "x-thin-open", "pentagon-open",
+                   "hexagon-open", "triangle-down-open"]
         for i, (n, v) in enumerate(feas.items()):  # one legend entry per preset: labels never overprint
+            # open markers of decreasing size: presets at the same point stay visible inside one another
             f.add_trace(go.Scatter(x=[px[i]], y=[v["objective"] * scale], mode="markers", name=f"preset {n}",
-                                   marker=dict(size=11, symbol=symbols[i % len(symbols)]),
+                                   marker=dict(size=18 - 3 * (i % 4), symbol=symbols[i % len(symbols)],
+                                               line=dict(width=2)),
                                    hovertext=f"{n}: {v['objective'] * scale:.4g}"))
         bx = result["best_graphs"] if key == "graphs" else result["best_memory_mib"]
         f.add_trace(go.Scatter(x=[bx], y=[result["objective"] * scale], mode="markers", name="chosen",
                                marker=dict(size=14, symbol="star")))
-        f.update_yaxes(rangemode="tozero")  # from zero: a 1% gain looks like 1%
+        # zoomed to the data (gains are tenths of a percent: from zero they would be invisible); the axis title
+        # says so, and the table below gives the figures
+        ys = [r["objective"] * scale for r in rows] + [v["objective"] * scale for v in feas.values()] + \
+            [result["objective"] * scale]
+        lo, hi = min(ys), max(ys)
+        pad = max((hi - lo) * 0.08, abs(hi) * 1e-4)
+        f.update_yaxes(range=[lo - pad, hi + pad], title_text=f"{ylab} (axis zoomed to the data)")
         figs.append(f)
     b, w = dist.as_arrays()
     d = go.Figure(go.Bar(x=b, y=w, name="share of steps"))
-    for s in result["sizes"]:
-        d.add_vline(x=s, line_width=1, line_dash="dot", line_color="#E45756")
+    charts.vlines(d, result["sizes"], 0.0, float(max(w)) if len(w) else 1.0, "chosen capture sizes")
     d.update_layout(title="Batch-size distribution (bars) and the chosen capture sizes (dotted)",
                     xaxis_title="batch", yaxis_title="share of steps", height=380)
     figs.insert(0, d)
@@ -371,13 +424,15 @@ def write_outputs(result: dict, dist: BatchDistribution, out: Path, title: str, 
                 "step_ms": result["best_step_ms"], "padded_rows": result["best_padded_rows"],
                 "padding_waste": result["best_padding_waste"], "eager_share": result["best_eager_share"],
                 "memory_mib": result["best_memory_mib"], "capture_s": result["best_capture_s"],
-                "gain_over_preset_pct": 0.0, "feasible": True, "reason": ""}
+                "gain_over_preset_pct": 0.0, "sizes_above_max_batch": 0, "feasible": True, "reason": ""}
     rows = [best_row] + [{"layout": n, "graphs": v.get("graphs", 0), "objective": v.get("objective", float("nan")),
                           "step_ms": v.get("step_ms", float("nan")), "padded_rows": v.get("padded_rows", float("nan")),
                           "padding_waste": v.get("padding_waste", float("nan")),
                           "eager_share": v.get("eager_share", float("nan")), "memory_mib": v.get("memory_mib", float("nan")),
                           "capture_s": v.get("capture_s", float("nan")), "gain_over_preset_pct": v.get("gain_pct", float("nan")),
-                          "feasible": v["feasible"], "reason": v["reason"] or ""} for n, v in result["presets"].items()]
+                          "sizes_above_max_batch": v.get("sizes_above_max_batch", 0),
+                          "feasible": v["feasible"], "reason": v["reason"] or v.get("note", "")}
+                         for n, v in result["presets"].items()]
     syn = result["engine_syntax"]
     snippets = ("<h2>Ready to paste</h2>"
                 f"<p>Chosen sizes ({len(result['sizes'])}): <code>{html.escape(str(result['sizes']))}</code></p>"

@@ -83,7 +83,11 @@ def loop_report(path: Path, d: dict, tl) -> None:
     note = (f"host work per step {d['host_ms_per_step']:.3f} ms (engine {d['engine_host_ms_per_step']:.3f} ms), "
             f"GPU per step {d['gpu_ms_per_step']:.3f} ms, host waiting {d['host_wait_ms_per_step']:.3f} ms; "
             f"first {n} of {tl.plan.launches} launches drawn")
-    write_html(path, "launchsim: engine loop", [charts.timeline_figure(tl, n, title)], intro=note)
+    try:
+        write_html(path, "launchsim: engine loop", [charts.timeline_figure(tl, n, title)], intro=note)
+    except OSError as e:
+        raise UserError(f"field 'report': {path}: cannot write the report ({e.strerror or e.__class__.__name__}"
+                        f"{': ' + str(e.filename) if e.filename and str(e.filename) != str(path) else ''})") from None
 
 
 def run_predict_scenario(sc: PredictScenario, out: Path | None) -> dict:

@@ -22,5 +22,26 @@ RUNNERS: dict[str, tuple[str, str]] = {  # scenario kind -> (module, function)
 
 
 def run_scenario(sc, out: Path | None) -> dict:
+    """Run `sc`, writing into `out`. A run that fails (an error, a full disk, Ctrl-C) removes the files it
+    created there, so no half set of results (a cache.jsonl, a result.json without its CSVs) looks like a
+    finished run; files that were there before it are left alone (the writes are atomic: each is the old or
+    the new whole file)."""
     module, fn = RUNNERS[sc.kind]
-    return getattr(import_module(module), fn)(sc, out)
+    before = _files(out)
+    try:
+        return getattr(import_module(module), fn)(sc, out)
+    except BaseException:
+        for f in _files(out) - before:
+            try:
+                f.unlink()
+            except OSError:
+                pass
+        raise
+
+
+def _files(out: Path | None) -> set[Path]:
+    if out is None or not Path(out).is_dir():
+        return set()
+    from simulator.common.outpaths import LOCK_NAME
+
+    return {p for p in Path(out).rglob("*") if p.is_file() and p.name != LOCK_NAME}

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from simulator.layouts.buckets import parse_layout
 from simulator.config.sweep import NamedDistribution, SweepScenario
 from simulator.layouts.distribution import BatchDistribution
+from simulator.report import charts
 from simulator.report.html import table_html, write_csv, write_html
 from simulator.common.jsonfile import write_json
 from simulator.sweep.grid import Point, point_for, run_points
@@ -46,6 +47,7 @@ def build_points(sc: SweepScenario) -> list[Point]:
     return pts
 
 
+TABLE_ROWS = 2000  # rows of a report table; the CSV and JSON files hold every point
 SUMMARY_COLUMNS = ["model", "fusion", "graph", "layout", "dist", "graph_MiB", "budgets", "waste", "step_ms",
                    "speedup", "capture_s"]
 
@@ -86,7 +88,7 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
         write_json(out / "results.json", rows)
         write_json(out / "result.json", result)
         write_html(out / "report.html", f"launchsim: {sc.name}", figures(rows),
-                   [memory_table(rows), table_html(rows, "All grid points")],
+                   [memory_table(rows), table_html(rows, "All grid points", limit=TABLE_ROWS, rest="results.csv")],
                    intro=f"{sc.description} {len(points)} points ({run.computed} computed, {run.cached} from "
                          f"the cache); profiles: {', '.join(sc.profiles)}; context {sc.ctx}.")
     return result
@@ -104,7 +106,7 @@ def memory_table(points: list[dict]) -> str:
                      "budget_MiB": r["budget_bytes"] / MiB,
                      "check": "ok" if r["fits_budget"] else "OVER BUDGET", "kv_tokens": r["kv_tokens"],
                      "capture_s": r["capture_s"]})
-    return table_html(rows, "Pinned graph memory against each budget")
+    return table_html(rows, "Pinned graph memory against each budget", limit=TABLE_ROWS, rest="results.csv")
 
 
 def _first(rows: list[dict], **fixed) -> list[dict]:
@@ -128,8 +130,10 @@ def figures(rows: list[dict]) -> list[go.Figure]:
             x=[r["graph_bytes"] / MiB for r in rs], y=[100 * r["waste"] for r in rs], mode="markers", name=lay,
             marker=dict(size=10, symbol=[symbols[models.index(r["model"]) % len(symbols)] for r in rs]),
             text=[f"{r['model']} {r['fusion']}/{r['graph']} {r['distribution']}" for r in rs]))
-    for b in sorted({r["budget_bytes"] for r in rows}):
-        f1.add_vline(x=b / MiB, line_dash="dash", annotation_text=f"budget {b / MiB:g} MiB")
+    budgets = sorted({r["budget_bytes"] for r in rows})
+    top = max([100 * r["waste"] for r in graphs] + [1.0])
+    charts.vlines(f1, [b / MiB for b in budgets], 0.0, top, "memory budgets", color="#888888", dash="dash",
+                  labels=[f"budget {b / MiB:g} MiB" for b in budgets])
     f1.update_layout(title="Padding waste vs pinned graph memory, per layout (marker shape: model)",
                      xaxis_title="pinned graph memory (MiB)", yaxis_title="padded rows / all rows (%)", height=480)
     figs.append(f1)

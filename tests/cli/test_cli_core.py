@@ -20,7 +20,8 @@ def err_of(capsys, argv):
 
 
 def test_predict_json_keys():
-    r = runner.invoke(app, ["predict", "--model", "qwen3-0.6b", "--batch", "1", "--json"])
+    r = runner.invoke(app, ["predict", "--model", "qwen3-0.6b", "--batch", "1", "--fusion", "none", "--graph", "none",
+                            "--json"])  # eager, spelled out: the defaults are vLLM V1's (fused, full_and_piecewise)
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     for k in ("step_ms", "cpu_ms", "gpu_ms", "kernels", "launches", "bound"):
@@ -30,7 +31,7 @@ def test_predict_json_keys():
 
 
 def test_predict_graph_full_is_one_launch_and_faster():
-    eager = json.loads(runner.invoke(app, ["predict", "--model", "qwen3-0.6b", "--json"]).stdout)
+    eager = json.loads(runner.invoke(app, ["predict", "--model", "qwen3-0.6b", "--graph", "none", "--json"]).stdout)
     graph = json.loads(runner.invoke(app, ["predict", "--model", "qwen3-0.6b", "--graph", "full", "--json"]).stdout)
     assert graph["launches"] == 1 and graph["kernels"] == eager["kernels"]
     assert graph["step_ms"] < eager["step_ms"]

@@ -136,7 +136,7 @@ def test_cli_graph_memory_over_budget_exits_1(capsys):
 
 def test_cli_graph_memory_json_within_budget():
     r = runner.invoke(app, ["graph-memory", "--model", "qwen3-0.6b", "--layout", "seed", "--profile",
-                            "datasheet-h200", "--budget", "1GiB", "--json"])
+                            "datasheet-h200", "--budget", "1GiB", "--graph", "full", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["fits_budget"] and d["graphs"] == 13 and d["kv_tokens"] > 0

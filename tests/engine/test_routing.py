@@ -168,7 +168,7 @@ def test_predict_layout_flag():
     """`predict --layout` routes the step as the sweep and serving do; without it, no padding (keys unchanged)."""
     import json
 
-    run = lambda *a: json.loads(CliRunner().invoke(app, ["predict", "--model", "qwen3-0.6b", "--profile", PROFILE,
+    run = lambda *a: json.loads(CliRunner().invoke(app, ["predict", "--model", "qwen3-0.6b", "--profile", PROFILE, "--fusion", "none",
                                                          "--json", *a]).output)
     over = run("--batch", "600", "--graph", "piecewise", "--layout", "vllm")
     assert (over["graph"], over["padded"], over["requested_graph"]) == ("none", None, "piecewise")

@@ -20,7 +20,9 @@ from simulator.engine.graph_memory import GraphMemoryModel
 from simulator.model.models import load_model
 from simulator.model.profile import load_profile
 from simulator.studies.runner import run_scenario
-from simulator.studies.optimize import Inputs, build_problem, engine_syntax, parse_memory_budget, run, setup
+from simulator.studies.optimize import (Inputs, build_problem, engine_syntax, metrics, parse_memory_budget, preset_rows,
+                                        run, setup)
+from simulator.studies.optimize import setup as opt_setup
 from tests.brute_force import brute_force
 from tests.paths import GOLDEN
 
@@ -308,7 +310,7 @@ def test_cli_json_output(tmp_path, capsys):
     assert set(d["presets"]) == {"vllm", "sglang", "trtllm", "seed"}
     for v in d["presets"].values():
         assert "objective" in v and (v["feasible"] or v["reason"])
-    assert d["presets"]["vllm"]["reason"].startswith(f"{len(preset_sizes('vllm', 40))} graphs > max graphs 4")
+    assert d["presets"]["vllm"]["reason"].startswith(f"{len(preset_sizes('vllm'))} graphs > max graphs 4")
     for name in ("report.html", "result.json", "frontier.csv"):
         assert (tmp_path / "o" / name).stat().st_size > 0
 
@@ -364,3 +366,32 @@ def test_count_bound_never_undercounts(adds, slack):
     assert _more(np.array([5.0]), np.array([0.0]), 7)[0] == 7 and _more(np.array([5.0]), np.array([np.inf]), 7)[0] == 0
     lo = _below_min(np.array([3.0, 1.0, 2.0]))
     assert lo.tolist() == [np.inf, np.inf, 3.0, 1.0]
+
+
+def test_presets_are_the_engines_real_lists_issue22():
+    """Largest batch 23: the vllm preset keeps 24 (vLLM's own list, uncut), so no step runs eagerly; its memory is
+    the uncut list's, and `--memory-budget vllm` means that memory (issue 22, item 3)."""
+    dist = from_histogram({1: 10, 5: 20, 12: 30, 17: 25, 23: 15})
+    res = run(Inputs(dist, "qwen3-0.6b", "datasheet-h200", memory_budget="vllm"), frontier=False)
+    v = res["presets"]["vllm"]
+    assert v["sizes"] == preset_sizes("vllm") and 24 in v["sizes"]
+    assert v["eager_share"] == 0.0
+    st = opt_setup(Inputs(dist, "qwen3-0.6b", "datasheet-h200"))
+    assert v["memory_bytes"] == st.memory(preset_sizes("vllm"))[0] == res["inputs"]["memory_budget_bytes"]
+    above = [s for s in preset_sizes("vllm") if s > 23]
+    assert v["sizes_above_max_batch"] == len(above) and "pad to 24" in v["note"]
+    # the cut list of before ran batches 17 and 23 (40 % of steps) eagerly
+    cut = [s for s in preset_sizes("vllm") if s <= 23]
+    assert cut == [1, 2, 4, 8, 16]
+    e = metrics(st, cut)["eager_share"]
+    assert e == pytest.approx(0.40)
+    assert res["objective"] <= v["objective"] * (1 + 1e-12)
+    # the CLI table states each layout's eager share
+    rows = {r["layout"]: r for r in preset_rows(res)}
+    assert rows["vllm"]["eager_pct"] == 0.0 and rows["vllm"]["above_max_batch"] == len(above)
+
+
+def test_preset_above_an_explicit_max_size_is_marked_infeasible():
+    dist = from_histogram({1: 10, 23: 15})
+    res = run(Inputs(dist, "qwen3-0.6b", "datasheet-h200", max_size=16), frontier=False)
+    assert res["presets"]["vllm"]["reason"] == "replays size 24 > max size 16"

@@ -90,11 +90,14 @@ def test_shipped_scenarios_validate():
         assert sc.kind in ("serve", "capacity")
 
 
-def test_serve_scenario_needs_a_rate(tmp_path):
+def test_serve_scenario_rate_has_a_stated_default(tmp_path):
+    """Issue 22 item 5: no rate is the stated default (10 req/s), not "poisson arrivals need 'rate'"."""
+    from simulator.config.serve import DEFAULT_RATE
+
     p = tmp_path / "s.yaml"
     p.write_text("kind: serve\nname: x\nmodel: qwen3-0.6b\n")
-    with pytest.raises(ConfigError, match="need 'rate'"):
-        load_scenario(p)
+    sc = load_scenario(p)
+    assert sc.rate is None and sc.rate_used == DEFAULT_RATE == 10.0
     p.write_text("kind: serve\nname: x\nmodel: qwen3-0.6b\nrate: 1\nengine:\n  max_num_seqs: 0\n")
     with pytest.raises(ConfigError, match=r"s.yaml:6: field 'engine.max_num_seqs'"):
         load_scenario(p)

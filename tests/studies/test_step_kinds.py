@@ -63,7 +63,8 @@ def test_every_field_of_the_kinds_is_a_flag():
 @pytest.mark.parametrize("argv,needle", [
     (["predict", "--model", "qwen3-0.6b", "--sampling", "top_p"], "--sampling"),
     (["predict", "--model", "qwen3-0.6b", "--kv-cache", "dynamic"], "impl hf"),
-    (["predict", "--model", "qwen3-0.6b", "--impl", "hf", "--kv-cache", "dynamic", "--max-cache-len", "600"],
+    (["predict", "--model", "qwen3-0.6b", "--fusion", "none", "--impl", "hf", "--kv-cache", "dynamic",
+      "--max-cache-len", "600"],
      "static cache"),
     (["startup", "--model", "qwen3-0.6b", "--compile", "dynamic"], "compiles nothing"),
     (["startup", "--model", "qwen3-0.6b", "--attention-backend", "fa3"], "--attention-backend"),
@@ -81,9 +82,10 @@ def test_cross_field_rules_refused_in_one_line(capsys, argv, needle):
 
 
 def test_impl_changes_the_step_and_says_so():
-    ref = _cli_json(["predict", "--model", "qwen3-0.6b", "--batch", "8", "--ctx", "512", "--graph", "full"])
+    ref = _cli_json(["predict", "--model", "qwen3-0.6b", "--batch", "8", "--ctx", "512", "--graph", "full",
+                     "--fusion", "none"])
     hf = _cli_json(["predict", "--model", "qwen3-0.6b", "--batch", "8", "--ctx", "512", "--graph", "full",
-                    "--impl", "hf"])
+                    "--fusion", "none", "--impl", "hf"])
     assert (ref["impl"], hf["impl"]) == ("reference", "hf")
     assert hf["kernels"] > ref["kernels"] and hf["step_ms"] > ref["step_ms"]
     assert hf["kv_cache"] == "static" and hf["max_cache_len"] == 513
@@ -95,10 +97,11 @@ def test_impl_changes_the_step_and_says_so():
 def test_host_canary_scales_the_host_lane_and_the_band_brackets_it():
     """--host-canary-us: an eager (CPU-bound) step moves with the host, a full-graph step barely; the eager band is
     the step at the calibration machine's fast and slow canaries."""
-    fast = _cli_json(["predict", "--model", "qwen3-0.6b"])
+    fast = _cli_json(["predict", "--model", "qwen3-0.6b", "--fusion", "none", "--graph", "none"])
     lo, hi = fast["step_ms_host_band"]
     assert fast["host_canary_us"] == pytest.approx(6.49) and lo == pytest.approx(fast["step_ms"], rel=1e-12)
-    slow = _cli_json(["predict", "--model", "qwen3-0.6b", "--host-canary-us", "9.808"])
+    slow = _cli_json(["predict", "--model", "qwen3-0.6b", "--fusion", "none", "--graph", "none",
+                      "--host-canary-us", "9.808"])
     assert slow["host_canary_us"] == pytest.approx(9.808)
     assert slow["step_ms"] == pytest.approx(hi, rel=1e-9)  # the slow end of the band is the slow host
     assert slow["step_ms"] / fast["step_ms"] == pytest.approx(9.808 / 6.49, rel=0.02)  # CPU-bound: ~ the ratio

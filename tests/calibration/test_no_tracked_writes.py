@@ -1,0 +1,62 @@
+"""Commands a user runs never rewrite tracked files (issue 22, item 7): the validators write to out/calibration
+(or --out DIR), benchmarks/run_all.sh to out/benchmarks; the committed files change only with --write-shipped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.paths import ROOT
+
+
+def _status() -> str:
+    try:
+        return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, check=True, capture_output=True,
+                              text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("needs git")
+
+
+@pytest.mark.parametrize("module,files", [
+    ("calibration.validate_moe_fp8", ["moe_fp8.json", "moe_fp8.md"]),
+    ("calibration.validation_report", ["validation.json", "validation.html", "validation.md"]),
+    ("calibration.validate_memory", ["graph_memory.json", "graph_memory.md"]),
+    ("calibration.validate_engine", ["engine_loop_validation.json", "engine_loop_validation.md"]),
+])
+def test_validators_leave_the_tree_clean(module, files, tmp_path):
+    before = _status()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-m", module], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert _status() == before  # what git tracks is as it was (out/ is ignored)
+    for f in files:
+        assert (ROOT / "out" / "calibration" / f).stat().st_size > 0
+    p = subprocess.run([sys.executable, "-m", module, "--out", str(tmp_path)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and all((tmp_path / f).exists() for f in files)
+    p = subprocess.run([sys.executable, "-m", module, "--out", str(tmp_path), "--write-shipped"], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0 and "not both" in p.stderr
+    assert _status() == before
+
+
+def test_run_all_writes_out_benchmarks(tmp_path):
+    """benchmarks/run_all.sh with a stand-in python (each benchmark prints one line): its log goes to
+    out/benchmarks/LATEST.txt, the committed benchmarks/results/LATEST.txt is untouched."""
+    fake = tmp_path / "py"
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exec {sys.executable} "$@"; fi\necho "ran $*"\n')
+    fake.chmod(0o755)
+    before = _status()
+    p = subprocess.run(["bash", "benchmarks/run_all.sh"], cwd=ROOT, env={**os.environ, "PY": str(fake)},
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    log = (ROOT / "out" / "benchmarks" / "LATEST.txt").read_text()
+    assert "ran benchmarks/bench_serve.py --runs 1" in log
+    assert _status() == before
+    bad = subprocess.run(["bash", "benchmarks/run_all.sh", "--nope"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage" in bad.stderr
