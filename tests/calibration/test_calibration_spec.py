@@ -1,0 +1,48 @@
+"""calibration/build_spec.py: round f's SDPA rows -> q_len > 1 attention tables the cost model reads."""
+
+import math
+
+from calibration.build_spec import add_to_profile, verify_attention_tables
+from simulator.model.costs import CostModel
+from simulator.model.kernels import OpClass
+from simulator.model.models import PRESETS
+from simulator.model.profile import load_profile, parse_profile
+from simulator.model.workload import StepShape, build_step
+
+
+def _raw(drop=None):
+    rows = []
+    for q in (1, 2, 3):
+        for b in (1, 8):
+            for c in (256, 512):
+                if (q, b, c) == drop:
+                    continue
+                rows.append({"table": "attention", "q_heads": 16, "kv_heads": 8, "head_dim": 128, "batch": b,
+                             "ctx": c, "q_len": q, "device_us": 10.0 * q + b + c / 256, "backend": "flash"})
+    rows.append({"table": "verify", "batch": 1})  # other tables are ignored
+    return {"rows": rows}
+
+
+def test_tables_from_rows():
+    tables, notes = verify_attention_tables(_raw())
+    assert [t["q_len"] for t in tables] == [2, 3]  # q_len 1 stays the profile's decode table
+    t = tables[0]
+    assert t["batch"] == [1, 8] and t["ctx"] == [256, 512]
+    assert t["us"] == [[20 + 1 + 1, 20 + 1 + 2], [20 + 8 + 1, 20 + 8 + 2]]
+    assert all("flash" in n for n in notes)
+
+
+def test_incomplete_grid_left_out():
+    tables, notes = verify_attention_tables(_raw(drop=(3, 8, 512)))
+    assert [t["q_len"] for t in tables] == [2] and any("missing" in n for n in notes)
+
+
+def test_profile_with_tables_costs_verify():
+    p = load_profile("h200").model_dump()
+    add_to_profile(p, _raw())
+    cm = CostModel(parse_profile(p, "test"))
+    st = build_step(PRESETS["qwen3-0.6b"], StepShape(8, 512 - 3, q_len=3), "fused")
+    att = next(o for o in st.ops if o.op_class is OpClass.ATTENTION)
+    assert math.isclose(cm.gpu_s(att), (30 + 8 + 2) * 1e-6)
+    add_to_profile(p, _raw())  # idempotent: replaces, does not duplicate
+    assert sum(1 for t in p["device"]["tables"]["attention"] if t.get("q_len", 1) > 1) == 2
