@@ -192,24 +192,25 @@ def _head_input_ops(d: Draft, rows: int, fusion: str) -> list[Op]:
     return ops
 
 
-def draft_step(d: Draft, batch: int, ctx: int, fusion: str, q_len: int = 1) -> Step:
+def draft_step(d: Draft, batch: int, ctx: int, fusion: str, q_len: int = 1, padding: int = 0) -> Step:
     """One forward of the draft over `batch` sequences x `q_len` new tokens at context `ctx` (the workload
     builder's step for the draft ModelSpec, with the head's input projection in front for eagle / mtp). A pass over
     q_len > 1 tokens takes logits at each sequence's last accepted token only (vLLM's EAGLE proposer samples
-    `hidden_states[last_token_indices]`), so its lm_head runs `batch` rows, not batch·q_len."""
+    `hidden_states[last_token_indices]`), so its lm_head runs `batch` rows, not batch·q_len. `padding`: dummy rows
+    up to a captured size (StepShape.padding)."""
     from simulator.model.workload import StepShape, _Builder, build_step
 
-    shape = StepShape(decode_seqs=batch, ctx=ctx, q_len=q_len)
+    shape = StepShape(decode_seqs=batch, ctx=ctx, q_len=q_len, padding=padding)
     st = build_step(d.model, shape, fusion)
     ops = list(st.ops)
     if q_len > 1:
         b = _Builder(d.model, shape)
         for i, o in enumerate(ops):
             if o.name == "lm_head":
-                b.gemm("lm_head", batch, d.model.vocab_size, d.model.hidden_size, path=o.path)
+                b.gemm("lm_head", batch + padding, d.model.vocab_size, d.model.hidden_size, path=o.path)
                 ops[i] = b.ops.pop()
     if d.is_head:
-        ops = _head_input_ops(d, batch * q_len, fusion) + ops
+        ops = _head_input_ops(d, batch * q_len + padding, fusion) + ops
     return Step(tuple(ops), label=f"{st.label} draft={d.kind}", layers=st.layers, tokens=st.tokens)
 
 

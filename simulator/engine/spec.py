@@ -1,0 +1,121 @@
+"""A speculative-decoding step: the target's verify step plus the draft loop, and the per-token figures.
+
+    verify:   the target over B sequences x (1 + k) query tokens (StepShape.q_len), routed by the target's graph
+              mode and capture sizes in tokens (routing.step_rows counts a verify step's tokens; the engines'
+              sizes come from simulator/layouts/spec.py);
+    draft:    simulator/model/spec.py `draft_loop` (one pass over the 1 + k verified tokens, k - 1 single-token
+              passes), each routed in the draft's own graph mode over the same token sizes: vLLM's drafters run
+              piecewise graphs (PRs #17211, #25109), SGLang captures full draft and draft-extend graphs
+              (speculative/eagle_draft_cuda_graph_runner.py, eagle_draft_extend_cuda_graph_runner.py), TensorRT-LLM's
+              one-model drafters run inside the target's graph (modelled as full graphs);
+    tokens_per_step = the acceptance model's E[accepted] + 1; ms_per_token = (verify_ms + draft_ms) / tokens_per_step
+              (per sequence: every sequence of the step emits that many tokens on average); plain decode's
+              ms_per_token is its step time, so speculation pays where ms_per_token < decode_ms.
+Differences from the engines that remain: SGLang's k-pass draft loop is one graph (one replay), modelled here as
+k - 1 + 1 replays (one host graph launch, ~10 µs, per extra pass); rejection sampling and the draft's sampling
+kernels are not in the step (the engine loop's sampling, simulator/engine/steploop.py, covers the target's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simulator.common.errors import UserError
+from simulator.engine.predict import predict, simulate
+from simulator.engine.routing import DEFAULT_BACKEND, check_mode, lowered_pure, route
+from simulator.model.costs import CostModel
+from simulator.model.models import ModelSpec, load_model
+from simulator.model.profile import Profile, load_profile
+from simulator.model.spec import Acceptance, Draft, check_k, draft_for, draft_loop, draft_step
+from simulator.model.workload import StepShape
+
+DRAFT_GRAPH = {"vllm": "piecewise", "sglang": "full", "trtllm": "full"}  # the draft's graph mode per engine
+
+
+class SpecStepError(UserError):
+    pass
+
+
+@dataclass(frozen=True)
+class SpecSetup:
+    """The speculative knobs of a step: k draft tokens, the draft (eagle | mtp | a model), the acceptance model,
+    whose rules route the draft (`engine`) and the draft's graph mode (None: the engine's, DRAFT_GRAPH)."""
+
+    k: int
+    acceptance: Acceptance
+    draft: str = "eagle"
+    engine: str = "vllm"
+    draft_graph: str | None = None
+
+    def __post_init__(self):
+        check_k(self.k)
+        if self.acceptance.k != self.k:
+            raise SpecStepError(f"acceptance has {self.acceptance.k} per-position probabilities for spec_tokens "
+                                f"{self.k}")
+        if self.engine not in DRAFT_GRAPH:
+            raise SpecStepError(f"engine must be one of {', '.join(DRAFT_GRAPH)}, got '{self.engine}'")
+        if self.draft_graph is not None:
+            check_mode(self.draft_graph)
+
+    @property
+    def draft_mode(self) -> str:
+        return self.draft_graph or DRAFT_GRAPH[self.engine]
+
+
+@dataclass
+class SpecPrediction:
+    spec_tokens: int
+    verify_ms: float
+    draft_ms: float
+    tokens_per_step: float
+    decode_ms: float | None  # plain decode step at the same batch, graph mode and sizes (None: not asked)
+    verify_route: object = None
+    draft_passes: list = field(default_factory=list)  # [{"tokens", "count", "padded", "mode", "ms"}]
+
+    @property
+    def step_ms(self) -> float:
+        return self.verify_ms + self.draft_ms
+
+    @property
+    def ms_per_token(self) -> float:
+        return self.step_ms / self.tokens_per_step
+
+    def as_dict(self) -> dict:
+        d = {"spec_tokens": self.spec_tokens, "verify_ms": self.verify_ms, "draft_ms": self.draft_ms,
+             "spec_step_ms": self.step_ms, "tokens_per_step": self.tokens_per_step,
+             "ms_per_token": self.ms_per_token, "draft_passes": self.draft_passes}
+        if self.decode_ms is not None:
+            d["decode_ms_per_token"] = self.decode_ms
+            d["spec_speedup"] = self.decode_ms / self.ms_per_token
+        return d
+
+
+def predict_spec(model: ModelSpec | str, batch: int, ctx: int, fusion: str, graph: str, spec: SpecSetup,
+                 profile: Profile | str | None = None, sizes: list[int] | None = None, *,
+                 backend: str = DEFAULT_BACKEND, baseline: bool = True,
+                 baseline_sizes: list[int] | None = None) -> SpecPrediction:
+    """Verify + draft figures of one speculative step of `batch` sequences at context `ctx`. `sizes`: the
+    verify capture sizes in tokens (None: every size captured); the draft passes pad to the same token sizes.
+    `baseline`: also the plain decode step (at `baseline_sizes`, the non-speculative layout) for the comparison."""
+    m = load_model(model) if isinstance(model, str) else model
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    costs = CostModel(prof)
+    k = spec.k
+    v = predict(m, batch, ctx, fusion, graph, prof, shape=StepShape(batch, ctx, q_len=1 + k), sizes=sizes,
+                backend=backend)
+    verify_ms = v.result.step_s * 1e3
+    d: Draft = draft_for(m, spec.draft)
+    passes, draft_ms = [], 0.0
+    for st, n in draft_loop(d, k, batch, ctx, fusion):
+        q = st.tokens // batch
+        r = route(spec.draft_mode, sizes, st.tokens, True, backend=backend)
+        run = draft_step(d, batch, ctx if q > 1 else ctx + k + 1, fusion, q_len=q, padding=r.padding) \
+            if r.padding else st
+        res, _ = simulate(run, costs, r.mode, pure_decode=lowered_pure(r.mode, True))
+        ms = res.step_s * 1e3
+        draft_ms += n * ms
+        passes.append({"tokens": st.tokens, "count": n, "padded": r.padded, "mode": r.mode, "ms": ms})
+    base = None
+    if baseline:
+        base = predict(m, batch, ctx, fusion, graph, prof, sizes=baseline_sizes, backend=backend).result.step_s * 1e3
+    return SpecPrediction(k, verify_ms, draft_ms, spec.acceptance.tokens_per_step, base, v.route, passes)

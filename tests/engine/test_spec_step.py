@@ -1,0 +1,64 @@
+"""simulator/engine/spec.py: a speculative step = verify (q_len 1 + k, routed in tokens) + the draft loop."""
+
+import math
+
+import pytest
+
+from calibration.build_spec import add_to_profile
+from simulator.engine.predict import predict
+from simulator.engine.spec import SpecSetup, SpecStepError, predict_spec
+from simulator.layouts.spec import spec_layout
+from simulator.model.costs import CostError
+from simulator.model.profile import load_profile, parse_profile
+from simulator.model.spec import Acceptance
+from simulator.model.workload import StepShape
+
+
+@pytest.fixture(scope="module")
+def prof():
+    """The shipped h200 profile plus synthetic q_len tables (16/8/128 heads: qwen3-0.6b) on a small grid."""
+    p = load_profile("h200").model_dump()
+    rows = [{"table": "attention", "q_heads": 16, "kv_heads": 8, "head_dim": 128, "batch": b, "ctx": c, "q_len": q,
+             "device_us": 8.0 + 1e-3 * b * c * (1 + 0.1 * q)}
+            for q in (2, 3, 4, 5, 8) for b in (1, 8, 32, 64) for c in (256, 512, 2048, 8192)]
+    add_to_profile(p, {"rows": rows})
+    return parse_profile(p, "test")
+
+
+def test_verify_routes_in_tokens_and_per_token_arithmetic(prof):
+    sizes = list(spec_layout("vllm", 3, max_size=64).tokens)  # 4, 8, 16, 24, ...
+    sp = predict_spec("qwen3-0.6b", 3, 1000, "fused", "full", SpecSetup(3, Acceptance.constant(0.6, 3)), prof,
+                      sizes=sizes)
+    assert sp.verify_route.rows == 12 and sp.verify_route.padded == 16 and sp.verify_route.mode == "full"
+    same = predict("qwen3-0.6b", 3, 1000, "fused", "full", prof, shape=StepShape(3, 1000, q_len=4), sizes=sizes)
+    assert math.isclose(sp.verify_ms, same.result.step_s * 1e3)
+    assert math.isclose(sp.tokens_per_step, 1 + 0.6 + 0.36 + 0.216)
+    assert math.isclose(sp.ms_per_token, (sp.verify_ms + sp.draft_ms) / sp.tokens_per_step)
+    # vLLM's drafter: piecewise, one pass over the 12 verified tokens (pads to 16), two single-token passes (3 -> 4)
+    assert [(p["tokens"], p["count"], p["padded"], p["mode"]) for p in sp.draft_passes] == [
+        (12, 1, 16, "piecewise"), (3, 2, 4, "piecewise")]
+    assert math.isclose(sp.draft_ms, sum(p["ms"] * p["count"] for p in sp.draft_passes))
+    d = sp.as_dict()
+    assert {"spec_tokens", "verify_ms", "draft_ms", "tokens_per_step", "ms_per_token"} <= set(d)
+    assert math.isclose(d["spec_speedup"], d["decode_ms_per_token"] / d["ms_per_token"])
+
+
+def test_sglang_draft_runs_full_graphs(prof):
+    sizes = list(spec_layout("sglang", 2).tokens)
+    sp = predict_spec("qwen3-0.6b", 8, 1000, "fused", "full", SpecSetup(2, Acceptance.constant(0.5, 2),
+                                                                          engine="sglang"), prof, sizes=sizes)
+    assert all(p["mode"] == "full" for p in sp.draft_passes)
+
+
+def test_zero_acceptance_never_pays(prof):
+    sp = predict_spec("qwen3-0.6b", 8, 1000, "fused", "full", SpecSetup(2, Acceptance.constant(0.0, 2)), prof)
+    assert sp.tokens_per_step == 1.0 and sp.ms_per_token > sp.decode_ms
+
+
+def test_refusals(prof):
+    with pytest.raises(CostError, match="no verify-attention table"):
+        predict_spec("qwen3-0.6b", 8, 1000, "fused", "full", SpecSetup(2, Acceptance.constant(0.5, 2)), "h200")
+    with pytest.raises(SpecStepError, match="per-position"):
+        SpecSetup(3, Acceptance.constant(0.5, 2))
+    with pytest.raises(SpecStepError, match="engine"):
+        SpecSetup(2, Acceptance.constant(0.5, 2), engine="seed")
