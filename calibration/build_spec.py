@@ -4,8 +4,8 @@
 
 Input: calibration/measured/h200-round-f/verify_timing.json (calibration/scripts/round_f.py, `attention_table`):
 rows {"table": "attention", "q_heads", "kv_heads", "head_dim", "batch", "ctx", "q_len", "device_us", "backend"},
-SDPA device µs per call (flash backend forced where it ran, GQA, lower-right causal mask within the q_len new
-tokens), from CUDA events around the replay of a graph of calls rotating over K/V copies larger than L2. `ctx` is
+SDPA device µs per call (each point with SDPA's own dispatch and with the flash backend forced; GQA, lower-right
+causal mask within the q_len new tokens), from CUDA events around the replay of a graph of calls rotating over K/V copies larger than L2. `ctx` is
 the number of keys (past + the q_len new tokens), the same axis as the workload's attention `ctx` dimension.
 
 Output: one `device.tables.attention` entry per (heads, kv_heads, head_dim, q_len) with q_len > 1 on the measured
@@ -24,14 +24,20 @@ def _rows(raw: dict) -> list[dict]:
     return [r for r in raw.get("rows", []) if r.get("table") == "attention" and isinstance(r.get("device_us"), (int, float))]
 
 
-def verify_attention_tables(raw: dict, min_q_len: int = 2) -> tuple[list[dict], list[str]]:
-    """(tables, notes): AttentionTable dicts for every complete (shape, q_len >= min_q_len) grid."""
-    groups: dict[tuple[int, int, int, int], dict[tuple[int, int], float]] = {}
-    backends: dict[tuple[int, int, int, int], set] = {}
+def verify_attention_tables(raw: dict, min_q_len: int = 2, backend: str = "default") -> tuple[list[dict], list[str]]:
+    """(tables, notes): AttentionTable dicts for every complete (shape, q_len >= min_q_len) grid. Round f times each
+    point twice, SDPA's own dispatch (`default`: what the reference decoder and transformers run, and what the
+    profile's q_len-1 decode table measured) and the flash backend forced (`flash`); `backend` picks one, and a
+    shape with no row of it falls back to the other backend's rows (said in the notes)."""
+    by_backend: dict[tuple[int, int, int, int], dict[str, dict[tuple[int, int], float]]] = {}
     for r in _rows(raw):
         key = (int(r["q_heads"]), int(r["kv_heads"]), int(r["head_dim"]), int(r["q_len"]))
-        groups.setdefault(key, {})[(int(r["batch"]), int(r["ctx"]))] = float(r["device_us"])
-        backends.setdefault(key, set()).add(r.get("backend", "?"))
+        by_backend.setdefault(key, {}).setdefault(r.get("backend", "?"), {})[(int(r["batch"]), int(r["ctx"]))] = \
+            float(r["device_us"])
+    groups, backends = {}, {}
+    for key, d in by_backend.items():
+        pick = backend if backend in d else sorted(d)[0]
+        groups[key], backends[key] = d[pick], {pick if pick == backend else f"{pick} (no {backend} rows)"}
     tables, notes = [], []
     for key in sorted(groups):
         if key[3] < min_q_len:
@@ -72,9 +78,9 @@ def decode_ratio(raw: dict, profile: dict) -> list[dict]:
     return out
 
 
-def add_to_profile(p: dict, raw: dict) -> list[str]:
+def add_to_profile(p: dict, raw: dict, backend: str = "default") -> list[str]:
     """Append the verify tables to profile dict `p` (replacing earlier q_len > 1 tables); the notes."""
-    tables, notes = verify_attention_tables(raw)
+    tables, notes = verify_attention_tables(raw, backend=backend)
     att = [t for t in p["device"]["tables"].get("attention", []) if t.get("q_len", 1) == 1]
     p["device"]["tables"]["attention"] = att + tables
     if tables:

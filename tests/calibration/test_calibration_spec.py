@@ -79,3 +79,15 @@ def test_validate_spec_predicts_each_row(tmp_path):
     assert set(d) == {1, 3}
     assert math.isclose(d[3]["predicted_ms"], d[1]["predicted_ms"] + 2 * d[1]["predicted_period_ms"])
     assert (tmp_path / "out" / "spec_decode.md").read_text().startswith("# Speculative decoding")
+
+
+def test_backend_choice():
+    raw = _raw()
+    raw["rows"] += [dict(r, backend="default", device_us=r["device_us"] + 100) for r in raw["rows"]
+                    if r.get("table") == "attention"]
+    t, notes = verify_attention_tables(raw)
+    assert t[0]["us"][0][0] == 122 and all("default" in n for n in notes)
+    t, notes = verify_attention_tables(raw, backend="flash")
+    assert t[0]["us"][0][0] == 22
+    t, notes = verify_attention_tables(_raw())  # flash rows only: used, and said
+    assert t[0]["us"][0][0] == 22 and "no default rows" in notes[0]
