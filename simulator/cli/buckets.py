@@ -58,6 +58,36 @@ def buckets(
         raw_lines(engine_lines(sizes))
 
 
+def _spec_memory(spec, draft, m, prof, fusion, ret, private, with_dtype, dtype, kv_dtype, tp) -> dict:
+    """The draft's graphs (each family of simulator/layouts/spec.py in its own shared pool), capture time, weights
+    and KV bytes per token, for `graph-memory --spec-tokens`."""
+    from simulator.engine.graph_memory import GraphMemoryModel
+    from simulator.engine.spec import DRAFT_GRAPH
+    from simulator.model.parallel import shard
+    from simulator.model.spec import draft_for
+    from .checks import named
+
+    with named("--draft"):
+        dr = draft_for(m, draft)  # `m`: the target before sharding (a draft shares its whole vocabulary)
+    dm = shard(with_dtype(dr.model, dtype, kv_dtype) if dr.kind == "model" else dr.model, tp)
+    mode = DRAFT_GRAPH[spec.engine]
+    fams = spec.draft or {}
+    total = cap = 0.0
+    graphs = 0
+    per = {}
+    for name, sizes in fams.items():
+        lm = GraphMemoryModel(dm, prof, fusion, mode, ret).layout(list(sizes), shared_pool=not private)
+        total, cap, graphs = total + lm.total_bytes, cap + lm.capture_s, graphs + lm.graphs
+        per[name] = {"sizes": list(sizes), "graphs": lm.graphs, "total_bytes": lm.total_bytes, "capture_s": lm.capture_s}
+    from dataclasses import replace as _r
+
+    w = _r(dr, model=dm).weight_bytes
+    return {"spec_tokens": spec.k, "spec_engine": spec.engine, "draft": draft, "draft_kind": dr.kind,
+            "draft_graph_mode": mode, "draft_graphs": graphs, "draft_total_bytes": total, "draft_capture_s": cap,
+            "draft_families": per, "draft_weights_bytes": w, "draft_kv_bytes_per_token": dm.kv_bytes_per_token(),
+            "spec_requests": list(spec.requests)}
+
+
 def _spec_buckets(preset, layout, k, max_size, max_num_seqs, tp, as_json) -> None:
     """`buckets ENGINE --spec-tokens k`: the engine's verify capture sizes (simulator/layouts/spec.py)."""
     from simulator.layouts.spec import MAX_SPEC_TOKENS, SPEC_ENGINES, spec_layout
@@ -147,6 +177,11 @@ def graph_memory(
                            "KV, graph pools); --layout sglang captures up to 512 at tp >= 4"),
     dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--dtype", help="weights (fp8: 1-byte projection weights)", what="dtype", field="dtype"),
     kv_dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--kv-dtype", help="KV cache (fp8: 1 byte per element)", what="KV-cache dtype", field="kv_dtype"),
+    spec_tokens: Optional[int] = typer.Option(None, "--spec-tokens", help="speculative decoding: k draft tokens; "
+                                              "--layout vllm|sglang|trtllm then means that engine's verify sizes "
+                                              "(tokens) and the draft's graphs are counted too"),
+    draft: str = typer.Option("eagle", "--draft", help="with --spec-tokens: eagle | mtp (a one-layer head) or a draft "
+                              "model preset / config.json"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Pinned graph memory, capture time and KV capacity of a layout; exit 1 when over --budget."""
@@ -165,9 +200,25 @@ def graph_memory(
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
     from simulator.model.dtype import with_dtype
 
-    base_name, m = m.name, shard(with_dtype(m, dtype, kv_dtype), tp)
-    with named("--layout"):
-        sizes = parse_layout(layout, max_size, max_num_seqs, tp=tp)
+    base_name, m_one = m.name, with_dtype(m, dtype, kv_dtype)
+    m = shard(m_one, tp)
+    spec = None
+    if spec_tokens is not None:
+        from simulator.layouts.spec import MAX_SPEC_TOKENS, SPEC_ENGINES, spec_layout
+        from .checks import count
+
+        count("--spec-tokens", spec_tokens, MAX_SPEC_TOKENS, low=0)
+        if layout not in SPEC_ENGINES:
+            raise UserError(f"--spec-tokens: --layout must be one of {', '.join(SPEC_ENGINES)} (the engine whose "
+                            f"speculative capture rule applies), got {layout!r}")
+        with named("--spec-tokens"):
+            spec = spec_layout(layout, spec_tokens, max_size, max_num_seqs, tp=tp,
+                               graph="piecewise" if graph == "piecewise" else "full",
+                               draft=draft if draft in ("eagle", "mtp") else "model")
+        sizes = list(spec.tokens)
+    else:
+        with named("--layout"):
+            sizes = parse_layout(layout, max_size, max_num_seqs, tp=tp)
     ret = default_retention(layout) if retention is V.Retention.AUTO else retention.value
     prefill = None
     if prefill_layout is not None:
@@ -177,10 +228,19 @@ def graph_memory(
             prefill = parse_prefill_layout(prefill_layout)
     mem = GraphMemoryModel(m, prof, fusion, graph, ret).layout(sizes, shared_pool=not private, prefill_sizes=prefill)
     kv = kv_cache_bytes(m, prof, mem, ws, gpu_util)
-    fits = b is None or mem.total_bytes <= b
+    kv_tok = kv_cache_tokens(m, kv)
+    sd = _spec_memory(spec, draft, m_one, prof, fusion, ret, private, with_dtype, dtype, kv_dtype, tp) if spec else None
+    if sd is not None:
+        kv = kv - sd["draft_total_bytes"] - sd["draft_weights_bytes"]
+        kv_tok = max(0, int(kv // (m.kv_bytes_per_token() + sd["draft_kv_bytes_per_token"])))
+    total = mem.total_bytes + (sd["draft_total_bytes"] if sd else 0.0)
+    fits = b is None or total <= b
     d = {"model": base_name, **tp_fields(m, prof), "profile": prof.name, "layout": layout, **mem.as_dict(),
          "budget_bytes": b, "fits_budget": fits, "weights_bytes": m.weight_bytes,
-         "kv_cache_bytes": kv, "kv_tokens": kv_cache_tokens(m, kv), "kv_fits": kv > 0}
+         "kv_cache_bytes": kv, "kv_tokens": kv_tok, "kv_fits": kv > 0}
+    if sd is not None:
+        d.update(sd)
+        d["total_with_draft_bytes"] = total
     if prefill is not None:
         d["prefill_sizes"] = prefill
     if as_json:
@@ -197,10 +257,18 @@ def graph_memory(
         print(f"  pinned total    {mem.total_bytes / MiB:10.1f} MiB"
               + ("" if b is None else f"   budget {b / MiB:.1f} MiB: {'ok' if fits else 'OVER BUDGET'}"))
         print(f"  capture time    {mem.capture_s:10.2f} s")
-        print(f"  KV cache        {kv / MiB:10.1f} MiB = {kv_cache_tokens(m, kv)} tokens "
-              f"(after {m.weight_bytes / MiB:.0f} MiB weights, graphs and workspace)")
+        if sd is not None:
+            print(f"  spec k={spec.k} ({spec.engine}): target sizes in tokens (multiples of {spec.query_len}); draft "
+                  f"'{draft}' in {sd['draft_graph_mode']} graphs, {sd['draft_graphs']} graphs (own shared pool per "
+                  "family: an upper bound, engines share the target's pool)")
+            print(f"  draft graphs    {sd['draft_total_bytes'] / MiB:10.1f} MiB, capture {sd['draft_capture_s']:.2f} s, "
+                  f"weights {sd['draft_weights_bytes'] / MiB:.0f} MiB")
+            print(f"  pinned + draft  {total / MiB:10.1f} MiB")
+        print(f"  KV cache        {kv / MiB:10.1f} MiB = {kv_tok} tokens "
+              f"(after {m.weight_bytes / MiB:.0f} MiB weights, graphs and workspace"
+              + (", the draft's graphs, weights and its KV per token)" if sd else ")"))
     if not fits:
-        print(f"launchsim: graph memory {mem.total_bytes:.0f} bytes exceeds the budget {b} bytes", file=sys.stderr)
+        print(f"launchsim: graph memory {total:.0f} bytes exceeds the budget {b} bytes", file=sys.stderr)
         raise typer.Exit(1)
     if kv <= 0:
         print("launchsim: no memory left for the KV cache", file=sys.stderr)

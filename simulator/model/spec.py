@@ -156,6 +156,23 @@ class Draft:
     def is_head(self) -> bool:
         return self.kind in DRAFT_KINDS
 
+    @property
+    def weight_bytes(self) -> int:
+        """Weights the draft adds: a head's one decoder layer, its 2·hidden -> hidden projection and norms (the
+        token embedding and lm_head are the target's, shared as vLLM's EAGLE / MTP loaders do when the checkpoint
+        has none of its own); a draft model's own weights."""
+        m = self.model
+        if not self.is_head:
+            return m.weight_bytes
+        w = 1 if m.weight_dtype == "fp8" else m.dtype_bytes
+        H = m.hidden_size
+        norms = (2 * H + (2 * m.head_dim if m.qk_norm else 0) + H + (2 * H if self.kind == "mtp" else 0))
+        return m.linear_params * w + 2 * H * H * m.dtype_bytes + norms * m.dtype_bytes
+
+    def kv_bytes_per_token(self) -> int:
+        """KV bytes per token of the draft's own cache (a head: one layer)."""
+        return self.model.kv_bytes_per_token()
+
 
 def draft_for(target: ModelSpec, draft: str, loader=None) -> Draft:
     """The draft of `target`: 'eagle' / 'mtp' build a one-layer head with the target's dimensions; any other value

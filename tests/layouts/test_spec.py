@@ -201,3 +201,33 @@ def test_buckets_cli_spec_refusals(capsys, argv, needle):
     assert e.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err
+
+
+def test_graph_memory_spec_tokens():
+    plain = json.loads(runner.invoke(app, ["graph-memory", "--model", "qwen3-0.6b", "--layout", "vllm",
+                                           "--json"]).output)
+    r = runner.invoke(app, ["graph-memory", "--model", "qwen3-0.6b", "--layout", "vllm", "--spec-tokens", "3",
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["sizes"] == list(spec_layout("vllm", 3).tokens) and d["spec_tokens"] == 3
+    assert d["draft_graph_mode"] == "piecewise" and d["draft_graphs"] == len(d["sizes"])
+    assert d["draft_total_bytes"] > 0 and d["draft_weights_bytes"] > 0
+    assert d["total_with_draft_bytes"] == d["total_bytes"] + d["draft_total_bytes"]
+    assert d["kv_tokens"] < plain["kv_tokens"]
+    s = json.loads(runner.invoke(app, ["graph-memory", "--model", "qwen3-8b", "--layout", "sglang", "--spec-tokens",
+                                       "2", "--draft", "qwen3-0.6b", "--json"]).output)
+    assert set(s["draft_families"]) == {"draft", "draft_extend"} and s["draft_kind"] == "model"
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["graph-memory", "--model", "qwen3-0.6b", "--layout", "1,2,4", "--spec-tokens", "2"], "--layout must be one of"),
+    (["graph-memory", "--model", "qwen3-8b", "--layout", "vllm", "--spec-tokens", "2", "--draft", "llama3-8b"],
+     "--draft: draft model llama3-8b has vocab_size"),
+])
+def test_graph_memory_spec_refusals(capsys, argv, needle):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err
