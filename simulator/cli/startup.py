@@ -9,6 +9,7 @@ import typer
 
 from . import app, choices
 from simulator.common import vocab as V
+from simulator.common.errors import UserError
 from simulator.layouts.buckets import parse_layout
 from simulator.common.jsonfile import dumps
 from .buckets import LAYOUT_HELP
@@ -40,6 +41,11 @@ def startup(
                                                  "captured as piecewise graphs too (SGLang PCG): sglang_pcg, "
                                                  "sglang_pcg:M or a list; one pass each under piecewise and "
                                                  "full_and_piecewise"),
+    spec_tokens: Optional[int] = typer.Option(None, "--spec-tokens", help="speculative decoding: k draft tokens; "
+                                              "--layout vllm|sglang|trtllm then means that engine's verify sizes "
+                                              "(tokens), and the draft's graphs are captured too"),
+    draft: str = typer.Option("eagle", "--draft", help="with --spec-tokens: eagle | mtp (a one-layer head) or a draft "
+                              "model preset / config.json"),
     as_json: bool = typer.Option(False, "--json", help='print {"compile_s", "warmup_s", "capture_s", "total_s", '
                                                        '"graphs", ...}'),
 ) -> None:
@@ -56,8 +62,22 @@ def startup(
     m, prof = model_flag("--model", model), profile_flag("--profile", profile)
     m = with_dtype(m, dtype, kv_dtype)
     ctx_fits(m, ctx)
-    with named("--layout"):
-        sizes = parse_layout(layout, max_size, max_num_seqs)
+    spec = None
+    if spec_tokens is not None:
+        from simulator.layouts.spec import MAX_SPEC_TOKENS, SPEC_ENGINES, spec_layout
+
+        count("--spec-tokens", spec_tokens, MAX_SPEC_TOKENS, low=0)
+        if layout not in SPEC_ENGINES:
+            raise UserError(f"--spec-tokens: --layout must be one of {', '.join(SPEC_ENGINES)} (the engine whose "
+                            f"speculative capture rule applies), got {layout!r}")
+        with named("--spec-tokens"):
+            spec = spec_layout(layout, spec_tokens, max_size, max_num_seqs,
+                               graph="piecewise" if graph == "piecewise" else "full",
+                               draft=draft if draft in ("eagle", "mtp") else "model")
+        sizes = list(spec.tokens)
+    else:
+        with named("--layout"):
+            sizes = parse_layout(layout, max_size, max_num_seqs)
     prefill = None
     if prefill_layout is not None:
         from simulator.layouts.prefill import parse_prefill_layout
@@ -66,6 +86,7 @@ def startup(
             prefill = parse_prefill_layout(prefill_layout)
     res = StartupModel(m, prof, fusion, graph, ctx=ctx, warmup_runs=warmups).layout(sizes, compile_mode,
                                                                                     compile_cache, prefill)
+    sd = _draft_startup(spec, draft, m, prof, fusion, ctx, warmups, compile_mode, compile_cache) if spec else None
     if as_json:
         d = res.as_dict()
         out = {k: d[k] for k in ("compile_s", "warmup_s", "capture_s", "total_s", "graphs")}
@@ -75,6 +96,9 @@ def startup(
                    source=d["source"])
         if prefill is not None:
             out.update(prefill_sizes=prefill)
+        if sd is not None:
+            out.update(sd)
+            out["total_with_draft_s"] = res.total_s + sd["draft_total_s"]
         print(dumps(out))
         return
     print(f"{m.name} on {prof.name}, {fusion}/{graph}, layout {layout}: {len(sizes)} sizes, {res.graphs} capture "
@@ -83,9 +107,39 @@ def startup(
     print(f"  warm-up     {res.warmup_s:9.2f} s")
     print(f"  capture     {res.capture_s:9.2f} s")
     print(f"  total       {res.total_s:9.2f} s")
+    if sd is not None:
+        print(f"  spec k={spec.k} ({spec.engine}): target sizes in tokens; draft '{draft}' ({sd['draft_graph_mode']} "
+              f"graphs): {sd['draft_graphs']} capture passes, compile {sd['draft_compile_s']:.2f} s, warm-up "
+              f"{sd['draft_warmup_s']:.2f} s, capture {sd['draft_capture_s']:.2f} s")
+        print(f"  total+draft {res.total_s + sd['draft_total_s']:9.2f} s")
     for n in res.notes:
         print(f"  note: {n}")
     print(f"  source: {res.source}")
+
+
+def _draft_startup(spec, draft, m, prof, fusion, ctx, warmups, compile_mode, compile_cache) -> dict:
+    """The draft's start-up: its own torch.compile (fusion compiled) and a warm-up + capture pass per size of each
+    graph family (simulator/layouts/spec.py) in the engine's draft graph mode (simulator/engine/spec.py)."""
+    from simulator.engine.spec import DRAFT_GRAPH
+    from simulator.engine.startup import StartupModel
+    from simulator.model.spec import draft_for
+    from .checks import named
+
+    with named("--draft"):
+        dr = draft_for(m, draft)
+    mode = DRAFT_GRAPH[spec.engine]
+    comp = w = c = 0.0
+    n = 0
+    for i, (name, sizes) in enumerate((spec.draft or {}).items()):
+        r = StartupModel(dr.model, prof, fusion, mode, ctx=ctx, warmup_runs=warmups).layout(list(sizes), compile_mode,
+                                                                                            compile_cache)
+        comp = comp if i else r.compile_s  # one compiled drafter, however many graph families
+        # SGLang's draft graph holds the multi-step draft_forward: k - 1 forward passes warmed up and captured
+        steps = max(1, spec.k - 1) if (spec.engine, name) == ("sglang", "draft") else 1
+        w, c, n = w + steps * r.warmup_s, c + steps * r.capture_s, n + r.graphs
+    return {"spec_tokens": spec.k, "spec_engine": spec.engine, "draft": draft, "draft_kind": dr.kind,
+            "draft_graph_mode": mode, "draft_graphs": n, "draft_compile_s": comp, "draft_warmup_s": w,
+            "draft_capture_s": c, "draft_total_s": comp + w + c}
 
 
 def _runs(prof, warmups: Optional[int]) -> int:

@@ -231,3 +231,17 @@ def test_graph_memory_spec_refusals(capsys, argv, needle):
     assert e.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err
+
+
+def test_startup_spec_tokens():
+    plain = json.loads(runner.invoke(app, ["startup", "--model", "qwen3-0.6b", "--layout", "sglang",
+                                           "--json"]).output)
+    r = runner.invoke(app, ["startup", "--model", "qwen3-0.6b", "--layout", "sglang", "--spec-tokens", "3", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["sizes"] == sorted(spec_layout("sglang", 3).tokens) and d["draft_graphs"] == 2 * len(d["sizes"])
+    assert d["draft_graph_mode"] == "full" and d["draft_capture_s"] > 0
+    assert d["total_with_draft_s"] == d["total_s"] + d["draft_total_s"] and plain["graphs"] == 36
+    with pytest.raises(SystemExit) as e:
+        main(["startup", "--model", "qwen3-0.6b", "--layout", "seed", "--spec-tokens", "2"])
+    assert e.value.code == 2
