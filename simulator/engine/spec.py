@@ -85,8 +85,12 @@ class SpecPrediction:
              "spec_step_ms": self.step_ms, "tokens_per_step": self.tokens_per_step,
              "ms_per_token": self.ms_per_token, "draft_passes": self.draft_passes}
         if self.decode_ms is not None:
+            from simulator.model.spec import breakeven_acceptance
+
             d["decode_ms_per_token"] = self.decode_ms
             d["spec_speedup"] = self.decode_ms / self.ms_per_token
+            # the constant acceptance below which this step's speculation costs more per token than plain decode
+            d["breakeven_acceptance"] = breakeven_acceptance(self.spec_tokens, self.step_ms / self.decode_ms)
         return d
 
 

@@ -240,3 +240,25 @@ def draft_loop(d: Draft, k: int, batch: int, ctx: int, fusion: str) -> list[tupl
         return []
     first = (draft_step(d, batch, ctx, fusion, q_len=1 + k), 1)
     return [first] + ([(draft_step(d, batch, ctx + k + 1, fusion), k - 1)] if k > 1 else [])
+
+
+def breakeven_acceptance(k: int, cost_ratio: float) -> float | None:
+    """The constant acceptance a at which speculation breaks even: tokens_per_step(a, k) = cost_ratio, where
+    cost_ratio = (verify + draft step time) / plain decode step time. tokens_per_step rises monotonically from 1
+    (a = 0) to k + 1 (a = 1), so: 0.0 when cost_ratio <= 1 (speculation pays at any acceptance), None when
+    cost_ratio > k + 1 (it never pays), else the root by bisection (to 1e-12)."""
+    check_k(k)
+    if not math.isfinite(cost_ratio) or cost_ratio <= 0:
+        raise SpecError(f"cost ratio must be a positive number, got {cost_ratio!r}")
+    if cost_ratio <= 1.0:
+        return 0.0
+    if k == 0 or cost_ratio > k + 1:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if closed_form(mid, k) < cost_ratio:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2

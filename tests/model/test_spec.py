@@ -193,3 +193,15 @@ def test_draft_model_and_refusals():
         draft_for(Q8, "llama3-8b")
     with pytest.raises(SpecError, match="draft must be"):
         draft_for(Q8, " ")
+
+
+def test_breakeven_acceptance():
+    from simulator.model.spec import breakeven_acceptance
+
+    assert breakeven_acceptance(3, 0.9) == 0.0 and breakeven_acceptance(3, 4.5) is None
+    # cost ratio 1.75 at k = 2: 1 + a + a^2 = 1.75 -> a = 0.5
+    assert math.isclose(breakeven_acceptance(2, 1.75), 0.5, abs_tol=1e-9)
+    # cost ratio 1.5 at k = 1: 1 + a = 1.5
+    assert math.isclose(breakeven_acceptance(1, 1.5), 0.5, abs_tol=1e-9)
+    for k, r in ((3, 2.2), (4, 1.3)):
+        assert math.isclose(closed_form(breakeven_acceptance(k, r), k), r, rel_tol=1e-9)
