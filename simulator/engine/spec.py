@@ -36,6 +36,26 @@ class SpecStepError(UserError):
     pass
 
 
+# attention backends whose vLLM metadata builder supports only single-token uniform decode in full graphs on the
+# H200: FlashInfer without its TRT-LLM kernels (vllm/v1/attention/backends/flashinfer.py `get_cudagraph_support`:
+# UNIFORM_BATCH only where `can_use_trtllm_attention`, which needs SM100; else UNIFORM_SINGLE_TOKEN_DECODE)
+SINGLE_TOKEN_FULL_BACKENDS = frozenset({"flashinfer"})
+
+
+def verify_graph_mode(engine: str, graph: str, backend: str, k: int) -> tuple[str, str | None]:
+    """The graph mode verify steps actually run in, and the engine's note when it changed. vLLM
+    (`CompilationConfig.resolve_cudagraph_mode_and_sizes`, vllm/config/compilation.py): with decode_mode FULL,
+    uniform_decode_query_len > 1 and a backend below UNIFORM_BATCH, cudagraph_mode becomes PIECEWISE (attention in
+    the splitting ops, V1's default) "is not supported with spec-decode for attention backend ...". The other
+    backends (fa2, fa3, triton) are taken to support uniform batches (not read in their sources here); SGLang and
+    TensorRT-LLM capture verify graphs as configured."""
+    if engine == "vllm" and k > 0 and backend in SINGLE_TOKEN_FULL_BACKENDS and graph in (
+            "full", "full_decode_only", "full_and_piecewise"):
+        return "piecewise", (f"vLLM: CUDAGraphMode {graph.upper()} is not supported with spec-decode for attention "
+                             f"backend {backend} (single-token decode graphs only): verify steps run PIECEWISE")
+    return graph, None
+
+
 @dataclass(frozen=True)
 class SpecSetup:
     """The speculative knobs of a step: k draft tokens, the draft (eagle | mtp | a model), the acceptance model,
@@ -71,6 +91,8 @@ class SpecPrediction:
     decode_ms: float | None  # plain decode step at the same batch, graph mode and sizes (None: not asked)
     verify_route: object = None
     draft_passes: list = field(default_factory=list)  # [{"tokens", "count", "padded", "mode", "ms"}]
+    verify_graph: str = ""  # the graph mode verify steps ran in (verify_graph_mode)
+    notes: list = field(default_factory=list)
 
     @property
     def step_ms(self) -> float:
@@ -83,7 +105,8 @@ class SpecPrediction:
     def as_dict(self) -> dict:
         d = {"spec_tokens": self.spec_tokens, "verify_ms": self.verify_ms, "draft_ms": self.draft_ms,
              "spec_step_ms": self.step_ms, "tokens_per_step": self.tokens_per_step,
-             "ms_per_token": self.ms_per_token, "draft_passes": self.draft_passes}
+             "ms_per_token": self.ms_per_token, "draft_passes": self.draft_passes, "verify_graph": self.verify_graph,
+             "spec_notes": list(self.notes)}
         if self.decode_ms is not None:
             from simulator.model.spec import breakeven_acceptance
 
@@ -105,7 +128,8 @@ def predict_spec(model: ModelSpec | str, batch: int, ctx: int, fusion: str, grap
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     costs = CostModel(prof)
     k = spec.k
-    v = predict(m, batch, ctx, fusion, graph, prof, shape=StepShape(batch, ctx, q_len=1 + k), sizes=sizes,
+    vgraph, note = verify_graph_mode(spec.engine, graph, str(backend), k)
+    v = predict(m, batch, ctx, fusion, vgraph, prof, shape=StepShape(batch, ctx, q_len=1 + k), sizes=sizes,
                 backend=backend)
     verify_ms = v.result.step_s * 1e3
     d: Draft = draft_for(m, spec.draft)
@@ -122,4 +146,5 @@ def predict_spec(model: ModelSpec | str, batch: int, ctx: int, fusion: str, grap
     base = None
     if baseline:
         base = predict(m, batch, ctx, fusion, graph, prof, sizes=baseline_sizes, backend=backend).result.step_s * 1e3
-    return SpecPrediction(k, verify_ms, draft_ms, spec.acceptance.tokens_per_step, base, v.route, passes)
+    return SpecPrediction(k, verify_ms, draft_ms, spec.acceptance.tokens_per_step, base, v.route, passes, vgraph,
+                          [note] if note else [])

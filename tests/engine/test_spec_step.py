@@ -28,9 +28,10 @@ def prof():
 def test_verify_routes_in_tokens_and_per_token_arithmetic(prof):
     sizes = list(spec_layout("vllm", 3, max_size=64).tokens)  # 4, 8, 16, 24, ...
     sp = predict_spec("qwen3-0.6b", 3, 1000, "fused", "full", SpecSetup(3, Acceptance.constant(0.6, 3)), prof,
-                      sizes=sizes)
+                      sizes=sizes, backend="fa3")
     assert sp.verify_route.rows == 12 and sp.verify_route.padded == 16 and sp.verify_route.mode == "full"
-    same = predict("qwen3-0.6b", 3, 1000, "fused", "full", prof, shape=StepShape(3, 1000, q_len=4), sizes=sizes)
+    same = predict("qwen3-0.6b", 3, 1000, "fused", "full", prof, shape=StepShape(3, 1000, q_len=4), sizes=sizes,
+                   backend="fa3")
     assert math.isclose(sp.verify_ms, same.result.step_s * 1e3)
     assert math.isclose(sp.tokens_per_step, 1 + 0.6 + 0.36 + 0.216)
     assert math.isclose(sp.ms_per_token, (sp.verify_ms + sp.draft_ms) / sp.tokens_per_step)
@@ -62,3 +63,14 @@ def test_refusals(prof):
         SpecSetup(3, Acceptance.constant(0.5, 2))
     with pytest.raises(SpecStepError, match="engine"):
         SpecSetup(2, Acceptance.constant(0.5, 2), engine="seed")
+
+
+def test_vllm_flashinfer_verify_falls_back_to_piecewise(prof):
+    """vLLM: decode FULL + spec-decode + a backend below UNIFORM_BATCH (FlashInfer on SM90) -> PIECEWISE."""
+    acc = Acceptance.constant(0.6, 2)
+    fi = predict_spec("qwen3-0.6b", 8, 1000, "fused", "full_and_piecewise", SpecSetup(2, acc), prof)
+    assert fi.verify_graph == "piecewise" and fi.verify_route.mode == "piecewise" and "PIECEWISE" in fi.notes[0]
+    fa = predict_spec("qwen3-0.6b", 8, 1000, "fused", "full_and_piecewise", SpecSetup(2, acc), prof, backend="fa3")
+    assert fa.verify_graph == "full_and_piecewise" and fa.verify_route.mode == "full" and not fa.notes
+    sg = predict_spec("qwen3-0.6b", 8, 1000, "fused", "full", SpecSetup(2, acc, engine="sglang"), prof)
+    assert sg.verify_route.mode == "full"
