@@ -148,3 +148,26 @@ def predict_spec(model: ModelSpec | str, batch: int, ctx: int, fusion: str, grap
         base = predict(m, batch, ctx, fusion, graph, prof, sizes=baseline_sizes, backend=backend).result.step_s * 1e3
     return SpecPrediction(k, verify_ms, draft_ms, spec.acceptance.tokens_per_step, base, v.route, passes, vgraph,
                           [note] if note else [])
+
+
+def spec_request(k: int, acceptance, draft: str = "eagle", layout: str | None = None, max_size: int | None = None,
+                 max_num_seqs: int | None = None, tp: int = 1, graph: str = "full") -> tuple[SpecSetup, list | None,
+                                                                                           list | None]:
+    """(spec, verify sizes, plain-decode sizes) from user-level values: `acceptance` a number, a list or a
+    comma-separated string (simulator/model/spec.py Acceptance.parse); `layout` an engine preset (vllm, sglang,
+    trtllm: its speculative capture rule, simulator/layouts/spec.py, and its draft graph mode), another layout (its
+    sizes taken as verify token counts; the draft routed as vLLM's) or None (every size captured)."""
+    from simulator.layouts.buckets import parse_layout
+    from simulator.layouts.spec import SPEC_ENGINES, spec_layout
+
+    acc = Acceptance.parse(acceptance, k)
+    if layout is None:
+        return SpecSetup(k, acc, draft), None, None
+    if layout in SPEC_ENGINES:
+        L = spec_layout(layout, k, max_size, max_num_seqs, tp=tp,
+                        graph="piecewise" if graph == "piecewise" else "full",
+                        draft=draft if draft in ("eagle", "mtp") else "model")
+        return (SpecSetup(k, acc, draft, engine=layout), list(L.tokens),
+                parse_layout(layout, max_size, max_num_seqs, tp=tp))
+    sizes = parse_layout(layout, max_size, max_num_seqs, tp=tp)
+    return SpecSetup(k, acc, draft), sizes, sizes

@@ -74,3 +74,15 @@ def test_vllm_flashinfer_verify_falls_back_to_piecewise(prof):
     assert fa.verify_graph == "full_and_piecewise" and fa.verify_route.mode == "full" and not fa.notes
     sg = predict_spec("qwen3-0.6b", 8, 1000, "fused", "full", SpecSetup(2, acc, engine="sglang"), prof)
     assert sg.verify_route.mode == "full"
+
+
+def test_spec_request():
+    from simulator.engine.spec import spec_request
+
+    s, v, b = spec_request(3, "0.7", layout="vllm", max_size=64)
+    assert s.engine == "vllm" and v == [4, 8, 16, 24, 32, 40, 48, 56, 64] and b[:3] == [1, 2, 4]
+    s, v, b = spec_request(2, [0.9, 0.5], layout="sglang", draft="qwen3-0.6b")
+    assert s.engine == "sglang" and v[:3] == [3, 6, 9] and s.acceptance.probs == (0.9, 0.5)
+    s, v, b = spec_request(2, 0.5, layout="1,2,4")
+    assert v == b == [1, 2, 4] and s.engine == "vllm"
+    assert spec_request(1, 0.5)[1:] == (None, None)
