@@ -29,7 +29,8 @@ from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-DEFAULT_MEASURED = ROOT / "measured" / "h200-round-f" / "verify_timing.json"
+ROUND_F = ROOT / "measured" / "h200-round-f"
+DEFAULT_MEASURED = tuple(ROUND_F / f for f in ("verify_timing.json", "verify_hf_timing.json", "counts_verify.json"))
 TARGETS = {"full": 5.0, "none": 12.0, "draft_loop": 7.0}
 
 
@@ -60,7 +61,10 @@ def verify_rows(raw: dict, prof) -> list[dict]:
         if r.get("layers") and r["layers"] != m.num_hidden_layers:
             m = replace(m, num_hidden_layers=int(r["layers"]))
         q, B, ctx = int(r["q_len"]), int(r["batch"]), int(r["ctx"])
-        shape = StepShape(B, ctx - q, q_len=q)
+        # keys the attention reads: the reference writes the q_len tokens at ctx - q_len .. ctx - 1 and attends
+        # over ctx keys; transformers' StaticCache attends over all max_cache_len slots under a mask
+        keys = int(r["max_cache_len"]) if r.get("impl") == "hf" and r.get("max_cache_len") else ctx
+        shape = StepShape(B, keys - q, q_len=q)
         for graph, key in (("none", "eager_ms"), ("full", "graph_ms")):
             meas = (r.get(key) or {}).get("median")
             if not isinstance(meas, (int, float)):
@@ -68,7 +72,7 @@ def verify_rows(raw: dict, prof) -> list[dict]:
             row = {"impl": r["impl"], "model": r["model"], "batch": B, "ctx": ctx, "q_len": q, "k": q - 1,
                    "graph": graph, "measured_ms": meas}
             try:
-                p = predict(m, B, ctx - q, "none", graph, prof, shape=shape)
+                p = predict(m, B, keys - q, "none", graph, prof, shape=shape)
                 row["predicted_ms"] = p.result.step_s * 1e3
                 row["err_pct"] = _err(row["predicted_ms"], meas)
             except Exception as e:  # noqa: BLE001 - a row the model refuses is reported, not dropped
@@ -112,6 +116,30 @@ def draft_rows(raw: dict, prof) -> list[dict]:
     return out
 
 
+def kernel_rows(counts: dict, prof) -> list[dict]:
+    """Kernels per verify step: torch.profiler's count (counts_verify.json, a profiled process) vs the workload's
+    kernel list (CostModel.step_kernels: split-K reduce kernels of the GEMM tables included)."""
+    from simulator.model.costs import CostModel
+    from simulator.model.models import PRESETS
+    from simulator.model.workload import StepShape, build_step
+
+    costs = CostModel(prof)
+    out = []
+    for r in counts.get("rows", []):
+        if not isinstance(r.get("kernels"), int):
+            continue
+        m = PRESETS[r["model"]]
+        if r.get("layers") and r["layers"] != m.num_hidden_layers:
+            m = replace(m, num_hidden_layers=int(r["layers"]))
+        q, B, ctx = int(r["q_len"]), int(r["batch"]), int(r["ctx"])
+        st = build_step(m, StepShape(B, ctx - q, q_len=q), "none")
+        pred = costs.step_kernels(st.ops)
+        meas = r["kernels"] + (r.get("memsets") or 0) + (r.get("memcpys") or 0)
+        out.append({"impl": r["impl"], "model": r["model"], "batch": B, "q_len": q, "measured": meas,
+                    "measured_kernels_only": r["kernels"], "predicted": pred, "err_pct": _err(pred, meas)})
+    return out
+
+
 def _stats(errs: list[float]) -> dict:
     import numpy as np
 
@@ -140,7 +168,8 @@ def summarize(vrows: list[dict], drows: list[dict]) -> dict:
 
 def markdown(res: dict) -> str:
     L = ["# Speculative decoding: verify steps and draft loops, predicted vs measured (H200)", "",
-         f"Measured: `{res['measured']}` (canary: {json.dumps(res.get('canary'))}). Profile: `{res['profile']}` "
+         f"Measured: {', '.join(f'`{m}`' for m in res['measured'])} (canaries: {json.dumps(res.get('canary'))})"
+         + (f"; missing: {', '.join(res['missing'])}" if res.get("missing") else "") + f". Profile: `{res['profile']}` "
          "(the h200 profile + the SDPA q_len tables of the same round; calibration/build_spec.py). "
          "Command: `python -m calibration.validate_spec --out calibration/validation`.", "",
          "Targets (issue 21): verify within 5 % under full graphs, 12 % eager (k = 1-4, batch 1-64); draft loop 7 %. "
@@ -170,32 +199,60 @@ def markdown(res: dict) -> str:
           "| batch | k | measured ms | predicted ms | err % |", "|---|---|---|---|---|"]
     for r in res["draft_loop"]:
         L.append(f"| {r['batch']} | {r['k']} | {r['measured_ms']:.3f} | {r['predicted_ms']:.3f} | {r['err_pct']:+.1f} |")
+    if res.get("kernels"):
+        L += ["", "## Kernels per verify step (torch.profiler, separate process) vs the workload's kernel list", "",
+              "| impl | model | batch | q_len | measured | predicted | err % |", "|---|---|---|---|---|---|---|"]
+        for r in res["kernels"]:
+            L.append(f"| {r['impl']} | {r['model']} | {r['batch']} | {r['q_len']} | {r['measured']} | {r['predicted']} "
+                     f"| {r['err_pct']:+.1f} |")
     if res.get("table_notes"):
         L += ["", "## Verify-attention tables read", ""] + [f"- {n}" for n in res["table_notes"]]
     return "\n".join(L) + "\n"
 
 
-def run(measured: Path) -> dict:
-    raw = json.loads(Path(measured).read_text())
-    prof, notes = profile_with_verify(raw)
-    v, d = verify_rows(raw, prof), draft_rows(raw, prof)
+def _shown(p: Path) -> str:
     try:
-        shown = str(Path(measured).resolve().relative_to(ROOT.parent))
+        return str(Path(p).resolve().relative_to(ROOT.parent))
     except ValueError:
-        shown = str(measured)
-    return {"measured": shown, "profile": prof.name, "canary": raw.get("canary"), "quick": raw.get("quick"),
-            "table_notes": notes, "summary": summarize(v, d), "verify": v, "draft_loop": d}
+        return str(p)
+
+
+def run(measured) -> dict:
+    """`measured`: the round's files (verify_timing.json first: it holds the SDPA table; the HF verify rows and the
+    kernel counts in their own files). Missing files are skipped and listed."""
+    paths = [Path(m) for m in ([measured] if isinstance(measured, (str, Path)) else measured)]
+    have = [p for p in paths if p.exists()]
+    raws = {p.name: json.loads(p.read_text()) for p in have}
+    timing = next((r for r in raws.values() if any(x.get("table") == "attention" for x in r.get("rows", []))),
+                  next(iter(raws.values())))
+    prof, notes = profile_with_verify(timing)
+    v, d, kc = [], [], []
+    for raw in raws.values():
+        if raw.get("kind", "").endswith("counts-verify"):
+            kc += kernel_rows(raw, prof)
+            continue
+        v += verify_rows(raw, prof)
+        d += draft_rows(raw, prof)
+    summary = summarize(v, d)
+    if kc:
+        summary["kernels"] = {"all": _stats([r["err_pct"] for r in kc]), "target_pct": 5.0,
+                              "meets": _stats([r["err_pct"] for r in kc])["mape"] <= 5.0}
+    return {"measured": [_shown(p) for p in have], "missing": [_shown(p) for p in paths if not p.exists()],
+            "profile": prof.name, "canary": {k: r.get("canary") for k, r in raws.items()},
+            "quick": any(r.get("quick") for r in raws.values()), "table_notes": notes, "summary": summary,
+            "verify": v, "draft_loop": d, "kernels": kc}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--measured", default=str(DEFAULT_MEASURED))
+    ap.add_argument("--measured", nargs="+", default=[str(p) for p in DEFAULT_MEASURED],
+                    help="round f's verify_timing.json (+ verify_hf_timing.json, counts_verify.json)")
     ap.add_argument("--out", default="out/spec_decode")
     a = ap.parse_args(argv)
-    if not Path(a.measured).exists():
-        print(f"validate_spec: no measured file {a.measured}", file=sys.stderr)
+    if not Path(a.measured[0]).exists():
+        print(f"validate_spec: no measured file {a.measured[0]}", file=sys.stderr)
         return 2
-    res = run(Path(a.measured))
+    res = run(a.measured)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec_decode.json").write_text(json.dumps(res, indent=1) + "\n")
