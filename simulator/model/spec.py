@@ -182,6 +182,11 @@ def draft_for(target: ModelSpec, draft: str, loader=None) -> Draft:
     d = draft.strip()
     if d in DRAFT_KINDS:
         head = replace(target, name=f"{target.name}-{d}-head", num_hidden_layers=1)
+        if d == "eagle" and target.is_moe:
+            # EAGLE heads are one dense decoder layer (llama_eagle.py's LlamaDecoderLayer) even on MoE targets, with
+            # the target's intermediate_size; an MTP layer is one of the target's own layers (MoE in DeepSeek)
+            head = replace(head, num_experts=0, num_experts_per_tok=0, moe_intermediate_size=0,
+                           shared_expert_intermediate_size=0, norm_topk_prob=False)
         return Draft(d, head)
     if loader is None:
         from simulator.model.models import load_model as loader

@@ -205,3 +205,11 @@ def test_breakeven_acceptance():
     assert math.isclose(breakeven_acceptance(1, 1.5), 0.5, abs_tol=1e-9)
     for k, r in ((3, 2.2), (4, 1.3)):
         assert math.isclose(closed_form(breakeven_acceptance(k, r), k), r, rel_tol=1e-9)
+
+
+def test_heads_on_an_moe_target():
+    moe = PRESETS["qwen3-30b-a3b"]
+    e, m = draft_for(moe, "eagle"), draft_for(moe, "mtp")
+    assert not e.model.is_moe and e.model.intermediate_size == moe.intermediate_size
+    assert m.model.is_moe and m.model.num_hidden_layers == 1
+    assert draft_step(e, 4, 512, "fused").kernels < draft_step(m, 4, 512, "fused").kernels
