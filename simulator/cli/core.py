@@ -84,163 +84,82 @@ def run(
     say(f"wrote {out / 'result.json'} and {out / 'report.html'} in {time.perf_counter() - t0:.2f} s")
 
 
-@app.command()
-def predict(
-    model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json path"),
-    batch: Optional[int] = typer.Option(None, "--batch", help="decode batch size (default 1, or the workload's)"),
-    ctx: Optional[int] = typer.Option(None, "--ctx", help="context length, tokens (default 1024, or the workload's)"),
-    workload: Optional[Path] = typer.Option(None, "--workload", help="imported workload (launchsim import-trace) "
-                                            "instead of --model"),
-    fusion: V.Fusion = choices.option(V.Fusion, V.Fusion.NONE, "--fusion", help="fusion level (imported workload: "
-                                      "none or compiled)", what="fusion level", field="fusion"),
-    graph: V.GraphMode = choices.option(V.GraphMode, V.GraphMode.NONE, "--graph", help="CUDA-graph mode",
-                                        what="graph mode", field="graph"),
-    profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
-    engine: V.Engine = choices.option(V.Engine, V.Engine.FAST, "--engine", help="step engine (des: the SimPy "
-                                      "reference)", what="engine", field="engine"),
-    replicates: int = typer.Option(0, "--replicates", help="host-noise replicates for a p10/p50/p90 band"),
-    seed: int = typer.Option(0, "--seed", help="seed for host-noise replicates"),
-    prefill_seqs: int = typer.Option(0, "--prefill-seqs", help="mixed step: sequences also prefilling"),
-    prefill_len: int = typer.Option(0, "--prefill-len", help="mixed step: tokens each prefilling sequence adds"),
-    steps: int = typer.Option(0, "--steps", help="simulate N consecutive steps of the engine loop (host work "
-                              "around each forward: schedule, input copies, sampling, .tolist(), detokenise); 0 = "
-                              "one forward alone"),
-    layout: Optional[str] = typer.Option(None, "--layout", help="captured sizes (a preset name, 1,2,4,8, ...): the "
-                                         "step pads to one, or runs eager above the largest (default: every size "
-                                         "captured, no padding)"),
-    attention_backend: V.AttentionBackend = choices.option(
-        V.AttentionBackend, V.AttentionBackend.FLASHINFER, "--attention-backend", help="attention backend: fa3 runs a "
-        "mixed step (--prefill-seqs) under --graph full as one full graph; flashinfer, fa2, triton run it eager",
-        what="attention backend"),
-    prefill_layout: Optional[str] = typer.Option(None, "--prefill-layout", help="prefill (token-count) sizes a "
-                                                 "mixed step run piecewise pads to: sglang_pcg, sglang_pcg:M or a "
-                                                 "list (default: the --layout sizes)"),
-    scheduling: V.Scheduling = choices.option(V.Scheduling, V.Scheduling.SYNC, "--scheduling", help="with --steps: "
-                                              "the engine loop's scheduling", what="scheduling",
-                                              choices=V.LOOP_SCHEDULING),
-    sampling: V.Sampling = choices.option(V.Sampling, V.Sampling.GREEDY, "--sampling", help="with --steps: the "
-                                          "sampling each step runs", what="sampling"),
-    report: Optional[Path] = typer.Option(None, "--report", help="with --steps: write an HTML page with the loop's "
-                                          "two-lane CPU/GPU timeline across its steps (overlap under async)"),
-    tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): per-GPU shard of the model plus an "
-                           "all-reduce per attention and MLP block (collective figures published, unmeasured)"),
-    dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--dtype", what="dtype", field="dtype", help="weights (fp8: e4m3, per-tensor scales: fp8 GEMM "
-                              "tables, activation-quant kernels, 1-byte weights)"),
-    kv_dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--kv-dtype", help="KV cache (fp8: 1 byte per element)", what="KV-cache dtype", field="kv_dtype"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-) -> None:
+def _predict(given: dict, flags: dict, workload: Optional[Path] = None, as_json: bool = False) -> None:
     """Predict one decode (or mixed decode + prefill) step: step time, CPU/GPU split, kernels, launches.
     With --steps N: the steady-state step of the engine loop (step_ms), its host work per step and which lane
-    bounds it (cpu: the forward's launches, gpu, or engine: the engine's own host work)."""
-    from simulator.engine.predict import predict as _predict
-    from simulator.common import limits as L
-    from .checks import count, ctx_fits, seed as check_seed, workload_fusion
+    bounds it (cpu: the forward's launches, gpu, or engine: the engine's own host work). Every option but
+    --workload and --json is a field of the `predict` scenario kind (`launchsim schema`)."""
+    if workload is not None or given.get("model") is None:
+        return _predict_workload(given, workload, as_json)
+    from simulator.config.predict import PredictScenario
+    from simulator.studies.predict import run_predict
+    from .flags import scenario_from_flags
 
-    count("--prefill-seqs", prefill_seqs, L.MAX_BATCH, low=0)
-    count("--prefill-len", prefill_len, L.MAX_CTX, low=0)
-    count("--steps", steps, 10_000, low=0)
-    from simulator.model.parallel import shard, tp_fields
-
-    from simulator.model.dtype import dtype_fields, with_dtype
-
-    if (dtype, kv_dtype) != ("bf16", "bf16") and (workload is not None or model is None):
-        raise UserError("--dtype/--kv-dtype need --model (imported workloads keep their traced kernels)")
-    if tp != 1 and (workload is not None or model is None):
-        raise UserError("--tp needs --model (imported workloads are single-GPU traces)")
-    if report is not None and not steps:
-        raise UserError("--report draws the engine loop: it needs --steps N")
-    if steps and (workload is not None or model is None):
-        raise UserError("--steps needs --model (the engine loop is not simulated for imported workloads yet)")
-    if layout is not None and (workload is not None or model is None):
-        raise UserError("--layout needs --model (imported workloads are not padded)")
-    if layout is not None and steps:
-        raise UserError("--layout and --steps together are not supported yet: the engine loop runs unpadded")
-    routed = attention_backend != V.AttentionBackend.FLASHINFER or prefill_layout is not None
-    if routed and (workload is not None or model is None or steps):
-        raise UserError("--attention-backend and --prefill-layout need --model and a single forward (no --steps, "
-                        "no --workload)")
-    prefill_sizes = None
-    if prefill_layout is not None:
-        from simulator.layouts.prefill import parse_prefill_layout
-        from .checks import named
-
-        with named("--prefill-layout"):
-            prefill_sizes = parse_prefill_layout(prefill_layout)
-    if workload is not None or model is None:
-        from .trace import predict_workload_cmd
-
-        count("--replicates", replicates, L.MAX_REPLICATES, low=0)  # not fields of the workload kind
-        check_seed("--seed", seed)
-        workload_fusion(fusion)
-        if workload is not None and model is None:
-            workload_scenario(workload, profile, fusion, graph, batch, ctx, engine)
-        return predict_workload_cmd(model, workload, batch, ctx, fusion.value, graph.value, profile, engine.value,
-                                    replicates, seed, prefill_seqs, as_json)
-    if (prefill_seqs > 0) != (prefill_len > 0):
-        raise UserError("--prefill-seqs and --prefill-len must both be positive (a mixed step) or both 0")
-    sc = step_scenario(model, profile, fusion, graph, batch, ctx, engine, replicates, seed, tp, dtype, kv_dtype)
-    from simulator.model.models import load_model
-    from simulator.model.profile import load_profile
-    from simulator.model.workload import StepShape
-
-    batch, ctx, fusion, graph, engine = sc.batch[0], sc.ctx, sc.fusion[0], sc.graph[0], sc.engine
-    m = shard(with_dtype(load_model(sc.model), sc.dtype, sc.kv_dtype), tp)  # resolved by step_scenario
-    prof = load_profile(sc.profile)
-    if prefill_len > 1:
-        ctx_fits(m, ctx, prefill_len)
-    shape = StepShape(batch, ctx, prefill_seqs, prefill_len)
-    sizes = None
-    if layout is not None:
-        from simulator.layouts.buckets import parse_layout
-
-        sizes = parse_layout(layout)
-    p = _predict(m, batch, ctx, fusion, graph, prof, engine, replicates, seed, shape=shape, sizes=sizes,
-                 backend=attention_backend.value, prefill_sizes=prefill_sizes)
-    d = {"model": model, "batch": batch, "ctx": ctx, "fusion": fusion, "engine": engine, **p.as_dict(),
-         **tp_fields(m, prof), **dtype_fields(m)}
-    if layout is not None or routed:  # where routing.route sent the step (graph: the mode it ran in)
-        d.update(layout=layout, requested_graph=graph, padded=p.route.padded)
-    if routed:
-        d.update(attention_backend=attention_backend.value, prefill_layout=prefill_layout)
-    if prefill_seqs:
-        d.update(prefill_seqs=prefill_seqs, prefill_len=prefill_len, tokens=shape.tokens)
-    if steps:
-        from simulator.engine.steploop import predict_loop
-
-        loop, fwd = predict_loop(m, batch, ctx, fusion, graph, prof, engine, steps, scheduling.value, sampling.value,
-                                 shape)
-        d.update(forward_step_ms=d["step_ms"], forward_bound=d["bound"], sampling=sampling.value, **loop.as_dict())
-        if report is not None:
-            _loop_report(report, d, loop.timeline)
+    data = {"kind": "predict", **{k: v for k, v in given.items() if v is not None}}
+    sc = scenario_from_flags(PredictScenario, data, flags, given)
+    try:
+        d = run_predict(sc)
+    except UserError as e:
+        msg = str(e)
+        for f, flag in flags.items():  # a study error on a field names the flag that filled it
+            if msg.startswith(f"field '{f}'") and given.get(f) is not None:
+                raise UserError(f"{flag} ({msg}") from None
+        raise
     if as_json:
         print(dumps(d))
     else:
         print_prediction(d)
 
 
-STEP_FLAGS = {"model": "--model", "profile": "--profile", "fusion": "--fusion", "graph": "--graph", "batch": "--batch",
-              "ctx": "--ctx", "engine": "--engine", "replicates": "--replicates", "seed": "--seed",
-              "tensor_parallel_size": "--tp", "dtype": "--dtype", "kv_dtype": "--kv-dtype"}
+_WORKLOAD_ONLY = ("model", "workload", "profile", "fusion", "graph", "batch", "ctx", "engine", "replicates", "seed",
+                  "prefill_seqs")
 
 
-def step_scenario(model: str, profile, fusion, graph, batch, ctx, engine, replicates: int, seed: int, tp: int,
-                  dtype: str = "bf16", kv_dtype: str = "bf16"):
-    """`predict`'s flags as the `step` scenario of one grid point (config/step.py), validated and resolved as a
-    `kind: step` file is (model, profile, context against the model's limit); errors name the flag and field."""
-    from simulator.config.step import StepScenario
-    from .flags import scenario_from_flags
+def _predict_workload(given: dict, workload: Optional[Path], as_json: bool) -> None:
+    """`predict --workload W` (an imported trace): the fields the workload kind has; the others are refused."""
+    from simulator.common import limits as L
+    from .checks import count, seed as check_seed, workload_fusion
+    from .trace import predict_workload_cmd
 
-    given = {"model": model, "profile": profile, "fusion": fusion, "graph": graph, "batch": batch, "ctx": ctx,
-             "engine": engine, "replicates": replicates, "seed": seed, "tensor_parallel_size": tp, "dtype": dtype,
-             "kv_dtype": kv_dtype}
-    data = {"kind": "step", "name": "predict", "model": model, "profile": profile, "fusion": [fusion],
-            "graph": [graph], "engine": engine, "replicates": replicates, "seed": seed, "tensor_parallel_size": tp,
-            "dtype": dtype, "kv_dtype": kv_dtype}
-    if batch is not None:
-        data["batch"] = [batch]
-    if ctx is not None:
-        data["ctx"] = ctx
-    return scenario_from_flags(StepScenario, data, STEP_FLAGS, given)
+    why = {"dtype": "--dtype/--kv-dtype need --model (imported workloads keep their traced kernels)",
+           "kv_dtype": "--dtype/--kv-dtype need --model (imported workloads keep their traced kernels)",
+           "tensor_parallel_size": "--tp needs --model (imported workloads are single-GPU traces)",
+           "report": "--report draws the engine loop: it needs --steps N and --model",
+           "steps": "--steps needs --model (the engine loop is not simulated for imported workloads yet)",
+           "layout": "--layout needs --model (imported workloads are not padded)",
+           "attention_backend": "--attention-backend and --prefill-layout need --model and a single forward",
+           "prefill_layout": "--attention-backend and --prefill-layout need --model and a single forward",
+           "scheduling": "--scheduling applies to the engine loop: it needs --model and --steps N",
+           "sampling": "--sampling applies to the engine loop: it needs --model and --steps N",
+           "prefill_len": "--prefill-len needs --model (an imported workload's mixed step is --prefill-seqs)"}
+    for f, v in given.items():
+        if v is not None and f not in _WORKLOAD_ONLY:
+            raise UserError(why.get(f, f"--{f.replace('_', '-')} needs --model"))
+    g = {k: given.get(k) for k in _WORKLOAD_ONLY}
+    fusion, graph, engine = g["fusion"] or "none", g["graph"] or "none", g["engine"] or "fast"
+    replicates, seed, prefill_seqs = g["replicates"] or 0, g["seed"] or 0, g["prefill_seqs"] or 0
+    count("--replicates", replicates, L.MAX_REPLICATES, low=0)  # not fields of the workload kind
+    count("--prefill-seqs", prefill_seqs, L.MAX_BATCH, low=0)
+    check_seed("--seed", seed)
+    workload_fusion(fusion)
+    if workload is not None:
+        workload_scenario(workload, g["profile"], fusion, graph, g["batch"], g["ctx"], engine)
+    return predict_workload_cmd(g["model"], workload, g["batch"], g["ctx"], fusion, graph, g["profile"], engine,
+                                replicates, seed, prefill_seqs, as_json)
+
+
+def _register_predict() -> None:
+    from simulator.config.predict import PredictScenario
+    from .generated import command, extra_option
+
+    extra = [extra_option("workload", Optional[Path], None, "--workload",
+                          help="imported workload (launchsim import-trace) instead of --model"),
+             extra_option("as_json", bool, False, "--json", help="print one JSON object")]
+    app.command(name="predict")(command(_predict, PredictScenario, extra,
+                                        aliases={"tensor_parallel_size": ("--tp",)}))
+
+
+_register_predict()
 
 
 WORKLOAD_FLAGS = {"workload": "--workload", "profile": "--profile", "fusion": "--fusion", "graph": "--graph",
@@ -258,22 +177,6 @@ def workload_scenario(workload: Path, profile, fusion, graph, batch, ctx, engine
     data = {"kind": "workload", "name": "predict", "workload": str(workload), "profile": profile, "fusion": [fusion],
             "graph": [graph], "engine": engine, "batch": None if batch is None else [batch], "ctx": ctx}
     return scenario_from_flags(WorkloadScenario, data, WORKLOAD_FLAGS, given, check=False)
-
-
-def _loop_report(path: Path, d: dict, tl) -> None:
-    """The engine loop's CPU and GPU lanes across its steps (at most 4,000 launches drawn)."""
-    from ..report import charts
-    from ..report.html import write_html
-
-    if path.suffix.lower() not in (".html", ".htm"):
-        raise UserError(f"--report {path}: the report is an HTML file (name it .html)")
-    n = min(tl.plan.launches, 4000)
-    title = (f"{d['model']} batch {d['batch']}, {d['graph']} graph, {d['steps']} steps, {d['scheduling']} "
-             f"scheduling: step {d['step_ms']:.3f} ms, bound {d['bound']}")
-    note = (f"host work per step {d['host_ms_per_step']:.3f} ms (engine {d['engine_host_ms_per_step']:.3f} ms), "
-            f"GPU per step {d['gpu_ms_per_step']:.3f} ms, host waiting {d['host_wait_ms_per_step']:.3f} ms; "
-            f"first {n} of {tl.plan.launches} launches drawn")
-    write_html(path, "launchsim: engine loop", [charts.timeline_figure(tl, n, title)], intro=note)
 
 
 @app.command()

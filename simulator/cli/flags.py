@@ -36,6 +36,13 @@ def scenario_from_flags(kind: type, data: dict, flags: dict[str, str], given: di
     except UserError as e:
         msg = str(e)
         m = _FIELD.search(msg)
+        if m and m.group(1) == "<top>":  # a rule across fields: name the flags of the fields it names
+            text = msg[m.end():].removeprefix("Value error, ")
+            named = [flags[f] for f in sorted(flags, key=len, reverse=True)
+                     if re.search(rf"\b{f}\b", text) and given.get(f) is not None]
+            for f in sorted((f for f in flags if given.get(f) is not None or f == "steps"), key=len, reverse=True):
+                text = re.sub(rf"(?<![-\w]){f}(?![-\w])", flags[f].split("/")[0], text)
+            raise UserError(f"{where}: {text}" if not named else text) from None
         flag = _flag_for(m.group(1), flags, given) if m else None
         if flag is None:
             raise

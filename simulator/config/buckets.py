@@ -9,6 +9,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from .base import Batch, Strict, Tokens
+from .stepopts import StepOptions
 from simulator.common import limits as L
 from simulator.common import vocab as V
 from .specs import DistributionSpec
@@ -17,15 +18,13 @@ from .step import FusionName, GraphName
 PresetName = V.literal(V.COMPARED_PRESETS + (V.LayoutPreset.POW2,))
 
 
-class BucketsScenario(Strict):
+class BucketsScenario(StepOptions):
+    decode_only = True  # a grid of decode steps: mixed-step knobs refused (config/stepopts.py)
     kind: Literal["buckets"] = Field(description="scenario type")
     name: str = Field(description="scenario name, used in reports")
     description: str = Field("", description="free text shown in the report")
     distribution: DistributionSpec = Field(description="the batch-size distribution to optimize for")
     model: str = Field(description="model preset or config.json path")
-    dtype: V.literal(V.Dtype) = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
-                                          "per-tensor scales (simulator/model/dtype.py)")
-    kv_dtype: V.literal(V.Dtype) = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
     profile: str | None = Field(None, description="profile name or path (default: h200)")
     fusion: FusionName = Field("fused", description="fusion level of the step whose cost is optimized")
     graph: GraphName = Field("full", description="graph mode of captured sizes (not none)")

@@ -139,7 +139,7 @@ def _buckets(sc) -> Iterator[Check]:
 
 
 def _checks(sc) -> Iterator[Check]:
-    by_kind = {"step": _step, "sweep": _sweep, "workload": _workload, "serve": _serve, "capacity": _capacity,
+    by_kind = {"step": _step, "predict": _step, "sweep": _sweep, "workload": _workload, "serve": _serve, "capacity": _capacity,
                "buckets": _buckets}
     check = by_kind.get(sc.kind)
     if check is not None:

@@ -22,9 +22,10 @@ from .capacity import CapacityScenario
 from .sweep import SweepScenario
 from .trace_workload import WorkloadScenario
 from .buckets import BucketsScenario
+from .predict import PredictScenario
 
 KINDS: list[type] = [StepScenario, ToyScenario, SweepScenario, WorkloadScenario, ServeScenario, CapacityScenario,
-                      BucketsScenario]
+                      BucketsScenario, PredictScenario]
 
 
 def _union():

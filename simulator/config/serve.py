@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from .base import Batch, Seed, Strict, Tokens
+from .stepopts import StepOptions
 from simulator.common import limits as L
 from simulator.common import vocab as V
 from .step import FusionName, GraphName
@@ -83,16 +84,13 @@ class EngineLimits(Strict):
         return self
 
 
-class RunModel(Strict):
+class RunModel(StepOptions):
     """Timing and seeds common to `serve` and `capacity`."""
 
     duration_s: PositiveFloat = Field(60.0, le=L.MAX_SECONDS, description="seconds of arrivals to simulate")
     warmup_frac: float = Field(0.1, ge=0, lt=1, description="leading share of the run left out of the metrics")
     drain_s: float | None = Field(None, ge=0, le=L.MAX_SECONDS, description="how long to keep serving after arrivals stop (default: duration)")
     seed: Seed = Field(0, description="root of the SeedSequence all streams and replications spawn from")
-    dtype: V.literal(V.Dtype) = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
-                                          "per-tensor scales (simulator/model/dtype.py)")
-    kv_dtype: V.literal(V.Dtype) = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
     replications: PositiveInt = Field(1, le=100, description="independent runs (seeds spawned from the root)")
     arrivals: ArrivalModel = Field(default_factory=ArrivalModel, description="arrival process")
     prompt: LengthModel = Field(default_factory=default_prompt, description="prompt length distribution")
@@ -104,8 +102,6 @@ class RunModel(Strict):
                             "with the forward; async = that host work overlaps the previous step's GPU work")
     sampling: V.literal(V.Sampling) = Field("greedy", description="sampling the engine runs each step "
                                                                        "(with scheduling sync/async)")
-    attention_backend: V.literal(V.AttentionBackend) = Field("flashinfer", description=ATTENTION_BACKEND_HELP)
-    prefill_layout: PrefillLayout = Field(None, description=PREFILL_LAYOUT_HELP)
 
 
 class ServeScenario(RunModel):

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, PositiveInt, model_validator
 
 from .base import Batch, Seed, Strict, Tokens
+from .stepopts import ShardedStepOptions
 from simulator.common import limits as L
 from simulator.common import vocab as V
 
@@ -24,18 +25,12 @@ class TimelineSpec(Strict):
     launches: PositiveInt = Field(18, le=100_000, description="how many first launches the timeline shows")
 
 
-class StepScenario(Strict):
+class StepScenario(ShardedStepOptions):
+    decode_only = True  # a grid of decode steps: mixed-step knobs refused (config/stepopts.py)
     kind: Literal["step"] = Field(description="scenario type")
     name: str = Field(description="scenario name, used in reports")
     description: str = Field("", description="free text shown in the report")
     model: str = Field(description="model preset (qwen3-0.6b, qwen3-8b, llama3-8b, llama3-70b) or config.json path")
-    tensor_parallel_size: Literal[1, 2, 4, 8] = Field(
-        1, description="tensor-parallel GPUs of one NVLink node: each GPU runs a shard (heads, KV heads, MLP and "
-                       "vocab / N) plus an all-reduce per attention and MLP block; figures are one GPU's. The "
-                       "collective figures are published, not measured (simulator/model/parallel.py)")
-    dtype: V.literal(V.Dtype) = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
-                                          "per-tensor scales (simulator/model/dtype.py)")
-    kv_dtype: V.literal(V.Dtype) = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
     profile: str | None = Field(None, description="profile name or path (default: h200)")
     fusion: list[FusionName] = Field(["none"], min_length=1, description="fusion levels to compare")
     graph: list[GraphName] = Field(["none"], min_length=1, description="graph modes to compare")

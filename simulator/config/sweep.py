@@ -8,6 +8,7 @@ from typing import Literal, Union
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from .base import Batch, Strict, Tokens
+from .stepopts import StepOptions
 from simulator.common import limits as L
 from simulator.common import vocab as V
 from .specs import ATTENTION_BACKEND_HELP, PREFILL_LAYOUT_HELP, PrefillLayout  # noqa: F401
@@ -22,14 +23,11 @@ class MixedSpec(Strict):
     prefill_len: Tokens = Field(256, description="tokens each prefilling sequence adds")
 
 
-class SweepScenario(Strict):
+class SweepScenario(StepOptions):
     kind: Literal["sweep"] = Field(description="scenario type")
     name: str = Field(description="scenario name, used in reports")
     description: str = Field("", description="free text shown in the report")
     models: list[str] = Field(min_length=1, description="model presets or config.json paths")
-    dtype: V.literal(V.Dtype) = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
-                                          "per-tensor scales (simulator/model/dtype.py)")
-    kv_dtype: V.literal(V.Dtype) = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
     profiles: list[str] = Field(["datasheet-h200"], min_length=1, description="profile names or paths")
     fusion: list[FusionName] = Field(["fused"], min_length=1, description="fusion levels")
     graph: list[GraphName] = Field(["none", "full"], min_length=1, description="graph modes")
@@ -40,8 +38,6 @@ class SweepScenario(Strict):
     ctx: Tokens = Field(1024, description="context length of every decoding sequence, tokens")
     mixed: MixedSpec | None = Field(None, description="optional share of mixed (decode + prefill) steps")
     shared_pool: bool = Field(True, description="one graph pool shared by all sizes (captured largest-first)")
-    attention_backend: V.literal(V.AttentionBackend) = Field("flashinfer", description=ATTENTION_BACKEND_HELP)
-    prefill_layout: PrefillLayout = Field(None, description=PREFILL_LAYOUT_HELP)
     gpu_util: float = Field(0.9, gt=0, le=1, description="fraction of GPU memory the engine may use")
     workspace_bytes: Union[int, str] = Field("1GiB", validate_default=True, description="memory for workspaces and eager activations")
     executor: V.literal(V.Executor) = Field("local", description="local processes or a Ray cluster")

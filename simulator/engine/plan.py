@@ -27,7 +27,7 @@ import numpy as np
 
 from simulator.model.costs import CostModel
 from simulator.model.kernels import LaunchPath, OpClass, Step
-from simulator.engine.routing import RoutingError, plan_mode
+from simulator.engine.routing import PLAN_MODES, RoutingError, plan_mode
 _COMPILED_PATHS = (LaunchPath.COMPILED, LaunchPath.COMPILED_EXTERN)
 
 
@@ -74,11 +74,20 @@ class LaunchPlan:
 
 def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: float = 0.5,
                pure_decode: bool = True) -> LaunchPlan:
-    """Lower a step to launches under a graph mode. `quantile` picks host costs from the profile."""
+    """Lower a step under a *configured* graph mode (routed here by `routing.plan_mode`, every size captured).
+    Callers that routed already (predict, the step-cost cache, serving) call `lower` with the plan mode."""
     try:
         mode = plan_mode(graph, pure_decode)
     except RoutingError as e:
         raise PlanError(str(e)) from None
+    return lower(step, costs, mode, quantile)
+
+
+def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5) -> LaunchPlan:
+    """Lower a step to launches under a *plan mode* (`none`, `full`, `piecewise`: what `routing.route` decided;
+    no second routing pass). `quantile` picks host costs from the profile."""
+    if mode not in PLAN_MODES:
+        raise PlanError(f"unknown plan mode '{mode}': use one of {', '.join(PLAN_MODES)}")
     ops = step.ops
     if not any(o.launches_kernel for o in ops):
         raise PlanError("step has no kernels")

@@ -22,11 +22,11 @@ from simulator.model.costs import CostModel
 from simulator.engine.fastpath import simulate_fast, step_times
 from simulator.model.kernels import Step
 from simulator.model.models import ModelSpec, load_model
-from simulator.engine.plan import build_plan, sample_hosts
+from simulator.engine.plan import build_plan, lower, sample_hosts
 from simulator.model.profile import Profile, load_profile
-from simulator.engine.routing import DEFAULT_BACKEND, Route, lowered_pure, padded_shape, route_shape
+from simulator.engine.routing import DEFAULT_BACKEND, Route
 from simulator.engine.timeline import StepResult, Timeline, summarize
-from simulator.model.workload import StepShape, build_step, decode
+from simulator.model.workload import StepShape, decode
 
 ENGINES = V.values(V.Engine)
 
@@ -74,6 +74,11 @@ def host_band(step: Step, costs: CostModel, graph: str, replicates: int, seed: i
     """`plan`: build_plan(step, costs, graph, pure_decode=pure_decode) where the caller has it already."""
     if plan is None:
         plan = build_plan(step, costs, graph, pure_decode=pure_decode)
+    return _band(plan, step, costs, replicates, seed)
+
+
+def _band(plan, step: Step, costs: CostModel, replicates: int, seed: int) -> dict[str, float]:
+    """p10/p50/p90 of step time over `replicates` host-noise draws of a lowered plan (numpy Generator `seed`)."""
     rng = np.random.default_rng(seed)
     sf = costs.profile.host.step_factor
     # each replicate draws one uniform per op (eager plans only), then (with a step factor) one more: all rows at
@@ -88,22 +93,28 @@ def host_band(step: Step, costs: CostModel, graph: str, replicates: int, seed: i
     return {"p10": float(q[0]), "p50": float(q[1]), "p90": float(q[2])}
 
 
+def predict_setup(setup, shape: StepShape, engine: str = "fast", replicates: int = 0, seed: int = 0) -> Prediction:
+    """One step's figures for a `StepSetup` (engine/setup.py): `setup.capture` routes the step once, the padded
+    step is built by the setup's recipe and lowered in the routed plan mode (`plan.lower`), then run on `engine`,
+    with the host-noise band over `replicates` draws (seeded)."""
+    r, shape = setup.capture.padded(shape)
+    step = setup.build(shape)
+    plan = lower(step, setup.costs, r.mode)
+    tl = run_engine(plan, engine)
+    band = _band(plan, step, setup.costs, replicates, seed) if replicates > 0 else None
+    return Prediction(summarize(tl), tl, step, band, r)
+
+
 def predict(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "none", graph: str = "none",
             profile: Profile | str | None = None, engine: str = "fast", replicates: int = 0,
             seed: int = 0, shape: StepShape | None = None, sizes: list[int] | None = None, *,
             backend: str = DEFAULT_BACKEND, prefill_sizes: list[int] | None = None) -> Prediction:
-    """One step's figures; `sizes`: the captured sizes (None: every size captured, the step runs unpadded);
-    `backend`, `prefill_sizes`: the attention backend and prefill token sizes (routing.route)."""
+    """`predict_setup` for loose arguments; `sizes`: the captured sizes (None: every size captured, the step runs
+    unpadded); `backend`, `prefill_sizes`: the attention backend and prefill token sizes (routing.route)."""
+    from simulator.engine.setup import Capture, StepSetup
+
     m = load_model(model) if isinstance(model, str) else model
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     costs = CostModel(prof)
-    shape = shape or decode(batch, ctx)
-    r = route_shape(graph, sizes, shape, backend=backend, prefill_sizes=prefill_sizes)
-    shape = padded_shape(shape, r)
-    step = build_step(m, shape, fusion)
-    pure = lowered_pure(r.mode, shape.is_pure_decode)
-    res, tl = simulate(step, costs, r.mode, engine, pure_decode=pure)
-    band = host_band(step, costs, r.mode, replicates, seed, pure) if replicates > 0 else None
-    return Prediction(res, tl, step, band, r)
-
-
+    setup = StepSetup(m, costs, "", fusion, "reference", Capture.of(graph, sizes, prefill_sizes, backend))
+    return predict_setup(setup, shape or decode(batch, ctx), engine, replicates, seed)

@@ -239,6 +239,23 @@ def run_loop(forward: LaunchPlan, ec: EngineCosts, steps: int, scheduling: str, 
     return summarize_loop(lp, tl), tl, lp
 
 
+def loop_of(setup, shape, engine: str = "fast", steps: int = 8, scheduling: str = "sync", sampling: str = "greedy"):
+    """N steps of the engine loop around one forward of a `StepSetup` (engine/setup.py), routed once by its
+    capture: (LoopResult, forward StepResult)."""
+    import dataclasses
+
+    from simulator.engine.plan import lower
+    from simulator.engine.predict import run_engine
+    from simulator.engine.timeline import summarize
+
+    r, shape = setup.capture.padded(shape)
+    plan = lower(setup.build(shape), setup.costs, r.mode)
+    ec = engine_costs(setup.profile, max(1, shape.seqs), sampling)
+    res, tl, _ = run_loop(plan, ec, steps, scheduling, setup.costs.eager_gap_s, engine)
+    res = dataclasses.replace(res, timeline=tl)  # the whole loop's two lanes (for the step report)
+    return res, summarize(run_engine(plan, engine))
+
+
 def predict_loop(model, batch: int, ctx: int, fusion: str = "none", graph: str = "none",
                  profile=None, engine: str = "fast", steps: int = 8,
                  scheduling: str = "sync", sampling: str = "greedy", shape=None):

@@ -19,9 +19,9 @@ import numpy as np
 
 from simulator.model.costs import CostModel
 from simulator.model.models import ModelSpec
-from simulator.engine.plan import LaunchPlan, build_plan
+from simulator.engine.plan import LaunchPlan, build_plan, lower
 from simulator.engine.routing import plan_mode
-from simulator.model.workload import StepShape, build_step
+from simulator.model.workload import StepShape, build_step, layers_repeat
 
 
 def _lcp(a, b) -> int:
@@ -49,16 +49,43 @@ def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel
                pure_decode: bool = True) -> LaunchPlan:
     """The same plan as build_plan(build_step(model, shape, fusion), costs, mode), built by layer tiling."""
     L = model.num_hidden_layers
-    if L <= 3:
+    if L <= 3 or not layers_repeat(model, shape):  # sliding-window layers unlike full ones: no tiling
         return build_plan(build_step(model, shape, fusion), costs, mode, pure_decode=pure_decode)
     p1, p2 = (build_plan(_small_step(model, k, shape, fusion), costs, mode, pure_decode=pure_decode) for k in (1, 2))
+    return (_tile(p1, p2, L, costs, plan_mode(mode, pure_decode))
+            or build_plan(build_step(model, shape, fusion), costs, mode, pure_decode=pure_decode))
+
+
+def tiled_lower(setup, shape: StepShape, mode: str, small: dict | None = None) -> LaunchPlan:
+    """The plan of `setup`'s step of `shape` under plan mode `mode` (routed already: no second pass), built by
+    layer tiling: bitwise `plan.lower(setup.build(shape), setup.costs, mode)`. `small`: a memo of the 1- and
+    2-layer steps (the caller's `StepCostCache` owns it)."""
+    L = setup.model.num_hidden_layers
+    costs = setup.costs
+    if L <= 3:
+        return lower(setup.build(shape), costs, mode)
+    memo = small if small is not None else {}
+
+    def cut(k):
+        key = (setup.build_key, k, shape)
+        st = memo.get(key)
+        if st is None:
+            st = memo[key] = setup.with_layers(k).build(shape)
+        return st
+
+    p1, p2 = lower(cut(1), costs, mode), lower(cut(2), costs, mode)
+    return _tile(p1, p2, L, costs, mode) or lower(setup.build(shape), costs, mode)
+
+
+def _tile(p1: LaunchPlan, p2: LaunchPlan, L: int, costs: CostModel, eff: str) -> LaunchPlan | None:
+    """The L-layer plan from the 1- and 2-layer plans under plan mode `eff`; None where they are not of the form
+    plan_1[:a] + block + plan_1[a:]."""
     reps = L - 1
     dk = p2.kernels - p1.kernels
     ak = min(_lcp(p1.gpu_s, p2.gpu_s), _lcp(p1.gap_s, p2.gap_s), _lcp(p1.kernel_names, p2.kernel_names))
     gpu = _insert(p1.gpu_s, p2.gpu_s, ak, dk, reps)
     gap = _insert(p1.gap_s, p2.gap_s, ak, dk, reps)
     names = _insert(p1.kernel_names, p2.kernel_names, ak, dk, reps)
-    eff = plan_mode(mode, pure_decode)
     if eff == "full":
         k = int(gpu.size) if gpu is not None else 0
         host, counts, labels = np.array([costs.graph_launch_s(k)]), np.array([k], dtype=np.int64), \
@@ -71,7 +98,7 @@ def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel
         counts = _insert(p1.kernels_per_launch, p2.kernels_per_launch, al, dl, reps)
         labels = _insert(p1.launch_labels, p2.launch_labels, al, dl, reps)
     if any(x is None for x in (gpu, gap, names, host, counts, labels)) or p1.host_tail_s != p2.host_tail_s:
-        return build_plan(build_step(model, shape, fusion), costs, mode, pure_decode=pure_decode)
+        return None
     return LaunchPlan(host_s=host, kernels_per_launch=counts, gpu_s=gpu, gap_s=gap, queue_depth=p1.queue_depth,
                       host_tail_s=p1.host_tail_s, launch_labels=labels, kernel_names=names,
                       host_calls=p1.host_calls + reps * (p2.host_calls - p1.host_calls), graph_mode=p1.graph_mode,

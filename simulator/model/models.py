@@ -37,6 +37,38 @@ class ModelSpec:
     # storage dtypes (simulator/model/dtype.py): "bf16" or "fp8" (e4m3, per-tensor scales)
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
+    # architecture family (simulator/model/families.py); the defaults are a Llama
+    family: str = "llama"
+    family_assumed: bool = False  # an unknown family read as `family` because the caller said so
+    qkv_bias: bool = False  # q/k/v projections add a bias (qwen2; attention_bias)
+    o_bias: bool = False  # o_proj adds a bias (llama-style attention_bias)
+    mlp_bias: bool = False
+    packed_qkv: bool = False  # transformers' own code keeps qkv_proj / gate_up_proj packed (phi3)
+    packed_gate_up: bool = False
+    norm_kind: str = "rms"  # "rms": w * x; "gemma": x * (1 + w) in fp32
+    sandwich_norms: bool = False  # gemma2/3: pre and post norm around each sublayer (4 a layer)
+    activation: str = "silu"
+    final_logit_softcap: float = 0.0  # gemma2: tanh soft-capping of the logits (0: none)
+    attn_logit_softcap: float = 0.0  # gemma2: read; SDPA does not apply it (no kernel)
+    sliding_window: int = 0  # 0: none
+    layer_sliding: tuple[bool, ...] = ()  # per layer: uses the sliding window (empty: none does)
+    embed_scale_kernels: int = 0  # gemma: embeddings * sqrt(hidden)
+    rope_sets: int = 1  # rotary embeddings per step (gemma3: local + global)
+    rope_pass_cat: bool = False  # phi3: cat(rotated, pass-through) per q and k
+    rotary_dim: int = 0  # 0: head_dim (partial_rotary_factor < 1 rotates fewer)
+    ignored_fields: tuple[str, ...] = ()  # config fields present that change nothing (families.ignored_config_fields)
+    config_model_type: str = ""  # what the config.json named (model_type, else its first architecture)
+
+    def sliding_at(self, layer: int) -> bool:
+        """Layer `layer` attends through the sliding window (the pattern repeats past its end: a model cut to
+        fewer layers keeps its first layers' pattern)."""
+        if not self.sliding_window or not self.layer_sliding:
+            return False
+        return self.layer_sliding[layer % len(self.layer_sliding)]
+
+    @property
+    def rope_dim(self) -> int:
+        return self.rotary_dim or self.head_dim
 
     @property
     def is_moe(self) -> bool:
@@ -66,7 +98,7 @@ class ModelSpec:
     def other_params(self) -> int:
         """Parameters kept in bf16 at any dtype: norms, the MoE router (and shared-expert gate), embeddings, lm_head."""
         h, L = self.hidden_size, self.num_hidden_layers
-        per_layer = 2 * h + (2 * self.head_dim if self.qk_norm else 0)
+        per_layer = (4 if self.sandwich_norms else 2) * h + (2 * self.head_dim if self.qk_norm else 0)
         if self.is_moe:
             per_layer += h * self.num_experts + (h if self.shared_expert_intermediate_size else 0)
         emb = self.vocab_size * h
@@ -92,15 +124,15 @@ class ModelSpec:
 
 # Published configs (Hugging Face `config.json` of each model).
 PRESETS: dict[str, ModelSpec] = {
-    "qwen3-0.6b": ModelSpec("qwen3-0.6b", 1024, 28, 16, 8, 128, 3072, 151936, True, True, 40960),
-    "qwen3-8b": ModelSpec("qwen3-8b", 4096, 36, 32, 8, 128, 12288, 151936, False, True, 40960),
+    "qwen3-0.6b": ModelSpec("qwen3-0.6b", 1024, 28, 16, 8, 128, 3072, 151936, True, True, 40960, family="qwen3"),
+    "qwen3-8b": ModelSpec("qwen3-8b", 4096, 36, 32, 8, 128, 12288, 151936, False, True, 40960, family="qwen3"),
     "llama3-8b": ModelSpec("llama3-8b", 4096, 32, 32, 8, 128, 14336, 128256, False, False, 8192),
     "llama3-70b": ModelSpec("llama3-70b", 8192, 80, 64, 8, 128, 28672, 128256, False, False, 8192),
     # Qwen/Qwen3-30B-A3B: 48 layers, 128 experts, top-8, moe_intermediate 768, no shared experts, norm_topk_prob
     # true (intermediate_size 6144 is unused: every layer is sparse, decoder_sparse_step 1, mlp_only_layers [])
     "qwen3-30b-a3b": ModelSpec("qwen3-30b-a3b", 2048, 48, 32, 4, 128, 6144, 151936, False, True, 40960,
                                num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
-                               norm_topk_prob=True),
+                               norm_topk_prob=True, family="qwen3_moe"),
 }
 
 _REQUIRED = (
@@ -121,7 +153,9 @@ _LIMITS = {"hidden_size": L.MAX_DIM, "num_hidden_layers": L.MAX_LAYERS, "num_att
 # moe_intermediate_size, shared_expert_intermediate_size, norm_topk_prob. Expert layouts it does not model:
 _EXPERT_KEYS = ("n_routed_experts", "n_shared_experts", "num_shared_experts", "moe_num_experts", "expert_interval",
                 "first_k_dense_replace", "moe_layer_freq", "mlp_only_layers")
-_DTYPES_OK = ("bfloat16", "float16", "bf16", "fp16", "half", "auto")
+# float32: a checkpoint stored in fp32 (gemma-2-2b's published config); launchsim runs it in bf16 and lists the field
+# in ignored_config_fields
+_DTYPES_OK = ("bfloat16", "float16", "bf16", "fp16", "half", "auto", "float32")
 
 
 def unmodelled_field(cfg: dict) -> tuple[str, str] | None:
@@ -142,13 +176,16 @@ def unmodelled_field(cfg: dict) -> tuple[str, str] | None:
     for k in ("kv_lora_rank", "q_lora_rank"):
         if on(k):
             return k, "multi-head latent attention (MLA)"
-    if cfg.get("use_sliding_window") is True:
-        return "use_sliding_window", "sliding-window attention"
-    if on("sliding_window") and "use_sliding_window" not in cfg:
-        return "sliding_window", "sliding-window attention"
     lt = cfg.get("layer_types")
-    if isinstance(lt, list) and any(x != "full_attention" for x in lt):
-        return "layer_types", "layers other than full attention"
+    if lt is not None and (not isinstance(lt, list) or not all(isinstance(x, str) for x in lt)):
+        return "layer_types", f"layer_types {lt!r} (a list of layer-type names is expected)"
+    if isinstance(lt, list) and any(x not in ("full_attention", "sliding_attention") for x in lt):
+        return "layer_types", "layers other than full or sliding-window attention"
+    rs = cfg.get("rope_scaling")
+    if isinstance(rs, dict):
+        kind = rs.get("rope_type", rs.get("type"))
+        if kind not in (None, "default", "linear", "llama3", "yarn"):
+            return "rope_scaling", f"rope_scaling type {kind!r} (recomputes frequencies during decode)"
     for k in ("vision_config", "audio_config", "text_config"):
         if on(k):
             return k, "a multimodal or nested model config"
@@ -161,9 +198,13 @@ def unmodelled_field(cfg: dict) -> tuple[str, str] | None:
     return None
 
 
-def load_model(name_or_path: str) -> ModelSpec:
+def load_model(name_or_path: str, assume_family: str | None = None) -> ModelSpec:
     """A preset name, or a path to a Hugging Face `config.json`. Every problem is one line
-    `FILE:LINE: field 'name': message` (or names the file)."""
+    `FILE:LINE: field 'name': message` (or names the file). A config whose family (model_type / architectures)
+    is not one of families.SUPPORTED is refused unless `assume_family` names the family to read it as (recorded
+    in ModelSpec.family_assumed)."""
+    from simulator.model import families as F
+
     if name_or_path in PRESETS:
         return PRESETS[name_or_path]
     if not str(name_or_path).strip():
@@ -201,12 +242,18 @@ def load_model(name_or_path: str) -> ModelSpec:
         if v > cap:
             raise bad(k, f"{v:,} is above the limit of {cap:,}")
     heads = cfg["num_attention_heads"]
-    kv = cfg.get("num_key_value_heads") or heads
+    kv = cfg.get("num_key_value_heads")
+    kv = heads if kv is None else kv
     if heads % kv:
         raise bad("num_key_value_heads", f"num_attention_heads ({heads}) must be a multiple of it ({kv})")
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
-    if head_dim <= 0:
-        raise bad("num_attention_heads", f"more heads ({heads}) than hidden_size ({cfg['hidden_size']}) allows")
+    head_dim = cfg.get("head_dim")
+    if head_dim is None:
+        if cfg["hidden_size"] < heads:
+            raise bad("num_attention_heads", f"more heads ({heads}) than hidden_size ({cfg['hidden_size']}) allows")
+        if cfg["hidden_size"] % heads:
+            raise bad("num_attention_heads", f"hidden_size ({cfg['hidden_size']}) is not divisible by it ({heads}) "
+                                             "and no head_dim is given")
+        head_dim = cfg["hidden_size"] // heads
     arch = cfg.get("architectures", [])
     if arch is not None and (not isinstance(arch, list) or not all(isinstance(x, str) for x in arch)):
         raise bad("architectures", f"must be a list of strings, got {arch!r}")
@@ -216,9 +263,20 @@ def load_model(name_or_path: str) -> ModelSpec:
     tie = cfg.get("tie_word_embeddings", False)
     if tie is not None and not isinstance(tie, bool):
         raise bad("tie_word_embeddings", f"must be true or false, got {tie!r}")
-    arch_text = " ".join(arch or []) + " " + str(mtype or "")
     from simulator.model.moe import moe_fields
 
+    moe = moe_fields(cfg, bad)
+    try:
+        fam, assumed = F.recognise(cfg, assume_family)
+    except F.FamilyUnknown as e:
+        raise bad("model_type" if "model_type" in cfg or "architectures" not in cfg else "architectures", str(e))
+    if fam.moe and not moe:
+        raise bad("num_experts", f"family {fam.name} is a Mixture-of-Experts model: num_experts (or "
+                                 "num_local_experts) must be a positive integer")
+    if moe and not fam.moe:
+        raise bad("num_experts", f"family {fam.name} has no experts; this config gives {moe['num_experts']}")
+    if fam.norm_topk_prob is not None and moe:
+        moe["norm_topk_prob"] = fam.norm_topk_prob
     return ModelSpec(
         name=path.stem if path.stem != "config" else path.parent.name or "custom",
         hidden_size=cfg["hidden_size"],
@@ -229,7 +287,101 @@ def load_model(name_or_path: str) -> ModelSpec:
         intermediate_size=cfg["intermediate_size"],
         vocab_size=cfg["vocab_size"],
         tie_word_embeddings=bool(tie),
-        qk_norm="qwen3" in arch_text.lower(),
+        qk_norm=fam.qk_norm,
         max_position_embeddings=int(cfg.get("max_position_embeddings") or 131072),
-        **moe_fields(cfg, bad),
+        **moe,
+        **_family_fields(cfg, fam, assumed, head_dim, bad),
     )
+
+
+def _flag(cfg, key, bad, default=False) -> bool:
+    v = cfg.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise bad(key, f"must be true or false, got {v!r}")
+    return v
+
+
+def _family_fields(cfg: dict, fam, assumed: bool, head_dim: int, bad) -> dict:
+    """ModelSpec fields of the family's differences (simulator/model/families.py), each config field checked."""
+    from simulator.model import families as F
+
+    L = cfg["num_hidden_layers"]
+    attn_bias = _flag(cfg, "attention_bias", bad)
+    out = {"family": fam.name, "family_assumed": assumed,
+           "qkv_bias": attn_bias if fam.qkv_bias is None else fam.qkv_bias,
+           "o_bias": attn_bias if fam.qkv_bias is None else False,
+           "mlp_bias": _flag(cfg, "mlp_bias", bad),
+           "packed_qkv": fam.packed_qkv, "packed_gate_up": fam.packed_gate_up, "norm_kind": fam.norm_kind,
+           "sandwich_norms": fam.sandwich_norms, "embed_scale_kernels": fam.embed_scale_kernels,
+           "rope_sets": fam.rope_sets, "rope_pass_cat": fam.rope_pass_cat}
+    key = "hidden_activation" if cfg.get("hidden_activation") is not None else "hidden_act"
+    act = cfg.get(key, fam.default_act)
+    act = fam.default_act if act is None else act
+    if act not in F.ACTIVATIONS:
+        raise bad(key, f"activation {act!r} is not modelled: use one of {', '.join(F.ACTIVATIONS)}")
+    out["activation"] = act
+    for k, dst in (("final_logit_softcapping", "final_logit_softcap"), ("attn_logit_softcapping",
+                                                                         "attn_logit_softcap")):
+        v = cfg.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or v != v or v == float("inf"):
+            raise bad(k, f"must be a positive number or null, got {v!r}")
+        out[dst] = float(v)
+    for k in ("use_sliding_window",):
+        if k in cfg:
+            _flag(cfg, k, bad)
+    for k in ("max_window_layers", "sliding_window_pattern"):
+        v = cfg.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0 or
+                              (k == "sliding_window_pattern" and v == 0)):
+            raise bad(k, f"must be a non-negative integer, got {v!r}" if k == "max_window_layers"
+                      else f"must be a positive integer, got {v!r}")
+    lt = cfg.get("layer_types")
+    if isinstance(lt, list) and lt and len(lt) != L:
+        raise bad("layer_types", f"{len(lt)} entries for {L} layers")
+    pattern = F.sliding_pattern(fam, cfg, L)
+    w = cfg.get("sliding_window")
+    if w is None and "sliding_window" not in cfg:
+        w = fam.default_window
+    if any(pattern):
+        if w is None and fam.sliding in ("all",):
+            pattern = ()
+        elif isinstance(w, bool) or not isinstance(w, int) or w <= 0:
+            raise bad("sliding_window", f"must be a positive integer with sliding-window layers, got {w!r}")
+        else:
+            out["sliding_window"] = w
+            out["layer_sliding"] = pattern
+    prf = cfg.get("partial_rotary_factor")
+    if prf is not None:
+        if isinstance(prf, bool) or not isinstance(prf, (int, float)) or not 0 < prf <= 1:
+            raise bad("partial_rotary_factor", f"must be a number in (0, 1], got {prf!r}")
+        rd = int(head_dim * prf)
+        if rd % 2 or rd <= 0:
+            raise bad("partial_rotary_factor", f"gives an odd or empty rotary dimension ({rd}) of head_dim {head_dim}")
+        if rd != head_dim:
+            out["rotary_dim"] = rd
+    out["ignored_fields"] = tuple(F.ignored_config_fields(cfg, fam))
+    arch = cfg.get("architectures") or []
+    out["config_model_type"] = cfg.get("model_type") or (arch[0] if arch else "")
+    return out
+
+
+def family_info(model: ModelSpec) -> dict:
+    """What predict's JSON and text say about the architecture: the family modelled, whether the caller assumed it
+    (and what the config named), and the config fields without effect on a step."""
+    out = {"family": model.family, "family_assumed": model.family_assumed,
+           "ignored_config_fields": list(model.ignored_fields)}
+    if model.family_assumed:
+        out["config_model_type"] = model.config_model_type
+        out["note"] = (f"config names {model.config_model_type or 'no family'!r}: modelled as a {model.family} "
+                       "decoder because assume_family says so")
+    return out
+
+
+def ignored_config_fields(model: ModelSpec) -> list[str]:
+    """The config.json fields of `model` that launchsim read past without effect on a step (predict's JSON
+    `ignored_config_fields`); presets have none."""
+    return list(model.ignored_fields)

@@ -33,30 +33,60 @@ from simulator.model.kernels import LaunchPath as P
 from simulator.model.kernels import OpClass
 
 
+def _int_field(cfg, k, bad, zero_ok: bool, cap: int):
+    v = cfg.get(k)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (v == 0 and not zero_ok):
+        raise bad(k, f"must be a {'non-negative' if zero_ok else 'positive'} integer, got {v!r}")
+    if v > cap:
+        raise bad(k, f"{v:,} is above the limit of {cap:,}")
+    return v
+
+
 def moe_fields(cfg: dict, bad) -> dict:
-    """ModelSpec keyword fields of a config.json's MoE settings ({} for a dense model); `bad(key, msg)` raises."""
-    E = cfg.get("num_experts") or cfg.get("num_local_experts") or 0
+    """ModelSpec keyword fields of a config.json's MoE settings ({} for a dense model); `bad(key, msg)` raises.
+
+    A dense config is one with no expert count (num_experts / num_local_experts absent, null or 0) and no top-k or
+    expert size. An expert count that is not an integer (a boolean, a list) is refused, as are an empty expert count
+    next to num_experts_per_tok / moe_intermediate_size (a MoE config with its experts missing, never read as
+    dense), moe_intermediate_size 0, and num_experts and num_local_experts that disagree."""
+    present = [k for k in ("num_experts", "num_local_experts") if k in cfg and cfg[k] is not None]
+    for k in present:
+        v = cfg[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise bad(k, f"must be a non-negative integer (0 or null: a dense model), got {v!r}")
+    counts = {k: cfg[k] for k in present}
+    if len(set(counts.values())) > 1:
+        raise bad("num_local_experts", f"num_experts ({counts['num_experts']}) and num_local_experts "
+                                       f"({counts['num_local_experts']}) disagree")
+    E = next((v for v in counts.values() if v), 0)
+    moe_keys = [k for k in ("num_experts_per_tok", "moe_intermediate_size") if cfg.get(k) is not None]
     if not E:
+        if moe_keys:
+            key = present[0] if present else "num_experts"
+            raise bad(key, f"no experts ({cfg.get(key)!r}) but {moe_keys[0]} is set: a Mixture-of-Experts config "
+                           "needs a positive expert count (refusing to read it as a dense model)")
         return {}
-    key = "num_experts" if cfg.get("num_experts") else "num_local_experts"
-    out = {}
-    for k, v, cap in ((key, E, 1 << 12), ("num_experts_per_tok", cfg.get("num_experts_per_tok"), 1 << 12),
-                      ("moe_intermediate_size", cfg.get("moe_intermediate_size") or cfg.get("intermediate_size"),
-                       1 << 20),
-                      ("shared_expert_intermediate_size", cfg.get("shared_expert_intermediate_size") or 0, 1 << 20)):
-        if v is None:
-            raise bad(k, f"missing field (required with {key})")
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (v == 0 and k != "shared_expert_intermediate_size"):
-            raise bad(k, f"must be a positive integer, got {v!r}")
-        if v > cap:
-            raise bad(k, f"{v:,} is above the limit of {cap:,}")
-        out[k] = v
+    key = next(k for k, v in counts.items() if v)
+    if key not in cfg:
+        key = "num_experts"
+    if E > 1 << 12:
+        raise bad(key, f"{E:,} is above the limit of {1 << 12:,}")
+    if cfg.get("num_experts_per_tok") is None:
+        raise bad("num_experts_per_tok", f"missing field (required with {key})")
+    out = {"num_experts_per_tok": _int_field(cfg, "num_experts_per_tok", bad, False, 1 << 12)}
+    if cfg.get("moe_intermediate_size") is not None:
+        out["moe_intermediate_size"] = _int_field(cfg, "moe_intermediate_size", bad, False, 1 << 20)
+    else:
+        out["moe_intermediate_size"] = _int_field(cfg, "intermediate_size", bad, False, 1 << 20)  # Mixtral
+    out["shared_expert_intermediate_size"] = (
+        _int_field(cfg, "shared_expert_intermediate_size", bad, True, 1 << 20)
+        if cfg.get("shared_expert_intermediate_size") is not None else 0)
     if out["num_experts_per_tok"] > E:
         raise bad("num_experts_per_tok", f"{out['num_experts_per_tok']} is more than the {E} experts")
     norm = cfg.get("norm_topk_prob", False)
     if not isinstance(norm, bool):
         raise bad("norm_topk_prob", f"must be true or false, got {norm!r}")
-    return {"num_experts": out.pop(key), **out, "norm_topk_prob": norm}
+    return {"num_experts": E, **out, "norm_topk_prob": norm}
 
 
 def expected_active_experts(E: int, k: int, B: int) -> float:

@@ -25,6 +25,7 @@ from simulator.model.kernels import Op, OpClass, Step
 from simulator.model.models import ModelSpec
 from simulator.model.dtype import FP8_GEMMS, quant_ops
 from simulator.model.moe import block_fused, block_hf
+from simulator.model import recipes as R
 from simulator.model.parallel import logits_vocab, tp_of
 
 FUSION_LEVELS = V.values(V.Fusion)
@@ -86,12 +87,18 @@ class _Builder:
     def add(self, name, cls, path, flops=0.0, nbytes=0.0, **shape):
         self.ops.append(Op(name, cls, path, float(flops), float(nbytes), tuple(sorted(shape.items()))))
 
-    def gemm(self, name, m, n, k, path=P.EAGER_GEMM):
+    def gemm(self, name, m, n, k, path=P.EAGER_GEMM, bias=False):
+        """A GEMM (m x k) @ (k x n); `bias`: a bias vector added in the GEMM's epilogue (cuBLASLt addmm: one
+        kernel, n more bytes read and m * n more flops)."""
         e = self.e
+        bx = {"bias": 1} if bias else {}
+        bf, bb = (m * n, n * e) if bias else (0, 0)
         if self.m.weight_dtype == "fp8" and name in FP8_GEMMS:  # simulator/model/dtype.py: 1-byte A and B
-            self.add(name, OpClass.GEMM, path, 2.0 * m * n * k, m * k + n * k + e * m * n, m=m, n=n, k=k, fp8=1)
+            self.add(name, OpClass.GEMM, path, 2.0 * m * n * k + bf, m * k + n * k + e * m * n + bb, m=m, n=n, k=k,
+                     fp8=1, **bx)
             return
-        self.add(name, OpClass.GEMM, path, 2.0 * m * n * k, e * (m * k + n * k + m * n), m=m, n=n, k=k)
+        self.add(name, OpClass.GEMM, path, 2.0 * m * n * k + bf, e * (m * k + n * k + m * n) + bb, m=m, n=n, k=k,
+                 **bx)
 
     def quant(self, site, rows, k, fusion):
         quant_ops(self, site, rows, k, fusion)  # fp8 only (simulator/model/dtype.py)
@@ -144,14 +151,14 @@ class _Builder:
         self.ew(f"{name}.mul_sin", elems, 2 * e, e)
         self.ew(f"{name}.add", elems, 2 * e, e)
 
-    def attention(self, path):
+    def attention(self, path, layer=0):
         m, s, e = self.m, self.s, self.e
         hd, H, KV = m.head_dim, m.num_attention_heads, m.num_key_value_heads
-        # decode rows: one query each over ctx past keys + its own (just written) key;
-        # verify rows (q_len > 1): query i of a sequence over ctx + i + 1 keys (causal among the 1 + k new tokens);
-        # prefill rows: causal over ctx + own chunk.
+        # decode rows: one query each over ctx past keys + its own (just written) key (a sliding layer: at most
+        # the window); verify rows (q_len > 1): query i of a sequence over ctx + i + 1 keys (causal among the 1 + k
+        # new tokens); prefill rows: causal over ctx + own chunk.
         q = s.q_len
-        keys = s.ctx + q
+        keys = min(s.ctx + q, m.sliding_window) if m.sliding_at(layer) else s.ctx + q
         kv_len_pref = s.ctx + s.prefill_len
         dec_pairs = q * s.ctx + q * (q + 1) / 2  # query-key pairs per decode sequence (= ctx + 1 at q_len 1)
         flops = 4.0 * H * hd * (s.decode_seqs * dec_pairs + s.prefill_seqs * s.prefill_len * (s.ctx + s.prefill_len / 2))
@@ -165,31 +172,37 @@ class _Builder:
         )
 
 
-def _layer_eager(b: _Builder, packed: bool) -> None:
+def _layer_eager(b: _Builder, packed: bool, layer: int = 0) -> None:
+    """The reference decoder's layer (56 kernels for qwen3-0.6b), with the family's math (simulator/model/recipes.py:
+    Gemma norms, four norms a layer, biases, activation, partial rotary); llama / qwen3 layers are unchanged."""
     m, T, e = b.m, b.s.tokens, b.e
     H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
     hd = m.head_dim
     lvl = "packed" if packed else "none"
-    b.rmsnorm_eager("input_norm", T, H)
+    R.norm(b, "input_norm", T, H)
     b.quant("norm", T, H, lvl)
     if packed:
-        b.gemm("qkv_proj", T, q + 2 * kv, H)
+        b.gemm("qkv_proj", T, q + 2 * kv, H, bias=m.qkv_bias)
         b.view("qkv.split", 3)
     else:
-        b.gemm("q_proj", T, q, H)
-        b.gemm("k_proj", T, kv, H)
-        b.gemm("v_proj", T, kv, H)
+        b.gemm("q_proj", T, q, H, bias=m.qkv_bias)
+        b.gemm("k_proj", T, kv, H, bias=m.qkv_bias)
+        b.gemm("v_proj", T, kv, H, bias=m.qkv_bias)
     b.view("qkv.view_transpose", 6)
     if m.qk_norm:
-        b.rmsnorm_eager("q_norm", T * m.num_attention_heads, hd)
-        b.rmsnorm_eager("k_norm", T * m.num_key_value_heads, hd)
+        R.norm(b, "q_norm", T * m.num_attention_heads, hd)
+        R.norm(b, "k_norm", T * m.num_key_value_heads, hd)
     b.view("rope.unsqueeze", 2)
-    b.rope_eager("rope_q", T * q)
-    b.rope_eager("rope_k", T * kv)
+    if m.rotary_dim:
+        R.rope(b, "rope_q", m.num_attention_heads)
+        R.rope(b, "rope_k", m.num_key_value_heads)
+    else:
+        b.rope_eager("rope_q", T * q)
+        b.rope_eager("rope_k", T * kv)
     b.copy("cache_write_k", T * kv, e, e)
     b.copy("cache_write_v", T * kv, e, e)
     b.view("cache.slice", 2)
-    b.attention(P.EAGER_ATTENTION)
+    b.attention(P.EAGER_ATTENTION, layer)
     b.view("attn.transpose", 1)
     if b.s.attn_tokens == b.s.seqs:  # one query per sequence: the transposed output is already contiguous
         b.view("attn.contiguous", 1)
@@ -197,26 +210,30 @@ def _layer_eager(b: _Builder, packed: bool) -> None:
         b.copy("attn.contiguous", T * q, e, e)
     b.view("attn.reshape", 1)
     b.quant("attn", T, q, lvl)
-    b.gemm("o_proj", T, H, q)
+    b.gemm("o_proj", T, H, q, bias=m.o_bias)
     b.all_reduce("o_proj.all_reduce", T)
+    if m.sandwich_norms:
+        R.norm(b, "post_attn_norm", T, H)
     b.ew("residual_add", T * H, 2 * e, e)
-    b.rmsnorm_eager("post_norm", T, H)
+    R.norm(b, "post_norm", T, H)
     if m.is_moe:  # simulator/model/moe.py: transformers' sparse block
         block_hf(b)
         b.ew("residual_add", T * H, 2 * e, e)
         return
     b.quant("norm", T, H, lvl)
     if packed:
-        b.gemm("gate_up_proj", T, 2 * I, H)
+        b.gemm("gate_up_proj", T, 2 * I, H, bias=m.mlp_bias)
         b.view("gate_up.chunk", 2)
     else:
-        b.gemm("gate_proj", T, I, H)
-        b.gemm("up_proj", T, I, H)
-    b.ew("silu", T * I, e, e)
+        b.gemm("gate_proj", T, I, H, bias=m.mlp_bias)
+        b.gemm("up_proj", T, I, H, bias=m.mlp_bias)
+    b.ew("silu" if m.activation == "silu" else m.activation, T * I, e, e)
     b.ew("mul", T * I, 2 * e, e)
     b.quant("silu", T, I, lvl)
-    b.gemm("down_proj", T, H, I)
+    b.gemm("down_proj", T, H, I, bias=m.mlp_bias)
     b.all_reduce("down_proj.all_reduce", T)
+    if m.sandwich_norms:
+        R.norm(b, "post_mlp_norm", T, H)
     b.ew("residual_add", T * H, 2 * e, e)
 
 
@@ -255,32 +272,74 @@ def _layer_compiled(b: _Builder) -> None:
     b.all_reduce("down_proj.all_reduce", T)
 
 
-def _layer_fused(b: _Builder) -> None:
-    """vLLM-style custom ops: 9 kernels per layer (q/k-norm folds into the RoPE kernel)."""
+def _layer_fused(b: _Builder, layer: int = 0) -> None:
+    """vLLM-style custom ops: 9 kernels per layer (q/k-norm folds into the RoPE kernel); Gemma's post-sublayer
+    norms are two more RMSNorm kernels (vLLM's Gemma2: the post norms take no residual), biases fold into the
+    GEMMs, the activation is the family's *_and_mul."""
     m, T, e = b.m, b.s.tokens, b.e
     H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
     X = P.CUSTOM_OP
     b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X)
-    b.gemm("qkv_proj", T, q + 2 * kv, H)
+    b.gemm("qkv_proj", T, q + 2 * kv, H, bias=m.qkv_bias)
     b.red("fused_rope_cache_write", T * (q + 2 * kv), e, e, path=X)
-    b.attention(P.EAGER_ATTENTION)
+    b.attention(P.EAGER_ATTENTION, layer)
     b.quant("attn", T, q, "fused")  # fp8: RMSNorm+quant and SiLU-mul+quant are fused; this one is not
-    b.gemm("o_proj", T, H, q)
+    b.gemm("o_proj", T, H, q, bias=m.o_bias)
     b.all_reduce("o_proj.all_reduce", T)
+    if m.sandwich_norms:
+        b.red("rmsnorm", T * H, e, e, path=X)
     b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X)
     if m.is_moe:  # simulator/model/moe.py: vLLM's fused_moe
         block_fused(b)
         return
-    b.gemm("gate_up_proj", T, 2 * I, H)
-    b.ew("silu_and_mul", T * I, 2 * e, e, path=X)
-    b.gemm("down_proj", T, H, I)
+    b.gemm("gate_up_proj", T, 2 * I, H, bias=m.mlp_bias)
+    b.ew("silu_and_mul" if m.activation == "silu" else "gelu_and_mul", T * I, 2 * e, e, path=X)
+    b.gemm("down_proj", T, H, I, bias=m.mlp_bias)
     b.all_reduce("down_proj.all_reduce", T)
+    if m.sandwich_norms:
+        b.red("rmsnorm", T * H, e, e, path=X)
 
 
-def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
-    """The ordered host ops of one forward step of `model` over `shape` at fusion level `fusion`."""
+def impl_of(fusion: str, impl: str | None) -> str:
+    """The implementation a (fusion, impl) pair names: impl None is the one the fusion level implies (fused ->
+    fused, else reference), so build_step(model, shape, fusion) keeps its meaning. Refuses a pair the recipe does
+    not have, one line."""
     if fusion not in FUSION_LEVELS:
         raise WorkloadError(f"unknown fusion level '{fusion}': use one of {', '.join(FUSION_LEVELS)}")
+    if impl is None:
+        return "fused" if fusion == "fused" else "reference"
+    if impl not in R.IMPLS:
+        raise WorkloadError(f"unknown implementation '{impl}': use one of {', '.join(R.IMPLS)}")
+    if fusion not in R.FUSIONS_OF[impl]:
+        raise WorkloadError(f"fusion '{fusion}' does not exist for implementation '{impl}': its fusion levels are "
+                            f"{', '.join(R.FUSIONS_OF[impl])}")
+    return impl
+
+
+def _check_options(impl: str, cache: str, max_cache_len: int | None, shape: "StepShape") -> int:
+    if cache not in R.CACHES:
+        raise WorkloadError(f"unknown cache '{cache}': use one of {', '.join(R.CACHES)}")
+    if impl != "hf" and (cache != "static" or max_cache_len is not None):
+        raise WorkloadError(f"cache / max_cache_len are options of implementation 'hf', not '{impl}'")
+    need = shape.ctx + max(1, shape.prefill_len, shape.q_len)
+    if max_cache_len is None:
+        return need
+    if isinstance(max_cache_len, bool) or not isinstance(max_cache_len, int) or max_cache_len <= 0:
+        raise WorkloadError(f"max_cache_len must be a positive integer, got {max_cache_len!r}")
+    if cache == "dynamic":
+        raise WorkloadError("max_cache_len applies to the static cache only (a dynamic cache holds ctx + 1 keys)")
+    if max_cache_len < need:
+        raise WorkloadError(f"max_cache_len {max_cache_len} is smaller than the step's context ({need})")
+    return max_cache_len
+
+
+def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None = None, *, cache: str = "static",
+               max_cache_len: int | None = None, compile_dynamic: bool = False) -> Step:
+    """The ordered host ops of one forward step of `model` over `shape` at fusion level `fusion` of implementation
+    `impl` (simulator/model/recipes.py: reference: none / packed / compiled; hf: none / compiled; fused: fused;
+    None: fused for `fused`, else reference). hf's options: `cache` "static" (StaticCache of `max_cache_len` slots,
+    default the step's context + 1) or "dynamic"; `compile_dynamic` for its `compiled` level."""
+    impl = impl_of(fusion, impl)
     if shape.decode_seqs < 0 or shape.prefill_seqs < 0 or shape.padding < 0 or shape.seqs <= 0:
         raise WorkloadError(f"batch must be a positive integer, got {shape.seqs}")
     if shape.ctx <= 0 and shape.prefill_seqs == 0:
@@ -298,9 +357,16 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
             f"context {shape.ctx} (+{new} new) exceeds {model.name}'s "
             f"max_position_embeddings {model.max_position_embeddings}"
         )
+    slots = _check_options(impl, cache, max_cache_len, shape)
     if model.is_moe and fusion == "compiled":
         raise WorkloadError(f"fusion 'compiled' is not modelled for the MoE model {model.name} (torch.compile of "
                             "an MoE layer was not measured): use none, packed or fused")
+    if impl == "hf":
+        return _build_hf(model, shape, fusion, cache, slots, compile_dynamic)
+    if fusion == "compiled" and R.family_extras(model):
+        raise WorkloadError(f"fusion 'compiled' of implementation 'reference' is the measured Inductor list of a "
+                            f"llama / qwen3 layer; {model.name} ({model.family}) has "
+                            f"{', '.join(R.family_extras(model))}: use implementation 'hf'")
     b = _Builder(model, shape)
     T, H, e = shape.tokens, model.hidden_size, model.dtype_bytes
     eager = fusion in V.EAGER_FUSIONS
@@ -313,27 +379,25 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
         b.gemm("rotary.matmul", T, model.head_dim // 2, 1, path=P.COMPILED_EXTERN)
         b.all_reduce("embedding.all_reduce", T)  # tp > 1: the vocab-parallel embedding's partial rows
     else:
-        b.add("embedding", OpClass.EMBEDDING, P.EAGER_EMBEDDING, 0.0, T * (H * e + 8))
+        R.embedding(b, scale_path=P.CUSTOM_OP if fusion == "fused" else P.EAGER_ELEMENTWISE)
         b.all_reduce("embedding.all_reduce", T)
     if eager:
-        _rotary_preamble_eager(b)
-    # layers 2..L are identical (the same Op objects): build two, repeat the second (only the compiled layer 0
-    # differs, by the embedding its norm absorbs)
-    L = model.num_hidden_layers
-    for _ in range(min(L, 2)):
-        start = len(b.ops)
+        for _ in range(model.rope_sets):
+            _rotary_preamble_eager(b)
+
+    def layer(i):
         if eager:
-            _layer_eager(b, packed=(fusion == "packed"))
+            _layer_eager(b, packed=(fusion == "packed"), layer=i)
         elif fusion == "compiled":
             _layer_compiled(b)
         else:
-            _layer_fused(b)
-    if L > 2:
-        b.ops.extend(b.ops[start:] * (L - 2))
+            _layer_fused(b, layer=i)
+
+    _layers(b, model, shape, layer, fresh_first=fusion == "compiled")
     # logits for each sequence's last token (each of a verify sequence's q_len tokens) and each padding row
     last = shape.decode_seqs * shape.q_len + shape.prefill_seqs + shape.padding
     if eager:
-        b.rmsnorm_eager("final_norm", T, H)
+        R.norm(b, "final_norm", T, H)
         b.gemm("lm_head", last, model.vocab_size, H)
     elif fusion == "compiled":
         b.red("final_add_rmsnorm", T * H, 3 * e, e, path=P.COMPILED)
@@ -342,9 +406,82 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str) -> Step:
         b.red("final_add_rmsnorm", T * H, 3 * e, e, path=P.CUSTOM_OP)
         b.gemm("lm_head", last, model.vocab_size, H)
     b.all_gather_logits(last)
+    R.softcap(b, last, path=P.EAGER_ELEMENTWISE)
     label = f"{model.name} {fusion} seqs={shape.seqs} tokens={T} ctx={shape.ctx}" + (
         f" q_len={shape.q_len}" if shape.q_len > 1 else "")
     return Step(tuple(b.ops), label=label, layers=model.num_hidden_layers, tokens=T)
+
+
+def layers_repeat(model: ModelSpec, shape: StepShape, slots: int | None = None) -> bool:
+    """Layers 1..L-1 build the same ops at this shape (what layer tiling assumes): false where sliding-window
+    layers read fewer keys than full ones (gemma2 past its window, say). `slots`: an hf static cache's length."""
+    keys = max(slots or 0, shape.ctx + max(1, shape.prefill_len, shape.q_len))
+    kinds = {model.sliding_at(i) and model.sliding_window < keys for i in range(1, model.num_hidden_layers)}
+    return len(kinds) <= 1
+
+
+def _layers(b: _Builder, model: ModelSpec, shape: StepShape, layer, fresh_first: bool = True) -> None:
+    """Emit every layer: layer 0 built fresh, then one built list per kind of layer (full attention, or sliding
+    where the window is shorter than the keys) repeated (the same Op objects), in the model's layer order."""
+    L = model.num_hidden_layers
+    built: dict[bool, list] = {}
+    for i in range(L):
+        kind = model.sliding_at(i) and model.sliding_window < shape.ctx + max(1, shape.prefill_len, shape.q_len)
+        if i > 0 and kind in built:
+            b.ops.extend(built[kind])
+            continue
+        start = len(b.ops)
+        layer(i)
+        if i > 0 or not fresh_first:
+            built[kind] = b.ops[start:]
+        if i == 0 and fresh_first:
+            continue
+
+
+def _build_hf(model: ModelSpec, shape: StepShape, fusion: str, cache: str, slots: int, compile_dynamic: bool) -> Step:
+    """transformers' own decoder (simulator/model/recipes.py); `compiled`: Inductor's pass over it."""
+    if shape.prefill_seqs:
+        raise WorkloadError("implementation 'hf' models decode steps only (a mixed prefill batch is a serving "
+                            "engine's step): use implementation 'reference' or 'fused'")
+    if shape.padding:
+        raise WorkloadError("implementation 'hf' has no padded graph rows (transformers runs the batch it is given)")
+    b = _Builder(model, shape)
+    if b.tp > 1:
+        raise WorkloadError(f"implementation 'hf' runs transformers on one GPU; {model.name} is a tensor-parallel "
+                            f"shard (tp {b.tp}): use implementation 'reference' or 'fused'")
+    if model.weight_dtype != "bf16" or model.kv_dtype != "bf16":
+        raise WorkloadError("implementation 'hf' was measured in bf16 only (weight_dtype / kv_dtype fp8 are "
+                            "modelled for 'reference' and 'fused')")
+    R.hf_preamble(b, cache, slots)
+
+    def layer(i):
+        R.hf_layer(b, i, cache, slots)
+
+    _layers_hf(b, model, shape, layer, cache, slots)
+    R.hf_tail(b)
+    ops = tuple(b.ops)
+    if fusion == "compiled":
+        try:
+            from simulator.model.inductor import compile_ops
+        except ImportError as exc:
+            raise WorkloadError("fusion 'compiled' of implementation 'hf' needs Inductor's fusion pass "
+                                "(simulator/model/inductor.py), which this build does not have") from exc
+        ops = tuple(compile_ops(list(ops), compile_dynamic))
+    label = f"{model.name} hf/{cache} {fusion} seqs={shape.seqs} tokens={shape.tokens} ctx={shape.ctx}"
+    return Step(ops, label=label, layers=model.num_hidden_layers, tokens=shape.tokens)
+
+
+def _layers_hf(b, model, shape, layer, cache, slots) -> None:
+    keys = slots if cache == "static" else shape.ctx + 1
+    built: dict[bool, list] = {}
+    for i in range(model.num_hidden_layers):
+        kind = model.sliding_at(i) and model.sliding_window < keys
+        if kind in built:
+            b.ops.extend(built[kind])
+            continue
+        start = len(b.ops)
+        layer(i)
+        built[kind] = b.ops[start:]
 
 
 def _rotary_preamble_eager(b: _Builder) -> None:
@@ -375,10 +512,12 @@ def toy_step(layers: int, kernels_per_layer: int, launch_s: float, kernel_s: flo
     return Step((op,) * n, label=f"toy {layers}x{kernels_per_layer}", layers=layers, tokens=1)
 
 
-def kernels_per_layer(model: ModelSpec, fusion: str) -> int:
-    """Kernels launched per decoder layer (the preamble and head excluded)."""
+def kernels_per_layer(model: ModelSpec, fusion: str, impl: str | None = None, **options) -> int:
+    """Kernels launched per decoder layer (the preamble and head excluded), at batch 1 and context 128: the third
+    layer's (3 layers less 2: by then a model with sliding and full layers, gemma2, has its preamble's masks for
+    both; at context 128 its layers are alike)."""
     from dataclasses import replace
 
-    one = build_step(replace(model, num_hidden_layers=1), decode(1, 128), fusion).kernels
-    two = build_step(replace(model, num_hidden_layers=2), decode(1, 128), fusion).kernels
-    return two - one
+    two = build_step(replace(model, num_hidden_layers=2), decode(1, 128), fusion, impl, **options).kernels
+    three = build_step(replace(model, num_hidden_layers=3), decode(1, 128), fusion, impl, **options).kernels
+    return three - two

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.model.costs import CostModel
 from simulator.engine.graph_memory import DEFAULT_WORKSPACE_BYTES
 from simulator.model.models import ModelSpec
 from simulator.model.profile import Profile
@@ -56,6 +55,16 @@ class ServeConfig:
     attention_backend: str = "flashinfer"  # routing.route's backend and prefill sizes
     prefill_sizes: tuple[int, ...] | None = None
 
+    def step_setup(self):
+        """This configuration's `StepSetup` (engine/setup.py), which the step timer and KV model take whole."""
+        from simulator.engine.setup import Capture, StepSetup
+
+        graphed = self.graph != "none"
+        cap = Capture(self.graph, tuple(self.sizes) if graphed else (),
+                      tuple(self.prefill_sizes) if self.prefill_sizes is not None and graphed else None,
+                      self.attention_backend)
+        return StepSetup.of(self.model, self.profile, self.fusion, cap)
+
     def limits(self) -> Limits:
         mml = self.max_model_len or self.model.max_position_embeddings
         return Limits(self.max_num_seqs, self.max_num_batched_tokens, self.chunked_prefill, mml)
@@ -81,10 +90,7 @@ class Prepared:
 
 
 def prepare(cfg: ServeConfig) -> Prepared:
-    costs = CostModel(cfg.profile)
-    timer = StepTimer(cfg.model, costs, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.ctx_bucket,
-                      scheduling=cfg.scheduling, sampling=cfg.sampling, backend=cfg.attention_backend,
-                      prefill_sizes=cfg.prefill_sizes)
+    timer = StepTimer.of(cfg.step_setup(), cfg.ctx_bucket, scheduling=cfg.scheduling, sampling=cfg.sampling)
     kv = kv_capacity(cfg.model, cfg.profile, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.gpu_util,
                      cfg.workspace_bytes, cfg.block_size, cfg.kv_blocks, prefill_sizes=cfg.prefill_sizes)
     return Prepared(timer, kv)

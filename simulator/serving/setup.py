@@ -11,7 +11,6 @@ import numpy as np
 
 from simulator.layouts.buckets import parse_layout
 from simulator.engine.graph_memory import GiB
-from simulator.model.models import load_model
 from simulator.model.profile import load_profile
 from .arrivals import Trace, child_seeds, load_trace, make_workload
 from .replica import Prepared, ServeConfig, ServeResult, prepare, simulate_serving
@@ -23,13 +22,10 @@ _SUMMED = ("requests", "completed", "unfinished", "rejected", "preemptions", "st
 def build_config(run, model: str, profile: str | None, fusion: str, graph: str, layout, layout_label: str | None = None
                  ) -> ServeConfig:
     """A `ServeConfig` from a scenario's run settings (`RunModel`) and one configuration."""
-    from simulator.model.parallel import shard
+    from simulator.model.resolve import resolve_model
 
-    tp = getattr(run, "tensor_parallel_size", 1)  # per-GPU shard: weights, KV and step time are one GPU's
-    from simulator.model.dtype import with_dtype
-
-    m = shard(with_dtype(load_model(model), getattr(run, "dtype", "bf16"), getattr(run, "kv_dtype", "bf16"), "dtype"),
-              tp, "tensor_parallel_size")
+    tp = run.tensor_parallel_size  # per-GPU shard: weights, KV and step time are one GPU's
+    m = resolve_model(model, run.dtype, run.kv_dtype, tp)
     prof = load_profile(profile)
     e = run.engine
     sizes = tuple(parse_layout(layout, max_num_seqs=e.max_num_seqs, tp=tp)) if graph != "none" else (1,)
@@ -41,17 +37,9 @@ def build_config(run, model: str, profile: str | None, fusion: str, graph: str, 
         chunked_prefill=e.chunked_prefill, max_model_len=e.max_model_len, gpu_util=e.gpu_util,
         workspace_bytes=e.workspace_gib * GiB, kv_blocks=e.kv_blocks, ctx_bucket=e.ctx_bucket,
         warmup_frac=run.warmup_frac, drain_s=run.drain_s, merge_steps=e.merge_steps,
-        scheduling=getattr(run, "scheduling", "none"), sampling=getattr(run, "sampling", "greedy"),
-        attention_backend=getattr(run, "attention_backend", "flashinfer"),
-        prefill_sizes=_prefill(getattr(run, "prefill_layout", None)) if graph != "none" else None,
+        scheduling=run.scheduling, sampling=run.sampling, attention_backend=run.attention_backend,
+        prefill_sizes=run.prefill_sizes() if graph != "none" else None,
     )
-
-
-def _prefill(spec) -> tuple[int, ...] | None:
-    from simulator.layouts.prefill import parse_prefill_layout
-
-    sizes = parse_prefill_layout(spec)
-    return None if sizes is None else tuple(sizes)
 
 
 def replication_seeds(seed: int, n: int) -> list[np.random.SeedSequence]:

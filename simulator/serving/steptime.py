@@ -32,15 +32,13 @@ Keys: (plan mode, StepShape as the GPU runs it, padding included).
 from __future__ import annotations
 
 import bisect
-from dataclasses import replace
 from typing import NamedTuple
 
 from simulator.model.costs import CostModel
 from simulator.model.models import ModelSpec
-from simulator.engine.predict import simulate
-from simulator.engine.routing import DEFAULT_BACKEND, check_backend, check_mode, lowered_pure, padded_shape, route
-from simulator.engine.stepcost import resolve, step_time
-from simulator.model.workload import StepShape, build_step
+from simulator.engine.routing import DEFAULT_BACKEND, check_backend, check_mode, padded_shape
+from simulator.engine.stepcost import resolve
+from simulator.model.workload import StepShape
 
 CTX_BUCKET = 256
 
@@ -70,22 +68,36 @@ class StepCost(NamedTuple):
 
 
 class StepTimer:
+    """Serving's step times for one `StepSetup` (engine/setup.py: model, costs, fusion, implementation, capture),
+    memoised; `cache`: the run's `stepcost.StepCostCache` (default: stepcost's DEFAULT)."""
+
     def __init__(self, model: ModelSpec, costs: CostModel, fusion: str, graph: str, sizes: list[int],
                  ctx_bucket: int = CTX_BUCKET, engine: str = "fast", layer_extrapolation: bool = False,
                  scheduling: str = "none", sampling: str = "greedy", *, backend: str = DEFAULT_BACKEND,
-                 prefill_sizes: list[int] | None = None):
-        self.model, self.costs, self.fusion, self.graph = model, costs, fusion, check_mode(graph)
-        self.backend = check_backend(backend)  # attention backend and prefill token sizes: routing.route's
-        self.prefill_sizes = list(prefill_sizes) if prefill_sizes is not None and graph != "none" else None
+                 prefill_sizes: list[int] | None = None, setup=None, cache=None):
+        from simulator.engine.setup import Capture, StepSetup
+        from simulator.engine.stepcost import DEFAULT
+
+        if setup is None:
+            check_mode(graph)
+            check_backend(backend)
+            cap = Capture(graph, tuple(sizes) if graph != "none" else (),
+                          tuple(prefill_sizes) if prefill_sizes is not None and graph != "none" else None, backend)
+            _, costs, digest = resolve(costs)
+            setup = StepSetup(model, costs, digest, fusion, "reference", cap)
+        self.setup, self.cache = setup, cache or DEFAULT
+        cap = setup.capture
+        self.model, self.costs, self.fusion, self.graph = setup.model, setup.costs, setup.fusion, cap.graph
+        self.backend, self.prefill_sizes = cap.backend, cap.prefill_sizes
+        self.sizes = list(cap.sizes or ()) if cap.graph != "none" else []
         self.scheduling, self.sampling = scheduling, sampling
         self._ec: dict[int, object] = {}
-        self.sizes = list(sizes) if graph != "none" else []
         self.ctx_bucket, self.engine = ctx_bucket, engine
-        self.max_pos = model.max_position_embeddings
+        self.max_pos = setup.model.max_position_embeddings
         self.layer_extrapolation = layer_extrapolation
-        self._m2 = replace(model, num_hidden_layers=2)
-        self._m3 = replace(model, num_hidden_layers=3)
-        sig = (resolve(costs)[2], model, fusion, engine, layer_extrapolation)
+        self._s2 = setup.with_layers(2)
+        self._s3 = setup.with_layers(3)
+        sig = (setup.cost_key, engine, layer_extrapolation)
         self._cache: dict[tuple, StepCost] = _SHARED.setdefault(sig, {})
         self._decode: dict[tuple[int, int], StepCost] = {}
         self._cells: dict[tuple, tuple] = {}  # mixed-step grid cell -> its 8 corners' figures
@@ -95,21 +107,32 @@ class StepTimer:
         self._mroutes: dict[int, tuple[str, int]] = {}  # mixed step's tokens -> (plan mode, padded size)
         self.misses = 0
 
+    @classmethod
+    def of(cls, setup, ctx_bucket: int = CTX_BUCKET, engine: str = "fast", layer_extrapolation: bool = False,
+           scheduling: str = "none", sampling: str = "greedy", cache=None) -> "StepTimer":
+        """The timer of a `StepSetup`, passed whole."""
+        return cls(setup.model, setup.costs, setup.fusion, setup.capture.graph, [], ctx_bucket, engine,
+                   layer_extrapolation, scheduling, sampling, setup=setup, cache=cache)
+
     def ctx_of(self, ctx: int) -> int:
         """The context bucket a mean context `ctx` falls in (rounded up to a multiple of ctx_bucket)."""
         b = self.ctx_bucket
         return max(b, -(-ctx // b) * b)
 
-    def _engine(self, model: ModelSpec, shape: StepShape, mode: str):
+    def _engine(self, setup, shape: StepShape, mode: str):
+        """The step's result in plan mode `mode` (routed already)."""
         if self.engine == "fast":
-            return step_time(model, self.costs, self.fusion, mode, shape)
-        step = build_step(model, shape, self.fusion)
-        return simulate(step, self.costs, mode, self.engine, pure_decode=lowered_pure(mode, shape.is_pure_decode))[0]
+            return self.cache.step_time(setup, mode, shape)
+        from simulator.engine.predict import run_engine
+        from simulator.engine.plan import lower
+        from simulator.engine.timeline import summarize
+
+        return summarize(run_engine(lower(setup.build(shape), self.costs, mode), self.engine))
 
     def _run(self, key: tuple, shape: StepShape, mode: str, rows: int, padded: int) -> StepCost:
         L = self.model.num_hidden_layers
         if self.layer_extrapolation and L > 3:
-            a, b = self._engine(self._m2, shape, mode), self._engine(self._m3, shape, mode)
+            a, b = self._engine(self._s2, shape, mode), self._engine(self._s3, shape, mode)
             f = L - 2
             step = a.step_s + f * (b.step_s - a.step_s)
             gpu = a.gpu_busy_s + f * (b.gpu_busy_s - a.gpu_busy_s)
@@ -117,7 +140,7 @@ class StepTimer:
             gaps = a.gpu_gap_s + f * (b.gpu_gap_s - a.gpu_gap_s)
             c = StepCost(step, gpu, cpu >= gpu + gaps, b.graph_mode, rows, padded, cpu, gaps)
         else:
-            r = self._engine(self.model, shape, mode)
+            r = self._engine(self.setup, shape, mode)
             c = StepCost(r.step_s, r.gpu_busy_s, r.bound == "cpu", r.graph_mode, rows, padded, r.cpu_busy_s,
                          r.gpu_gap_s)
         self.misses += 1
@@ -132,7 +155,7 @@ class StepTimer:
         if c is not None:
             return c
         cb = min(k[1] * b, self.max_pos - 1)
-        r = route(self.graph, self.sizes, n)
+        r = self.setup.capture.route_rows(n)
         mode, rows = r.mode, r.executed
         shape = padded_shape(StepShape(n, cb), r)  # padding rows attend to nothing (routing.padded_shape)
         key = (mode, shape)
@@ -173,8 +196,7 @@ class StepTimer:
         return c
 
     def _route_mixed(self, tokens: int):
-        return route(self.graph, self.sizes, tokens, pure_decode=False, backend=self.backend,
-                     prefill_sizes=self.prefill_sizes)
+        return self.setup.capture.route_rows(tokens, pure_decode=False)
 
     def mixed(self, d: int, p: int, prefill_tokens: int, ctx: int) -> StepCost:
         """A step with `d` decode rows and `p` prefill chunks holding `prefill_tokens` tokens in all, at mean

@@ -30,10 +30,11 @@ from simulator.common import vocab as V
 from simulator.common.limits import MAX_OPTIMIZE_SIZE
 from simulator.config.specs import parse_memory_budget  # noqa: F401  (the scenario field's parser)
 from simulator.engine.graph_memory import GraphMemoryModel
-from simulator.model.models import ModelSpec, load_model
+from simulator.model.models import ModelSpec
 from simulator.model.profile import load_profile
 from simulator.engine.routing import check_mode
-from simulator.engine.stepcost import expected_step, routed_step
+from simulator.engine.setup import Capture, StepSetup
+from simulator.engine.stepcost import StepCostCache
 from simulator.model.workload import decode
 
 PRESETS = V.values(V.COMPARED_PRESETS)
@@ -73,11 +74,19 @@ class Setup:
     gm: GraphMemoryModel
     costs: CostModel
     sizes: np.ndarray
+    step: StepSetup | None = None  # the step configuration (engine/setup.py); its capture's sizes vary per call
+    cache: StepCostCache | None = None  # this run's step costs
+
+    def __post_init__(self):
+        if self.step is None:
+            self.step = StepSetup.of(self.model, self.costs, self.inp.fusion, Capture(self.inp.graph))
+        if self.cache is None:
+            self.cache = StepCostCache()
 
     def step_s(self, b: int, sizes) -> float:
         """A decode step of batch b under the graph mode and captured `sizes` (routed, memoised: stepcost.py)."""
-        return routed_step(self.model, self.costs, self.inp.fusion, self.inp.graph, sizes,
-                           decode(int(b), self.inp.ctx)).step_s
+        st = self.step.with_capture(self.step.capture.with_graph(self.step.capture.graph, sizes))
+        return self.cache.routed(st, decode(int(b), self.inp.ctx)).step_s
 
     def graph_s(self, s: int) -> float:
         """The DP's alpha: a step of one sequence padded to captured size s (its padding rows attend to nothing,
@@ -118,10 +127,9 @@ def setup(inp: Inputs) -> Setup:
         raise OptimizeError(f"{inp.dist.label}: the largest batch, {inp.dist.max_batch:,}, is above the "
                             f"optimizer's limit of {MAX_OPTIMIZE_SIZE:,} candidate sizes: give --max-size (max_size) "
                             f"<= {MAX_OPTIMIZE_SIZE:,}; larger batches then run without a graph")
-    from simulator.model.dtype import with_dtype
+    from simulator.model.resolve import resolve_model
 
-    model = load_model(inp.model) if isinstance(inp.model, str) else inp.model
-    model = with_dtype(model, inp.dtype, inp.kv_dtype)
+    model = resolve_model(inp.model, inp.dtype, inp.kv_dtype)
     prof = load_profile(inp.profile)
     gm = GraphMemoryModel(model, prof, inp.fusion, inp.graph)
     mx = inp.max_size or inp.dist.max_batch
@@ -185,8 +193,9 @@ def metrics(st: Setup, sizes: list[int]) -> dict:
     """Expected step time, padded rows, waste, eager share, memory and capture time of a layout
     (`stepcost.expected_step`: the sweep reports the same figures from the same function)."""
     b, w = st.inp.dist.as_arrays()
-    e = expected_step(st.model, st.costs, st.inp.fusion, st.inp.graph, sorted(int(x) for x in sizes), b, w,
-                      st.inp.ctx)
+    srt = sorted(int(x) for x in sizes)
+    e = st.cache.expected(st.step.with_capture(st.step.capture.with_graph(st.step.capture.graph, srt)), b, w,
+                          st.inp.ctx)
     mem, cap = st.memory(sizes)
     return {"graphs": len(sizes), "step_ms": e.step_s * 1e3, "padded_rows": e.padded_rows,
             "padding_waste": e.waste, "eager_share": e.eager_share, "memory_bytes": mem, "memory_mib": mem / MiB,

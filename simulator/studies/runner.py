@@ -15,6 +15,7 @@ RUNNERS: dict[str, tuple[str, str]] = {  # scenario kind -> (module, function)
     "sweep": ("simulator.studies.sweep", "run_sweep_scenario"),
     "workload": ("simulator.studies.trace", "run_workload_scenario"),
     "buckets": ("simulator.studies.optimize", "run_buckets_scenario"),
+    "predict": ("simulator.studies.predict", "run_predict"),
 }
 
 

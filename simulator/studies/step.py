@@ -22,20 +22,25 @@ from simulator.engine.timeline import summarize
 from simulator.model.workload import build_step, decode, kernels_per_layer
 
 
-def _grid(sc: StepScenario, model, costs, advance) -> list[dict]:
-    """One row per (fusion, graph, batch) of the scenario."""
-    rows = []
+def _grid(sc: StepScenario, base, advance) -> list[dict]:
+    """One row per (fusion, graph, batch) of the scenario; `base`: the scenario's `StepSetup` (config/stepopts.py)."""
+    from simulator.engine.setup import Capture
+    from simulator.engine.tiling import tiled_lower
+
+    rows, model, costs = [], base.model, base.costs
     for fusion in sc.fusion:
         for graph in sc.graph:
+            setup = base.with_fusion(fusion).with_capture(Capture(graph))
             for b in sc.batch:
-                # the plan by layer tiling: bitwise build_plan(build_step(...)) from 1- and 2-layer builds
-                plan = tiled_plan(model, decode(b, sc.ctx), fusion, costs, graph)
+                shape = decode(b, sc.ctx)
+                # routed once; the plan by layer tiling: bitwise plan.lower(setup.build(...)) from 1- and 2-layer builds
+                plan = tiled_lower(setup, shape, setup.capture.route(shape).mode)
                 res = summarize(run_engine(plan, sc.engine))
                 row = {"model": model.name, "fusion": fusion, "graph": graph, "batch": b, "ctx": sc.ctx}
                 row.update(res.as_dict())
                 if sc.replicates:
                     # the full step only where host noise is sampled per op (eager launches)
-                    step = build_step(model, decode(b, sc.ctx), fusion) if plan.graph_mode == "none" else None
+                    step = setup.build(shape) if plan.graph_mode == "none" else None
                     band = host_band(step, costs, graph, sc.replicates, sc.seed, plan=plan)
                     row.update({"step_ms_p10": band["p10"], "step_ms_p90": band["p90"]})
                 rows.append(row)
@@ -44,21 +49,22 @@ def _grid(sc: StepScenario, model, costs, advance) -> list[dict]:
 
 
 def run_step_scenario(sc: StepScenario, out: Path | None) -> dict:
-    from simulator.model.parallel import shard, tp_fields
+    from simulator.config.stepopts import build_setup
+    from simulator.model.parallel import tp_fields
 
-    from simulator.model.dtype import with_dtype
-
-    model = shard(with_dtype(load_model(sc.model), sc.dtype, sc.kv_dtype, "dtype"),
-                  getattr(sc, "tensor_parallel_size", 1), "tensor_parallel_size")
-    prof = load_profile(sc.profile)
-    costs = CostModel(prof)
+    base = build_setup(sc, sc.model, sc.profile, sc.fusion[0])
+    model, costs = base.model, base.costs
+    prof = costs.profile
     from simulator.report.progress import task
 
     with task(f"{sc.name}: step grid", total=len(sc.fusion) * len(sc.graph) * len(sc.batch)) as advance:
-        rows = _grid(sc, model, costs, advance)
+        rows = _grid(sc, base, advance)
     tl_spec = sc.timeline
-    tl_step = build_step(model, decode(tl_spec.batch, sc.ctx), tl_spec.fusion)
-    _, tl = simulate(tl_step, costs, tl_spec.graph, "des")
+    from simulator.engine.predict import predict_setup
+    from simulator.engine.setup import Capture
+
+    tl = predict_setup(base.with_fusion(tl_spec.fusion).with_capture(Capture(tl_spec.graph)),
+                       decode(tl_spec.batch, sc.ctx), "des").timeline
     kpl = {f: kernels_per_layer(model, f) for f in V.values(V.Fusion)}
     result = {
         "scenario": sc.model_dump(mode="json"),

@@ -24,7 +24,8 @@ import numpy as np
 from simulator.common.errors import Interrupted
 from simulator.engine.graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
 from simulator.model.models import ModelSpec
-from simulator.engine.stepcost import STATS, Expected, expected_step, load_cached_profile
+from simulator.engine.setup import Capture, StepSetup
+from simulator.engine.stepcost import DEFAULT, STATS, Expected, load_cached_profile
 
 CACHE_VERSION = 2  # 2: capture_s from simulator/engine/startup.py (warm-ups + capture)
 CACHE_FILE = "cache.jsonl"
@@ -70,6 +71,15 @@ class Point:
     @property
     def spec(self) -> ModelSpec:
         return ModelSpec(*self.model)
+
+    def step_setup(self, fusion: str, mode: str, sizes: tuple[int, ...]) -> StepSetup:
+        """The `StepSetup` (engine/setup.py) of this point's step at `fusion` under graph mode `mode` with captured
+        `sizes` (the point's own, or a baseline's)."""
+        _, costs, digest = load_cached_profile(self.profile)
+        graphed = mode != "none"
+        cap = Capture(mode, sizes if graphed else (), self.prefill_sizes if graphed else None,
+                      self.attention_backend)
+        return StepSetup(self.spec, costs, digest, fusion, "reference", cap)
 
     def key(self) -> str:
         """`base_key`, or with a non-default attention backend or prefill sizes, sha256 of it followed by their
@@ -160,9 +170,8 @@ def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> Ex
     if hit is None:
         if len(_EXPECT) > 100_000:
             _EXPECT.clear()
-        hit = _EXPECT[key] = expected_step(p.spec, p.profile, fusion, mode, sizes if mode != "none" else (),
-                                           p.dist_sizes, p.dist_weights, p.ctx, p.mixed,
-                                           backend=p.attention_backend, prefill_sizes=p.prefill_sizes)
+        hit = _EXPECT[key] = DEFAULT.expected(p.step_setup(fusion, mode, sizes), p.dist_sizes, p.dist_weights,
+                                              p.ctx, p.mixed)
     return hit
 
 

@@ -38,7 +38,7 @@ def test_every_scenario_kind_has_a_runner():
 def test_predict_process_loads_only_what_it_needs():
     mods = _modules_after("predict", "--model", "qwen3-0.6b", "--batch", "2", "--json")
     assert "simulator.cli.core" in mods and "simulator.engine.fastpath" in mods
-    assert "simulator.config.step" in mods  # predict's flags go through the step kind's scenario model
+    assert "simulator.config.predict" in mods  # predict's flags are generated from the predict kind's model
     for m in ("simulator.cli.serve", "simulator.cli.buckets", "simulator.cli.calibration", "simulator.config.serve",
               "simulator.config.sweep", "simulator.config.capacity", "simulator.config.buckets",
               "simulator.serving.replica", "simulator.sweep.grid", "simpy", "plotly", "yaml"):

@@ -100,11 +100,12 @@ def test_predict_shows_every_headline_field(capsys):
 # num_experts / num_local_experts are modelled since issue 15 (simulator/model/moe.py); other MoE layouts are not
 @pytest.mark.parametrize("field,value", [("first_k_dense_replace", 1), ("mlp_only_layers", [0]), ("n_routed_experts", 64),
                                          ("quantization_config", {"quant_method": "fp8"}), ("kv_lora_rank", 512),
-                                         ("use_sliding_window", True), ("torch_dtype", "float8_e4m3fn"),
-                                         ("layer_types", ["full_attention", "sliding_attention"])])
+                                         ("rope_scaling", {"rope_type": "longrope"}),
+                                         ("torch_dtype", "float8_e4m3fn"),
+                                         ("layer_types", ["full_attention", "linear_attention"])])
 def test_unmodelled_config_fields_are_refused(tmp_path, capsys, field, value):
-    cfg = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 512,
-           "vocab_size": 1000, field: value}
+    cfg = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 512, "vocab_size": 1000, field: value}
     p = tmp_path / "config.json"
     p.write_text(json.dumps(cfg, indent=1))
     err = cli_error(capsys, ["predict", "--model", str(p)])
@@ -114,8 +115,8 @@ def test_unmodelled_config_fields_are_refused(tmp_path, capsys, field, value):
 def test_dense_config_with_inactive_fields_still_loads(tmp_path):
     from simulator.model.models import load_model
 
-    cfg = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 512,
-           "vocab_size": 1000, "sliding_window": None, "use_sliding_window": False, "torch_dtype": "bfloat16",
+    cfg = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 512, "vocab_size": 1000, "sliding_window": None, "use_sliding_window": False, "torch_dtype": "bfloat16",
            "num_experts": 0, "quantization_config": None}
     p = tmp_path / "config.json"
     p.write_text(json.dumps(cfg))

@@ -151,8 +151,9 @@ BAD = [  # command line, flag, the field it fills (None: the command has no scen
     (["predict", "--model", "qwen3-0.6b"], "--fusion", "fusion"),
     (["predict", "--model", "qwen3-0.6b"], "--graph", "graph"),
     (["predict", "--model", "qwen3-0.6b"], "--engine", "engine"),
-    (["predict", "--model", "qwen3-0.6b", "--steps", "2"], "--scheduling", None),
-    (["predict", "--model", "qwen3-0.6b", "--steps", "2"], "--sampling", None),
+    # predict's flags are generated from the `predict` kind (cli/generated.py): scheduling and sampling are fields
+    (["predict", "--model", "qwen3-0.6b", "--steps", "2"], "--scheduling", "scheduling"),
+    (["predict", "--model", "qwen3-0.6b", "--steps", "2"], "--sampling", "sampling"),
     (["serve", "--model", "qwen3-0.6b", "--rate", "1"], "--fusion", "fusion"),
     (["serve", "--model", "qwen3-0.6b", "--rate", "1"], "--graph", "graph"),
     (["serve", "--model", "qwen3-0.6b", "--rate", "1"], "--scheduling", "scheduling"),
@@ -175,9 +176,10 @@ def test_bad_choice_is_one_line_naming_flag_and_field(capsys, argv, flag, field)
 
 
 @pytest.mark.parametrize("argv,field", [
-    (["predict", "--model", "qwen3-0.6b", "--batch", "0"], "--batch (field 'batch[0]')"),
+    (["predict", "--model", "qwen3-0.6b", "--batch", "0"], "--batch (field 'batch')"),  # the predict kind: one batch
     (["predict", "--model", "qwen3-0.6b", "--ctx", "0"], "--ctx (field 'ctx')"),
-    (["predict", "--model", "qwen3-0.6b", "--tp", "3"], "--tp (field 'tensor_parallel_size')"),
+    # the engines' name with the short form beside it (issue 22 item 5)
+    (["predict", "--model", "qwen3-0.6b", "--tp", "3"], "--tensor-parallel-size/--tp (field 'tensor_parallel_size')"),
     (["predict", "--model", "nope"], "--model (field 'model')"),
     (["predict", "--model", "qwen3-0.6b", "--profile", ""], "--profile (field 'profile'): empty profile name"),
     (["optimize", "--dist", "x.csv", "--max-graphs", "0"], "--max-graphs (field 'max_graphs')"),
@@ -202,15 +204,21 @@ def _json(argv) -> dict:
     return d
 
 
-def test_predict_flags_and_step_yaml_are_one_scenario(tmp_path):
-    from simulator.cli.core import step_scenario
+def test_predict_flags_and_predict_yaml_are_one_scenario(tmp_path):
+    """predict's flags are generated from the `predict` kind: the flags and the YAML fill one model."""
+    from simulator.cli.flags import scenario_from_flags
+    from simulator.cli.generated import model_options
+    from simulator.config.predict import PredictScenario
 
-    (tmp_path / "s.yaml").write_text("kind: step\nname: predict\nmodel: qwen3-0.6b\nprofile: datasheet-h200\n"
-                                     "fusion: [fused]\ngraph: [full]\nbatch: [8]\nctx: 300\nengine: des\n"
+    (tmp_path / "s.yaml").write_text("kind: predict\nname: predict\nmodel: qwen3-0.6b\nprofile: datasheet-h200\n"
+                                     "fusion: fused\ngraph: full\nbatch: 8\nctx: 300\nengine: des\n"
                                      "replicates: 0\nseed: 3\ntensor_parallel_size: 2\n")
-    flags = step_scenario("qwen3-0.6b", "datasheet-h200", V.Fusion.FUSED, V.GraphMode.FULL, 8, 300, V.Engine.DES, 0,
-                          3, 2)
-    assert flags == load_scenario(tmp_path / "s.yaml")
+    given = {"model": "qwen3-0.6b", "profile": "datasheet-h200", "fusion": "fused", "graph": "full", "batch": 8,
+             "ctx": 300, "engine": "des", "replicates": 0, "seed": 3, "tensor_parallel_size": 2}
+    _, flags = model_options(PredictScenario, {"tensor_parallel_size": ("--tp",)})
+    assert set(given) <= set(flags)
+    sc = scenario_from_flags(PredictScenario, {"kind": "predict", **given}, flags, given)
+    assert sc == load_scenario(tmp_path / "s.yaml")
 
 
 def test_predict_and_run_give_the_same_step(tmp_path):

@@ -1,0 +1,68 @@
+"""Scenario kind `predict`: one step (decode, or mixed decode + prefill), optionally inside N steps of the engine
+loop, optionally padded to a capture layout. `launchsim predict`'s flags are generated from these fields
+(simulator/cli/generated.py), so every flag has this YAML twin and one description; the study is
+`studies/predict.run_predict`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from simulator.common import limits as L
+from simulator.common import vocab as V
+from .base import Batch, Seed, Tokens
+from .specs import LayoutSizes
+from .stepopts import ShardedStepOptions
+
+FusionName = V.literal(V.Fusion)
+GraphName = V.literal(V.GraphMode)
+
+
+class PredictScenario(ShardedStepOptions):
+    kind: Literal["predict"] = Field("predict", description="scenario type")
+    name: str = Field("predict", description="scenario name, used in reports")
+    description: str = Field("", description="free text shown in the report")
+    model: str = Field(description="model preset or config.json path")
+    profile: str | None = Field(None, description="profile name or path (default: h200)")
+    fusion: FusionName = Field("none", description="fusion level (model/workload.py)")
+    graph: GraphName = Field("none", description="CUDA-graph mode (engine/routing.py says what each runs)")
+    batch: Batch = Field(1, description="decode batch size: sequences adding one token each")
+    ctx: Tokens = Field(1024, description="context length, tokens (past tokens; the step attends its own too)")
+    prefill_seqs: int = Field(0, ge=0, le=L.MAX_BATCH, description="mixed step: sequences also prefilling")
+    prefill_len: int = Field(0, ge=0, le=L.MAX_CTX, description="mixed step: tokens each prefilling sequence adds")
+    layout: LayoutSizes | None = Field(None, description="captured sizes (a preset name or a list, e.g. 1,2,4,8): the "
+                                                         "step pads to one, or runs eager above the largest "
+                                                         "(default: every size captured, no padding)")
+    engine: V.literal(V.Engine) = Field("fast", description="step engine (des: the SimPy reference)")
+    replicates: int = Field(0, ge=0, le=L.MAX_REPLICATES, description="host-noise replicates for a p10/p50/p90 "
+                                                                      "band (0: off)")
+    seed: Seed = Field(0, description="seed of the host-noise generator")
+    steps: int = Field(0, ge=0, le=10_000, description="simulate N consecutive steps of the engine loop (host work "
+                                                       "around each forward: schedule, input copies, sampling, "
+                                                       ".tolist(), detokenise); 0 = one forward alone")
+    scheduling: Literal[V.values(V.LOOP_SCHEDULING)] = Field(  # type: ignore[valid-type]
+        "sync", description="with steps: the engine loop's scheduling")
+    sampling: V.literal(V.Sampling) = Field("greedy", description="with steps: the sampling each step runs")
+    report: str | None = Field(None, description="with steps: write an HTML page (.html) with the loop's two-lane "
+                                                 "CPU/GPU timeline across its steps")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if (self.prefill_seqs > 0) != (self.prefill_len > 0):
+            raise ValueError("prefill_seqs and prefill_len must both be positive (a mixed step) or both 0")
+        if not self.steps:
+            if self.report is not None:
+                raise ValueError("report draws the engine loop: it needs steps > 0")
+            for f, default in (("scheduling", "sync"), ("sampling", "greedy")):
+                if getattr(self, f) != default:
+                    raise ValueError(f"{f} applies to the engine loop: it needs steps > 0 (one forward alone "
+                                     f"has no {f})")
+        else:
+            if self.layout is not None:
+                raise ValueError("layout and steps together are not supported yet: the engine loop runs unpadded")
+            if self.attention_backend != "flashinfer" or self.prefill_layout is not None:
+                raise ValueError("attention_backend and prefill_layout need a single forward (steps 0)")
+        if self.report is not None and not self.report.lower().endswith((".html", ".htm")):
+            raise ValueError(f"report {self.report}: the report is an HTML file (name it .html)")
+        return self

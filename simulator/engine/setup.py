@@ -1,0 +1,172 @@
+"""The step's configuration as one value: `StepSetup` (what a step is) and `Capture` (how it is captured).
+
+Owns the value objects every study passes whole instead of 8-13 loose arguments:
+
+- `Capture(graph, sizes, prefill_sizes, backend)`: the configured graph mode, the captured decode sizes (None:
+  every size captured, no padding; () : none), SGLang-style prefill token sizes and the attention backend.
+  `capture.route(shape)` is `routing.route_shape` with these: the one place a step is routed; the plan builders
+  then take the routed *plan mode* only (`plan.lower`, `tiling.tiled_lower`).
+- `StepSetup(model, costs, fusion, impl, capture)`: the model after dtype and sharding, the profile's cost model
+  (its content digest is part of the identity, the object is not), the implementation recipe and fusion level,
+  and the capture. Frozen and hashable; `build_key` (model, fusion, impl: what decides the op list) and
+  `cost_key` (+ profile digest: what decides a step's cost under a plan mode) are the memo keys of
+  `stepcost.StepCostCache`.
+
+A new step knob is a field here (and of `config/stepopts.StepOptions`, which builds this): every study receives
+it because every study receives the setup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Sequence
+
+from simulator.common import vocab as V
+from simulator.common.errors import UserError
+from simulator.engine.routing import (DEFAULT_BACKEND, Route, check_backend, check_mode, padded_shape, route,
+                                      route_shape)
+from simulator.model.costs import CostModel
+from simulator.model.kernels import Step
+from simulator.model.models import ModelSpec
+from simulator.model.profile import Profile, load_profile
+from simulator.model.workload import StepShape, build_step
+
+_OBJ: dict[int, tuple] = {}  # id(Profile or CostModel) -> (object, Profile, CostModel, digest)
+
+IMPLS = ("reference",)  # implementations whose recipes the workload builder has (model/workload.py)
+
+
+def profile_digest(p: Profile) -> str:
+    """A digest of a profile's content: equal profiles share step-time memo entries, different ones never do."""
+    return hashlib.sha256(json.dumps(p.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=64)
+def load_cached_profile(name: str | None) -> tuple[Profile, CostModel, str]:
+    """A profile by name or path (None: the default), its cost model and its digest."""
+    p = load_profile(name)
+    return p, CostModel(p), profile_digest(p)
+
+
+def resolve(profile: str | None | Profile | CostModel) -> tuple[Profile, CostModel, str]:
+    """(Profile, CostModel, digest) of a profile name or path, a Profile or a CostModel."""
+    if profile is None or isinstance(profile, str):
+        return load_cached_profile(profile)
+    hit = _OBJ.get(id(profile))
+    if hit is not None and hit[0] is profile:
+        return hit[1:]
+    if isinstance(profile, CostModel):
+        p, costs = profile.profile, profile
+    elif isinstance(profile, Profile):
+        p, costs = profile, CostModel(profile)
+    else:
+        raise TypeError(f"a profile name, Profile or CostModel, got {type(profile).__name__}")
+    if len(_OBJ) > 256:
+        _OBJ.clear()
+    _OBJ[id(profile)] = (profile, p, costs, profile_digest(p))  # holds the object: its id is not reused
+    return p, costs, _OBJ[id(profile)][3]
+
+
+class SetupError(UserError):
+    """A step configuration that cannot be honoured."""
+
+
+def _sizes(sizes: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if sizes is None else tuple(sorted({int(s) for s in sizes}))
+
+
+@dataclass(frozen=True)
+class Capture:
+    """How steps are captured: graph mode, decode sizes, prefill token sizes, attention backend."""
+
+    graph: str = V.GraphMode.NONE.value
+    sizes: tuple[int, ...] | None = None  # None: every size captured (no padding); (): nothing captured
+    prefill_sizes: tuple[int, ...] | None = None
+    backend: str = DEFAULT_BACKEND.value
+
+    def __post_init__(self):
+        object.__setattr__(self, "graph", str(check_mode(str(self.graph))))
+        object.__setattr__(self, "backend", str(check_backend(str(self.backend))))
+        object.__setattr__(self, "sizes", _sizes(self.sizes))
+        object.__setattr__(self, "prefill_sizes", _sizes(self.prefill_sizes))
+
+    @classmethod
+    def of(cls, graph: str, sizes: Sequence[int] | None = None, prefill_sizes: Sequence[int] | None = None,
+           backend: str = DEFAULT_BACKEND) -> "Capture":
+        return cls(graph, sizes, prefill_sizes, backend)
+
+    def route(self, shape: StepShape) -> Route:
+        """Where a step goes: its captured size and plan mode (`routing.route_shape`)."""
+        return route_shape(self.graph, self.sizes, shape, backend=self.backend, prefill_sizes=self.prefill_sizes)
+
+    def route_rows(self, rows: int, pure_decode: bool = True) -> Route:
+        """`routing.route` of a step of `rows` rows (sequences of a decode step, tokens of a mixed step)."""
+        return route(self.graph, self.sizes, rows, pure_decode, backend=self.backend,
+                     prefill_sizes=self.prefill_sizes)
+
+    def padded(self, shape: StepShape) -> tuple[Route, StepShape]:
+        """The route and the step as the GPU runs it (padding rows added)."""
+        r = self.route(shape)
+        return r, padded_shape(shape, r)
+
+    def with_graph(self, graph: str, sizes: Sequence[int] | None = None) -> "Capture":
+        return replace(self, graph=graph, sizes=_sizes(sizes))
+
+
+@dataclass(frozen=True)
+class StepSetup:
+    """One step configuration, passed whole: model (sharded, dtyped), costs, fusion, implementation, capture."""
+
+    model: ModelSpec
+    costs: CostModel = field(compare=False, hash=False, repr=False)
+    digest: str  # the profile's content digest (stepcost.profile_digest): equal profiles share memo entries
+    fusion: str = V.Fusion.NONE.value
+    impl: str = "reference"
+    capture: Capture = field(default_factory=Capture)
+
+    def __post_init__(self):
+        if self.fusion not in V.values(V.Fusion):
+            raise SetupError(f"unknown fusion level '{self.fusion}': use one of {', '.join(V.values(V.Fusion))}")
+        if self.impl not in IMPLS:
+            raise SetupError(f"unknown implementation '{self.impl}': use one of {', '.join(IMPLS)}")
+        object.__setattr__(self, "fusion", str(self.fusion))
+
+    @classmethod
+    def of(cls, model: ModelSpec, profile=None, fusion: str = "none", capture: Capture | None = None,
+           impl: str = "reference") -> "StepSetup":
+        """A setup from a model and a profile name / path / Profile / CostModel (None: the default profile)."""
+        _, costs, digest = resolve(profile)
+        return cls(model, costs, digest, fusion, impl, capture or Capture())
+
+    @property
+    def profile(self):
+        return self.costs.profile
+
+    @property
+    def build_key(self) -> tuple:
+        """What decides the op list of a step of a given shape."""
+        return (self.model, self.fusion, self.impl)
+
+    @property
+    def cost_key(self) -> tuple:
+        """What decides a step's cost under a given plan mode (the capture does not: it decides the mode)."""
+        return (self.model, self.digest, self.fusion, self.impl)
+
+    def build(self, shape: StepShape) -> Step:
+        """The step's ordered host ops (model/workload.py)."""
+        return build_step(self.model, shape, self.fusion)
+
+    def with_layers(self, layers: int) -> "StepSetup":
+        return replace(self, model=replace(self.model, num_hidden_layers=layers))
+
+    def with_model(self, model: ModelSpec) -> "StepSetup":
+        return replace(self, model=model)
+
+    def with_fusion(self, fusion: str) -> "StepSetup":
+        return replace(self, fusion=fusion)
+
+    def with_capture(self, capture: Capture) -> "StepSetup":
+        return replace(self, capture=capture)

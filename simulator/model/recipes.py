@@ -1,0 +1,315 @@
+"""Implementations as recipes: the op list a decode step launches, per implementation, as functions of the model
+(its family's differences: simulator/model/families.py), the step shape and the cache length.
+
+- `reference` (fusion none / packed / compiled): launchsim's calibration decoder (calibration/reference_decoder.py),
+  the op lists of simulator/model/workload.py unchanged for llama / qwen3 layers; other families' math (norm variant
+  and count, biases, activation, soft-capping, embedding scale, sliding window) is added to `none` / `packed`; its
+  `compiled` list is the measured Inductor table of the llama / qwen3 layer and is refused for other families.
+- `hf` (fusion none / compiled): transformers' own modeling code, SDPA attention, with `cache="static"` (StaticCache
+  of `max_cache_len` slots: attention reads every slot under a mask) or `cache="dynamic"` (DynamicCache: the cache
+  grows by a cat each step and attention reads ctx + 1 keys with enable_gqa). Source: transformers 5.17, torch 2.11
+  (cu130), cuDNN SDPA on an H200; fitted on the measured traces of transformers' Qwen3-0.6B,
+  calibration/measured/h200-round-c/hf_qwen3-0.6b_{static,dynamic}_b{1,8}.trace.json.gz (calibration/build_recipes.py
+  prints the per-layer sequence and checks this recipe against it). `compiled` is Inductor's fusion pass over the
+  eager list (simulator/model/inductor.py `compile_ops`, helper "inductor"'s module).
+- `fused` (fusion fused): a serving engine's hand-fused custom ops (vLLM-style), as simulator/model/workload.py had it,
+  plus the families' extra norms, soft-capping and embedding scale.
+
+Per-layer kernels of the hf recipe (qwen3-0.6b, static cache, batch 1: 65 ops plus cuBLAS's split-K reduce of
+down_proj, which the GEMM tables count = the 66 measured): input RMSNorm 8, q_proj, q-norm 8, k_proj, k-norm 8,
+v_proj, RoPE 5 + 5, StaticCache update 5 (arange, add, add_ of the write position; index_copy_ of k and v), repeat_kv
+2 (a copy of k and of v to every query head over all slots: SDPA gets a mask, so transformers does not pass
+enable_gqa), SDPA's mask handling 3 (two scalar fills, a where over the [B, 1, 1, slots] mask), cuDNN attention 1 or 2
+(the split-KV lean_reduction kernel appears while batch x kv heads given to SDPA <= 64: measured at 8, 16, 64
+(split) and 128 (not)), o_proj, residual add, RMSNorm 8, gate_proj, SiLU, up_proj, mul, down_proj, residual add.
+Dynamic cache: the 5 cache-update, 2 repeat_kv and 3 mask kernels are replaced by 2 cats (58 measured). Preamble:
+embedding, the static cache's causal mask (7 kernels over the slots; none for dynamic), rotary set-up 10. Tail: final
+RMSNorm 8, lm_head (and its memset, not modelled).
+
+Family pieces not in those traces (from transformers 5.17's source, unchecked until round f's traces): qwen2's q/k/v
+bias (one cuBLASLt GEMM with a bias epilogue: bytes, not kernels), phi3's packed projections and rotary pass-through
+cat, Gemma's 10-kernel norm, four norms a layer, GELU-tanh, embedding scale, final soft-capping (3 kernels), gemma3's
+second rotary set-up, the sliding-window mask of static caches (8 kernels, instead of the causal mask's 7 when every layer slides, besides
+it when some do).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.model.kernels import LaunchPath as P
+from simulator.model.kernels import Op, OpClass
+
+IMPLS = ("reference", "hf", "fused")
+FUSIONS_OF = {"reference": ("none", "packed", "compiled"), "hf": ("none", "compiled"), "fused": ("fused",)}
+CACHES = ("static", "dynamic")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    fusions: tuple[str, ...]
+    source: str  # the code and library versions the op list was taken from
+    measured: str  # what checked it
+    options: tuple[str, ...] = ()
+
+
+RECIPES = {
+    "reference": Recipe("reference", FUSIONS_OF["reference"],
+                        "launchsim's calibration decoder (calibration/reference_decoder.py), torch 2.11",
+                        "torch.profiler on an H200 (calibration/measured/h200-decode.json, h200-round-a)"),
+    "hf": Recipe("hf", FUSIONS_OF["hf"], "transformers 5.17 modeling code, SDPA, torch 2.11 cu130, cuDNN attention",
+                 "calibration/measured/h200-round-c/hf_qwen3-0.6b_{static,dynamic}_b{1,8}.trace.json.gz",
+                 ("cache", "max_cache_len", "compile_dynamic")),
+    "fused": Recipe("fused", FUSIONS_OF["fused"], "vLLM-style custom ops (fused add-RMSNorm, fused RoPE + cache "
+                    "write, silu_and_mul, one attention kernel)", "kernel counts of vLLM's model runner (issue 7)"),
+}
+
+# cuDNN SDPA's split-KV reduction kernel: launched while batch x kv heads (as given to SDPA) is at most this
+# (measured on qwen3-0.6b: 8, 16, 64 split; 128 not; the threshold lies in [64, 128))
+CUDNN_SPLIT_MAX = 64
+# repeat_kv's copy is aten's generic strided elementwise kernel (elementwise_kernel<128, 4> over a 5-d expand), not a
+# vectorised copy: round c measured 23.7 us at batch 8 (9.4 M elements, 28 MB moved) where the profile's memcopy
+# curve gives 9.0 us for those bytes; the curve gives 23.7 us at 2.6x the bytes (fitted on qwen3-0.6b batch 8; at
+# batch 1 it gives 3.4 us against 5.2 measured)
+STRIDED_COPY = 2.6
+# transformers' Python per layer beyond what the profile's per-op launch costs hold (module calls, the cache's and
+# attention interface's code): the traced interpreter gaps of round c's hf traces less the reference decoder's gap per
+# host call (3.0 us, round a's trace, whose clean eager step the per-path costs reproduce), per layer, at batch 8
+# (calibration/build_recipes.py `interpreter_excess`, median of the traced steps: static 180, dynamic 203 us). The
+# batch-1 traces give 2.3-2.8x that for the same Python: those processes ran in the slow host state, so the fast
+# state's figure is the batch-8 one.
+PYTHON_LAYER_US = {"static": 180.0, "dynamic": 203.0}
+
+
+def family_extras(m) -> list[str]:
+    """The family features the reference decoder's compiled table does not have."""
+    out = []
+    if m.norm_kind != "rms":
+        out.append("Gemma norms")
+    if m.sandwich_norms:
+        out.append("four norms a layer")
+    if m.final_logit_softcap:
+        out.append("logit soft-capping")
+    if m.embed_scale_kernels:
+        out.append("embedding scale")
+    if m.sliding_window:
+        out.append("sliding window")
+    if m.qkv_bias or m.o_bias or m.mlp_bias:
+        out.append("projection biases")
+    if m.activation != "silu":
+        out.append(f"activation {m.activation}")
+    if m.rotary_dim:
+        out.append("partial rotary")
+    if m.rope_sets != 1:
+        out.append("two rotary embeddings")
+    return out
+
+
+# -- family-aware pieces (b: workload._Builder) ------------------------------------------------------------------
+def norm(b, name, rows, cols):
+    """The family's RMSNorm: 8 kernels (w * x) or Gemma's 10 (x.float(), pow, mean, add eps, rsqrt, mul,
+    weight.float(), 1 + w, mul, type_as)."""
+    if b.m.norm_kind != "gemma":
+        b.rmsnorm_eager(name, rows, cols)
+        return
+    E = rows * cols
+    b.copy(f"{name}.to_fp32", E, 2, 4)
+    b.ew(f"{name}.pow", E, 4, 4)
+    b.red(f"{name}.mean", E, 4, 4 / cols)
+    b.ew(f"{name}.add_eps", rows, 4, 4)
+    b.ew(f"{name}.rsqrt", rows, 4, 4)
+    b.ew(f"{name}.mul", E, 4 + 4 / cols, 4)
+    b.copy(f"{name}.weight_fp32", cols, 2, 4)
+    b.ew(f"{name}.one_plus_weight", cols, 4, 4)
+    b.ew(f"{name}.mul_weight", E, 4 + 4 / rows, 4)
+    b.copy(f"{name}.to_bf16", E, 4, 2)
+
+
+def act(b, name, elems):
+    e = b.e
+    b.ew(f"{name}.{b.m.activation}", elems, e, e)
+
+
+def rope(b, name, heads):
+    """transformers' apply_rotary_pos_emb on `heads` heads of T tokens (5 kernels; phi3 adds the cat with the
+    pass-through part)."""
+    m, T = b.m, b.s.tokens
+    b.rope_eager(name, T * heads * m.rope_dim)
+    if m.rope_pass_cat or m.rotary_dim:
+        b.copy(f"{name}.cat_pass", T * heads * m.head_dim, b.e, b.e)
+
+
+def embedding(b, path=P.EAGER_EMBEDDING, scale_path=P.EAGER_ELEMENTWISE):
+    m, T, e = b.m, b.s.tokens, b.e
+    b.add("embedding", OpClass.EMBEDDING, path, 0.0, T * (m.hidden_size * e + 8))
+    if m.embed_scale_kernels == 2:
+        b.copy("embed_scale.cast", 1, 4, 2, path=scale_path)
+    if m.embed_scale_kernels:
+        b.ew("embed_scale.mul", T * m.hidden_size, e, e, path=scale_path)
+
+
+def softcap(b, rows, path=P.EAGER_ELEMENTWISE):
+    """Gemma2's final logit soft-capping: logits / cap, tanh, * cap (3 kernels over the logits)."""
+    if not b.m.final_logit_softcap:
+        return
+    from simulator.model.parallel import logits_vocab
+
+    n = rows * logits_vocab(b.m)
+    for k in ("div", "tanh", "mul"):
+        b.ew(f"logit_softcap.{k}", n, b.e, b.e, path=path)
+
+
+def keys_of(m, layer: int, keys: int) -> int:
+    """Keys a layer's attention reads: `keys`, or the sliding window where the layer slides."""
+    return min(keys, m.sliding_window) if m.sliding_at(layer) else keys
+
+
+def attention_op(b, name, path, keys: int, kv_heads: int, masked: bool, table_kv_heads: int | None = None):
+    """One attention kernel over `keys` keys per decode row (`kv_heads` heads of K/V read). `table_kv_heads`: the
+    kv heads its table entry is looked up under (transformers' repeat_kv gives SDPA every query head, but cuDNN's
+    time over the repeated heads is the GQA kernel's: measured 8.1 us against the (16, 8) table's 8.3 at batch 1,
+    576 slots)."""
+    m, s, e = b.m, b.s, b.e
+    hd, H = m.head_dim, m.num_attention_heads
+    kv_len_pref = s.ctx + s.prefill_len
+    flops = 4.0 * H * hd * (s.decode_seqs * keys + s.prefill_seqs * s.prefill_len * (s.ctx + s.prefill_len / 2))
+    kv_read = 2 * kv_heads * hd * e * (s.decode_seqs * keys + s.prefill_seqs * kv_len_pref)
+    qo = 2 * s.attn_tokens * H * hd * e
+    mask = s.seqs * keys * e if masked else 0
+    b.add(name, OpClass.ATTENTION, path, flops, kv_read + qo + mask,
+          batch=s.seqs, q_len=max(1, s.attn_tokens // max(1, s.seqs)), ctx=keys,
+          heads=H, kv_heads=kv_heads if table_kv_heads is None else table_kv_heads, head_dim=hd,
+          **({"sdpa_kv_heads": kv_heads} if table_kv_heads not in (None, kv_heads) else {}))
+
+
+# -- the hf recipe --------------------------------------------------------------------------------------------------
+def hf_preamble(b, cache: str, slots: int) -> None:
+    """Embedding (+ Gemma's scale), the static cache's causal mask over the slots (and the sliding mask where a
+    layer slides), rotary set-up (10 kernels a rotary embedding)."""
+    m, T, hd = b.m, b.s.tokens, b.m.head_dim
+    embedding(b)
+    b.all_reduce("embedding.all_reduce", T)
+    if cache == "static":
+        # transformers builds one mask per layer type present: the causal one where a layer attends fully, the
+        # sliding-window one (the causal kernels plus the window compare) where a layer slides
+        kinds = {m.sliding_at(i) for i in range(m.num_hidden_layers)}
+        for i in sorted(kinds):
+            tag = "mask" if not i else "sliding_mask"
+            for j in range(3):
+                b.ew(f"{tag}.arange", 1, 0, 8)
+            b.ew(f"{tag}.add", 1, 8, 8)
+            b.ew(f"{tag}.arange_kv", slots, 0, 8)
+            b.ew(f"{tag}.add_kv", slots, 8, 8)
+            b.ew(f"{tag}.le", slots, 16, 1)
+            if i:
+                b.ew(f"{tag}.window", slots, 9, 1)
+    rd = m.rope_dim
+    for r in range(m.rope_sets):
+        tag = "rotary" if r == 0 else "rotary_local"
+        n = T * rd
+        b.view(f"{tag}.expand", 2)
+        b.copy(f"{tag}.inv_freq_float", rd // 2, 4, 4)
+        b.copy(f"{tag}.pos_float", T, 8, 4)
+        b.gemm(f"{tag}.matmul", T, rd // 2, 1)
+        b.view(f"{tag}.transpose", 1)
+        b.copy(f"{tag}.cat", n, 4, 4)
+        b.ew(f"{tag}.cos", n, 4, 4)
+        b.ew(f"{tag}.cos_scale", n, 4, 4)
+        b.ew(f"{tag}.sin", n, 4, 4)
+        b.ew(f"{tag}.sin_scale", n, 4, 4)
+        b.copy(f"{tag}.cos_cast", n, 4, 2)
+        b.copy(f"{tag}.sin_cast", n, 4, 2)
+    del hd
+
+
+def hf_layer(b, layer: int, cache: str, slots: int) -> None:
+    """One transformers decoder layer (eager, SDPA)."""
+    from simulator.model.moe import block_hf
+
+    m, s, T, e = b.m, b.s, b.s.tokens, b.e
+    H, q, kv, I, hd = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size, m.head_dim
+    Hq, KV = m.num_attention_heads, m.num_key_value_heads
+    b.ops.append(Op("python.layer", OpClass.VIEW, P.EAGER_VIEW, fixed_host_s=PYTHON_LAYER_US[cache] * 1e-6))
+    norm(b, "input_layernorm", T, H)
+    if m.packed_qkv:
+        b.gemm("qkv_proj", T, q + 2 * kv, H, bias=m.qkv_bias)
+        b.view("qkv.slice", 3)
+        b.view("qkv.view_transpose", 6)
+        if m.qk_norm:
+            norm(b, "q_norm", T * Hq, hd)
+            norm(b, "k_norm", T * KV, hd)
+    else:
+        for name, n, heads in (("q", q, Hq), ("k", kv, KV), ("v", kv, KV)):
+            b.gemm(f"{name}_proj", T, n, H, bias=m.qkv_bias)
+            b.view(f"{name}.view_transpose", 2)
+            if m.qk_norm and name != "v":
+                norm(b, f"{name}_norm", T * heads, hd)
+    b.view("rope.unsqueeze", 2)
+    rope(b, "rope_q", Hq)
+    rope(b, "rope_k", KV)
+    rep = Hq // KV
+    if cache == "static":
+        keys = keys_of(m, layer, slots)
+        b.ew("cache.arange", 1, 0, 8)
+        b.ew("cache.pos_add", 1, 8, 8)
+        b.ew("cache.pos_add_", 1, 8, 8)
+        b.copy("cache.index_copy_k", T * kv, e, e)
+        b.copy("cache.index_copy_v", T * kv, e, e)
+        if rep > 1:  # repeat_kv: SDPA gets a mask, so no enable_gqa; an expand + reshape copies every slot
+            for t in ("k", "v"):
+                b.view(f"repeat_kv_{t}.expand", 1)
+                b.copy(f"repeat_kv_{t}", s.seqs * Hq * keys * hd, STRIDED_COPY * e / rep, STRIDED_COPY * e)
+        b.ew("sdpa.mask_fill", 1, 0, e)
+        b.ew("sdpa.mask_fill", 1, 0, e)
+        b.ew("sdpa.mask_where", s.seqs * keys, 1 + 2 * e / max(keys, 1), e)
+        heads_sdpa, masked = Hq if rep > 1 else KV, True
+    else:
+        keys = keys_of(m, layer, s.ctx + 1)
+        for t in ("k", "v"):  # DynamicCache.update: torch.cat([past, new], dim=-2)
+            b.copy(f"cache.cat_{t}", s.seqs * KV * keys * hd, e, e)
+        heads_sdpa, masked = KV, False
+    attention_op(b, "attention", P.EAGER_ATTENTION, keys, heads_sdpa, masked, table_kv_heads=KV)
+    if s.seqs * heads_sdpa <= CUDNN_SPLIT_MAX:
+        # its launch and GPU time are inside the attention op's measured figures (the profile's SDPA host path
+        # and attention table were taken at batch 1 where cuDNN splits too)
+        b.ops.append(Op("attention.split_kv_reduce", OpClass.REDUCTION, P.EAGER_REDUCTION, s.attn_tokens * Hq * hd,
+                        s.attn_tokens * Hq * hd * (8 + e), fixed_gpu_s=0.0, fixed_host_s=0.0))
+    b.view("attn.transpose_reshape", 2)
+    b.gemm("o_proj", T, H, q, bias=m.o_bias)
+    b.all_reduce("o_proj.all_reduce", T)
+    if m.sandwich_norms:
+        norm(b, "post_attention_layernorm", T, H)
+    b.ew("residual_add", T * H, 2 * e, e)
+    norm(b, "pre_feedforward_layernorm" if m.sandwich_norms else "post_attention_layernorm", T, H)
+    if m.is_moe:
+        block_hf(b)
+        b.ew("residual_add", T * H, 2 * e, e)
+        return
+    if m.packed_gate_up:
+        b.gemm("gate_up_proj", T, 2 * I, H, bias=m.mlp_bias)
+        b.view("gate_up.chunk", 2)
+        act(b, "act", T * I)
+    else:
+        b.gemm("gate_proj", T, I, H, bias=m.mlp_bias)
+        act(b, "act", T * I)
+        b.gemm("up_proj", T, I, H, bias=m.mlp_bias)
+    b.ew("mul", T * I, 2 * e, e)
+    b.gemm("down_proj", T, H, I, bias=m.mlp_bias)
+    b.all_reduce("down_proj.all_reduce", T)
+    if m.sandwich_norms:
+        norm(b, "post_feedforward_layernorm", T, H)
+    b.ew("residual_add", T * H, 2 * e, e)
+
+
+def hf_tail(b) -> None:
+    m, T = b.m, b.s.tokens
+    last = b.s.seqs + b.s.padding
+    norm(b, "final_norm", T, m.hidden_size)
+    b.gemm("lm_head", last, m.vocab_size, m.hidden_size)
+    b.all_gather_logits(last)
+    softcap(b, last)
+
+
+__all__ = ["IMPLS", "FUSIONS_OF", "CACHES", "RECIPES", "Recipe", "family_extras", "hf_preamble", "hf_layer",
+           "hf_tail", "norm", "act", "rope", "embedding", "softcap", "keys_of", "attention_op"]

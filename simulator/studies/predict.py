@@ -1,0 +1,75 @@
+"""Runs the `predict` kind (what `launchsim predict --model ...` runs): one step of a `StepSetup`, routed once
+(padded to the layout, or eager above it), its host-noise band, and optionally the engine loop around it with its
+two-lane report. Returns the JSON record the command prints; the CLI only fills the scenario and prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simulator.common.errors import UserError
+from simulator.config.predict import PredictScenario
+
+
+def setup_of(sc: PredictScenario):
+    """The scenario's `StepSetup` (config/stepopts.build_setup) with its capture layout parsed."""
+    from simulator.config.stepopts import build_setup
+
+    sizes = None
+    if sc.layout is not None:
+        from simulator.layouts.buckets import parse_layout
+
+        sizes = parse_layout(sc.layout)
+    return build_setup(sc, sc.model, sc.profile, sc.fusion, sc.graph, sizes)
+
+
+def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
+    from simulator.engine.predict import predict_setup
+    from simulator.model.dtype import dtype_fields
+    from simulator.model.parallel import tp_fields
+    from simulator.model.workload import StepShape
+
+    setup = setup_of(sc)
+    m = setup.model
+    extra = sc.prefill_len if sc.prefill_len > 1 else 1
+    if sc.ctx + extra > m.max_position_embeddings:
+        raise UserError(f"field 'ctx': {sc.ctx} (+{extra} new token(s)) exceeds {m.name}'s max_position_embeddings "
+                        f"{m.max_position_embeddings}")
+    shape = StepShape(sc.batch, sc.ctx, sc.prefill_seqs, sc.prefill_len)
+    p = predict_setup(setup, shape, sc.engine, sc.replicates, sc.seed)
+    d = {"model": sc.model, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "engine": sc.engine,
+         **p.as_dict(), **tp_fields(m, setup.profile), **dtype_fields(m)}
+    routed = sc.attention_backend != "flashinfer" or sc.prefill_layout is not None
+    if sc.layout is not None or routed:  # where the capture sent the step (graph: the mode it ran in)
+        d.update(layout=sc.layout if isinstance(sc.layout, str) or sc.layout is None
+                 else ",".join(map(str, sc.layout)), requested_graph=sc.graph, padded=p.route.padded)
+    if routed:
+        d.update(attention_backend=sc.attention_backend, prefill_layout=sc.prefill_layout)
+    if sc.prefill_seqs:
+        d.update(prefill_seqs=sc.prefill_seqs, prefill_len=sc.prefill_len, tokens=shape.tokens)
+    if sc.steps:
+        from simulator.engine.steploop import loop_of
+
+        loop, _ = loop_of(setup, shape, sc.engine, sc.steps, sc.scheduling, sc.sampling)
+        d.update(forward_step_ms=d["step_ms"], forward_bound=d["bound"], sampling=sc.sampling, **loop.as_dict())
+        if sc.report is not None:
+            loop_report(Path(sc.report), d, loop.timeline)
+    if out is not None:
+        from simulator.common.jsonfile import write_json
+
+        write_json(out / "result.json", {"scenario": sc.model_dump(mode="json"), "prediction": d,
+                                         "rows": [d], "summary_columns": list(d)[:12]})
+    return d
+
+
+def loop_report(path: Path, d: dict, tl) -> None:
+    """The engine loop's CPU and GPU lanes across its steps (at most 4,000 launches drawn)."""
+    from simulator.report import charts
+    from simulator.report.html import write_html
+
+    n = min(tl.plan.launches, 4000)
+    title = (f"{d['model']} batch {d['batch']}, {d['graph']} graph, {d['steps']} steps, {d['scheduling']} "
+             f"scheduling: step {d['step_ms']:.3f} ms, bound {d['bound']}")
+    note = (f"host work per step {d['host_ms_per_step']:.3f} ms (engine {d['engine_host_ms_per_step']:.3f} ms), "
+            f"GPU per step {d['gpu_ms_per_step']:.3f} ms, host waiting {d['host_wait_ms_per_step']:.3f} ms; "
+            f"first {n} of {tl.plan.launches} launches drawn")
+    write_html(path, "launchsim: engine loop", [charts.timeline_figure(tl, n, title)], intro=note)
