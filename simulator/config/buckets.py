@@ -41,14 +41,3 @@ class BucketsScenario(StepOptions):
     max_size: Annotated[int, Field(gt=0, le=L.MAX_OPTIMIZE_SIZE)] | None = Field(None, description="largest candidate size (default: largest batch seen)")
     shared_pool: bool = Field(True, description="graphs share one memory pool (vLLM, SGLang); false: private pools")
     presets: list[PresetName] = Field(["vllm", "sglang", "trtllm", "seed"], description="presets to compare")
-    spec_tokens: Annotated[int, Field(ge=0, le=64)] = Field(
-        0, description="speculative decoding: k draft tokens per sequence (capture sizes in tokens, multiples of "
-                       "1 + k: simulator/layouts/spec.py allowed_sizes); 0: plain decode")
-
-    @model_validator(mode="after")
-    def _spec_not_wired(self):
-        # refused, not ignored, until the optimizer takes simulator/layouts/spec.py's allowed_sizes (issue 21)
-        if self.spec_tokens:
-            raise ValueError("spec_tokens: the optimizer does not yet search speculative (1 + k token) layouts; "
-                             "use `launchsim buckets ENGINE --spec-tokens k` for each engine's sizes")
-        return self

@@ -8,7 +8,7 @@ its test; every study, every YAML kind and every command that builds a setup fro
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Sequence
+from typing import ClassVar, Literal, Sequence, Union
 
 from pydantic import Field, model_validator
 
@@ -29,7 +29,17 @@ class StepOptions(Strict):
     attention_backend: V.literal(V.AttentionBackend) = Field("flashinfer", description=ATTENTION_BACKEND_HELP)
     prefill_layout: PrefillLayout = Field(None, description=PREFILL_LAYOUT_HELP)
 
+    spec_tokens: int = Field(0, ge=0, le=64, description="speculative decoding: k draft tokens verified per sequence "
+                                                       "per step (the target runs 1 + k query tokens; capture sizes "
+                                                       "count tokens: simulator/layouts/spec.py); 0: plain decode")
+    draft: str = Field("eagle", description="with spec_tokens: the draft, eagle | mtp (a one-layer head with the "
+                                            "target's dimensions) or a draft model preset / config.json")
+    acceptance: Union[float, list[float], str, None] = Field(
+        None, description="with spec_tokens: per-token acceptance probability, or k per-position (conditional) "
+                          "probabilities '0.9,0.7,0.5'; tokens per step = 1 + sum of their running products")
+
     decode_only: ClassVar[bool] = False  # kinds that price decode-only steps: the mixed-step knobs cannot matter
+    spec_ok: ClassVar[bool] = False  # kinds whose study runs speculative steps (the others refuse spec_tokens)
 
     @model_validator(mode="after")
     def _mixed_knobs(self):
@@ -40,7 +50,25 @@ class StepOptions(Strict):
             if self.prefill_layout is not None:
                 raise ValueError("prefill_layout only changes mixed (prefill + decode) steps, which this kind does "
                                  "not run: leave it out")
+        if self.spec_tokens:
+            if not self.spec_ok:
+                raise ValueError(f"spec_tokens: kind '{getattr(self, 'kind', '?')}' does not run speculative steps "
+                                 "yet (predict does)")
+            if self.acceptance is None:
+                raise ValueError("spec_tokens needs acceptance (a probability or one per draft token)")
+            self.spec_acceptance()  # refuses a bad value or a list of the wrong length here
+        elif self.acceptance is not None or self.draft != "eagle":
+            raise ValueError("acceptance and draft apply to speculative decoding: they need spec_tokens > 0")
         return self
+
+    def spec_acceptance(self):
+        """The acceptance model (simulator/model/spec.py Acceptance) of spec_tokens draft tokens."""
+        from simulator.model.spec import Acceptance, SpecError
+
+        try:
+            return Acceptance.parse(self.acceptance, self.spec_tokens)
+        except SpecError as e:
+            raise ValueError(str(e)) from None
 
     def prefill_sizes(self) -> tuple[int, ...] | None:
         from simulator.layouts.prefill import parse_prefill_layout
@@ -56,13 +84,19 @@ class ShardedStepOptions(StepOptions):
 
 
 def build_setup(opts: StepOptions, model, profile, fusion: str, graph: str = "none",
-                sizes: Sequence[int] | None = None):
+                sizes: Sequence[int] | None = None, spec_engine: str = "vllm"):
     """The `StepSetup` of one configuration: `model` (name, path or ModelSpec) resolved with the options' dtypes and
     tensor parallelism (`model/resolve.py`), `profile` (name, path, Profile or CostModel), `fusion`, and the capture:
-    `graph`, decode `sizes` (None: every size captured), the options' prefill sizes and attention backend."""
+    `graph`, decode `sizes` (None: every size captured), the options' prefill sizes and attention backend; with
+    spec_tokens, the speculative setup (`spec_engine`: whose draft routing applies; `sizes` then count tokens)."""
     from simulator.engine.setup import Capture, StepSetup
     from simulator.model.resolve import resolve_model
 
     m = resolve_model(model, opts.dtype, opts.kv_dtype, getattr(opts, "tensor_parallel_size", 1))
     prefill = opts.prefill_sizes() if graph != "none" else None
-    return StepSetup.of(m, profile, fusion, Capture.of(graph, sizes, prefill, opts.attention_backend))
+    spec = None
+    if opts.spec_tokens:
+        from simulator.engine.setup import SpecSetup
+
+        spec = SpecSetup(opts.spec_tokens, opts.spec_acceptance(), opts.draft, engine=spec_engine)
+    return StepSetup.of(m, profile, fusion, Capture.of(graph, sizes, prefill, opts.attention_backend), spec=spec)

@@ -116,9 +116,44 @@ class Capture:
         return replace(self, graph=graph, sizes=_sizes(sizes))
 
 
+DRAFT_GRAPH = {"vllm": "piecewise", "sglang": "full", "trtllm": "full"}  # the draft's graph mode per engine
+# (vLLM's drafters run piecewise graphs, PRs #17211, #25109; SGLang captures full draft and draft-extend graphs,
+# speculative/eagle_draft_cuda_graph_runner.py; TensorRT-LLM's one-model drafters run inside the target's graph)
+
+
+@dataclass(frozen=True)
+class SpecSetup:
+    """Speculative decoding of a step (simulator/engine/spec.py): k draft tokens, the acceptance model
+    (simulator/model/spec.py), the draft (eagle | mtp | a model preset or config.json), whose capture and routing
+    rules apply (`engine`: vllm, sglang, trtllm) and the draft's graph mode (None: the engine's, DRAFT_GRAPH)."""
+
+    k: int
+    acceptance: object  # simulator.model.spec.Acceptance (frozen, hashable)
+    draft: str = "eagle"
+    engine: str = "vllm"
+    draft_graph: str | None = None
+
+    def __post_init__(self):
+        from simulator.model.spec import check_k
+
+        check_k(self.k)
+        if getattr(self.acceptance, "k", None) != self.k:
+            raise SetupError(f"acceptance has {getattr(self.acceptance, 'k', '?')} per-position probabilities for "
+                             f"spec_tokens {self.k}")
+        if self.engine not in DRAFT_GRAPH:
+            raise SetupError(f"engine must be one of {', '.join(DRAFT_GRAPH)}, got '{self.engine}'")
+        if self.draft_graph is not None:
+            check_mode(self.draft_graph)
+
+    @property
+    def draft_mode(self) -> str:
+        return self.draft_graph or DRAFT_GRAPH[self.engine]
+
+
 @dataclass(frozen=True)
 class StepSetup:
-    """One step configuration, passed whole: model (sharded, dtyped), costs, fusion, implementation, capture."""
+    """One step configuration, passed whole: model (sharded, dtyped), costs, fusion, implementation, capture, and
+    speculative decoding (`spec`, None: plain decode; `capture.sizes` then count verify tokens)."""
 
     model: ModelSpec
     costs: CostModel = field(compare=False, hash=False, repr=False)
@@ -126,6 +161,7 @@ class StepSetup:
     fusion: str = V.Fusion.NONE.value
     impl: str = "reference"
     capture: Capture = field(default_factory=Capture)
+    spec: SpecSetup | None = None
 
     def __post_init__(self):
         if self.fusion not in V.values(V.Fusion):
@@ -136,10 +172,10 @@ class StepSetup:
 
     @classmethod
     def of(cls, model: ModelSpec, profile=None, fusion: str = "none", capture: Capture | None = None,
-           impl: str = "reference") -> "StepSetup":
+           impl: str = "reference", spec: SpecSetup | None = None) -> "StepSetup":
         """A setup from a model and a profile name / path / Profile / CostModel (None: the default profile)."""
         _, costs, digest = resolve(profile)
-        return cls(model, costs, digest, fusion, impl, capture or Capture())
+        return cls(model, costs, digest, fusion, impl, capture or Capture(), spec)
 
     @property
     def profile(self):

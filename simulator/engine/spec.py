@@ -22,18 +22,15 @@ from dataclasses import dataclass, field
 
 from simulator.common.errors import UserError
 from simulator.engine.predict import predict, simulate
-from simulator.engine.routing import DEFAULT_BACKEND, check_mode, lowered_pure, route
+from simulator.engine.routing import DEFAULT_BACKEND, lowered_pure, route
+from simulator.engine.setup import DRAFT_GRAPH, SetupError, SpecSetup  # noqa: F401 (re-exported)
 from simulator.model.costs import CostModel
 from simulator.model.models import ModelSpec, load_model
 from simulator.model.profile import Profile, load_profile
 from simulator.model.spec import Acceptance, Draft, check_k, draft_for, draft_loop, draft_step
 from simulator.model.workload import StepShape
 
-DRAFT_GRAPH = {"vllm": "piecewise", "sglang": "full", "trtllm": "full"}  # the draft's graph mode per engine
-
-
-class SpecStepError(UserError):
-    pass
+SpecStepError = SetupError  # a speculative setting that cannot be honoured
 
 
 # attention backends whose vLLM metadata builder supports only single-token uniform decode in full graphs on the
@@ -56,32 +53,6 @@ def verify_graph_mode(engine: str, graph: str, backend: str, k: int) -> tuple[st
     return graph, None
 
 
-@dataclass(frozen=True)
-class SpecSetup:
-    """The speculative knobs of a step: k draft tokens, the draft (eagle | mtp | a model), the acceptance model,
-    whose rules route the draft (`engine`) and the draft's graph mode (None: the engine's, DRAFT_GRAPH)."""
-
-    k: int
-    acceptance: Acceptance
-    draft: str = "eagle"
-    engine: str = "vllm"
-    draft_graph: str | None = None
-
-    def __post_init__(self):
-        check_k(self.k)
-        if self.acceptance.k != self.k:
-            raise SpecStepError(f"acceptance has {self.acceptance.k} per-position probabilities for spec_tokens "
-                                f"{self.k}")
-        if self.engine not in DRAFT_GRAPH:
-            raise SpecStepError(f"engine must be one of {', '.join(DRAFT_GRAPH)}, got '{self.engine}'")
-        if self.draft_graph is not None:
-            check_mode(self.draft_graph)
-
-    @property
-    def draft_mode(self) -> str:
-        return self.draft_graph or DRAFT_GRAPH[self.engine]
-
-
 @dataclass
 class SpecPrediction:
     spec_tokens: int
@@ -93,6 +64,7 @@ class SpecPrediction:
     draft_passes: list = field(default_factory=list)  # [{"tokens", "count", "padded", "mode", "ms"}]
     verify_graph: str = ""  # the graph mode verify steps ran in (verify_graph_mode)
     notes: list = field(default_factory=list)
+    verify: object = None  # the verify step's engine.predict.Prediction
 
     @property
     def step_ms(self) -> float:
@@ -117,27 +89,30 @@ class SpecPrediction:
         return d
 
 
-def predict_spec(model: ModelSpec | str, batch: int, ctx: int, fusion: str, graph: str, spec: SpecSetup,
-                 profile: Profile | str | None = None, sizes: list[int] | None = None, *,
-                 backend: str = DEFAULT_BACKEND, baseline: bool = True,
-                 baseline_sizes: list[int] | None = None) -> SpecPrediction:
-    """Verify + draft figures of one speculative step of `batch` sequences at context `ctx`. `sizes`: the
-    verify capture sizes in tokens (None: every size captured); the draft passes pad to the same token sizes.
-    `baseline`: also the plain decode step (at `baseline_sizes`, the non-speculative layout) for the comparison."""
-    m = load_model(model) if isinstance(model, str) else model
-    prof = profile if isinstance(profile, Profile) else load_profile(profile)
-    costs = CostModel(prof)
-    k = spec.k
-    vgraph, note = verify_graph_mode(spec.engine, graph, str(backend), k)
-    v = predict(m, batch, ctx, fusion, vgraph, prof, shape=StepShape(batch, ctx, q_len=1 + k), sizes=sizes,
-                backend=backend)
-    verify_ms = v.result.step_s * 1e3
-    d: Draft = draft_for(m, spec.draft)
+def predict_spec_setup(setup, batch: int, ctx: int, engine: str = "fast", replicates: int = 0, seed: int = 0,
+                       baseline: bool = True, baseline_sizes=None) -> SpecPrediction:
+    """Verify + draft figures of one speculative step of `batch` sequences at context `ctx` for a `StepSetup` whose
+    `spec` is set: `setup.capture.sizes` are the verify capture sizes in tokens (None: every size captured); the
+    draft passes pad to the same token sizes in the draft's graph mode. `baseline`: also the plain decode step at
+    `baseline_sizes` (the non-speculative layout; None: every size captured) for the per-token comparison."""
+    from dataclasses import replace
+
+    from simulator.engine.predict import predict_setup
+    from simulator.model.workload import decode
+
+    spec: SpecSetup = setup.spec
+    if spec is None:
+        raise SpecStepError("a speculative step needs the setup's spec (spec_tokens > 0)")
+    k, cap, costs = spec.k, setup.capture, setup.costs
+    vgraph, note = verify_graph_mode(spec.engine, cap.graph, str(cap.backend), k)
+    v = predict_setup(replace(setup, capture=replace(cap, graph=vgraph)), StepShape(batch, ctx, q_len=1 + k),
+                      engine, replicates, seed)
+    d: Draft = draft_for(setup.model, spec.draft)
     passes, draft_ms = [], 0.0
-    for st, n in draft_loop(d, k, batch, ctx, fusion):
+    for st, n in draft_loop(d, k, batch, ctx, setup.fusion):
         q = st.tokens // batch
-        r = route(spec.draft_mode, sizes, st.tokens, True, backend=backend)
-        run = draft_step(d, batch, ctx if q > 1 else ctx + k + 1, fusion, q_len=q, padding=r.padding) \
+        r = route(spec.draft_mode, cap.sizes, st.tokens, True, backend=cap.backend)
+        run = draft_step(d, batch, ctx if q > 1 else ctx + k + 1, setup.fusion, q_len=q, padding=r.padding) \
             if r.padding else st
         res, _ = simulate(run, costs, r.mode, pure_decode=lowered_pure(r.mode, True))
         ms = res.step_s * 1e3
@@ -145,9 +120,24 @@ def predict_spec(model: ModelSpec | str, batch: int, ctx: int, fusion: str, grap
         passes.append({"tokens": st.tokens, "count": n, "padded": r.padded, "mode": r.mode, "ms": ms})
     base = None
     if baseline:
-        base = predict(m, batch, ctx, fusion, graph, prof, sizes=baseline_sizes, backend=backend).result.step_s * 1e3
-    return SpecPrediction(k, verify_ms, draft_ms, spec.acceptance.tokens_per_step, base, v.route, passes, vgraph,
-                          [note] if note else [])
+        plain = replace(setup, spec=None, capture=replace(cap, sizes=None if baseline_sizes is None
+                                                          else tuple(sorted(set(baseline_sizes)))))
+        base = predict_setup(plain, decode(batch, ctx), engine).result.step_s * 1e3
+    return SpecPrediction(k, v.result.step_s * 1e3, draft_ms, spec.acceptance.tokens_per_step, base, v.route, passes,
+                          vgraph, [note] if note else [], v)
+
+
+def predict_spec(model: ModelSpec | str, batch: int, ctx: int, fusion: str, graph: str, spec: SpecSetup,
+                 profile: Profile | str | None = None, sizes: list[int] | None = None, *,
+                 backend: str = DEFAULT_BACKEND, baseline: bool = True,
+                 baseline_sizes: list[int] | None = None) -> SpecPrediction:
+    """`predict_spec_setup` for loose arguments: `sizes` the verify capture sizes in tokens."""
+    from simulator.engine.setup import Capture, StepSetup
+
+    m = load_model(model) if isinstance(model, str) else model
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    setup = StepSetup.of(m, prof, fusion, Capture.of(graph, sizes, None, backend), spec=spec)
+    return predict_spec_setup(setup, batch, ctx, baseline=baseline, baseline_sizes=baseline_sizes)
 
 
 def spec_request(k: int, acceptance, draft: str = "eagle", layout: str | None = None, max_size: int | None = None,

@@ -86,3 +86,62 @@ def test_spec_request():
     s, v, b = spec_request(2, 0.5, layout="1,2,4")
     assert v == b == [1, 2, 4] and s.engine == "vllm"
     assert spec_request(1, 0.5)[1:] == (None, None)
+
+
+def test_predict_spec_tokens_json(prof, tmp_path):
+    """`launchsim predict --spec-tokens k --acceptance a`: the verify step's figures plus the per-token ones, equal to
+    engine/spec.predict_spec_setup for the same setup; a verify step needs the profile's q_len tables."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from simulator.cli import app
+
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(prof.model_dump(mode="json")))
+    argv = ["predict", "--model", "qwen3-0.6b", "--batch", "8", "--fusion", "fused", "--graph", "full",
+            "--layout", "sglang", "--spec-tokens", "2", "--acceptance", "0.8,0.5", "--profile", str(f), "--json"]
+    r = CliRunner().invoke(app, argv)
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    want = predict_spec("qwen3-0.6b", 8, 1024, "fused", "full",
+                        SpecSetup(2, Acceptance.per_position([0.8, 0.5]), engine="sglang"), prof,
+                        sizes=list(spec_layout("sglang", 2).tokens),
+                        baseline_sizes=__import__("simulator.layouts.buckets", fromlist=["x"]).preset_sizes("sglang"))
+    for key in ("verify_ms", "draft_ms", "tokens_per_step", "ms_per_token", "decode_ms_per_token"):
+        assert math.isclose(d[key], want.as_dict()[key]), key
+    assert d["step_ms"] == d["verify_ms"] and d["spec_tokens"] == 2 and d["q_len"] == 3
+    assert d["padded"] == 24 and d["tokens_per_step"] == 1 + 0.8 + 0.4  # 8 x 3 = 24 tokens, a captured size
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--spec-tokens", "2"], "needs acceptance"),
+    (["--acceptance", "0.5"], "need spec_tokens > 0"),
+    (["--spec-tokens", "2", "--acceptance", "0.5", "--steps", "3"], "needs --steps 0"),
+    (["--spec-tokens", "2", "--acceptance", "1.5"], "--acceptance"),
+    (["--spec-tokens", "2", "--acceptance", "0.5"], "no verify-attention table"),
+])
+def test_predict_spec_refusals(capsys, argv, needle):
+    from simulator.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["predict", "--model", "qwen3-0.6b"] + argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err
+
+
+@pytest.mark.parametrize("name", ["serve_qwen3_0p6b.yaml", "sweep_layouts_qwen3_0p6b.yaml", "optimize_bimodal.yaml",
+                                  "capacity_qwen3_0p6b.yaml", "qwen3_0p6b_decode.yaml"])
+def test_kinds_without_speculation_refuse_it(name):
+    """Every kind has the step knobs (config/stepopts.py); the ones whose study does not run speculative steps yet
+    refuse spec_tokens with one message naming the field, instead of ignoring it."""
+    import yaml
+    from tests.paths import ROOT
+
+    data = yaml.safe_load((ROOT / "scenarios" / name).read_text())
+    data.update(spec_tokens=2, acceptance=0.5)
+    from simulator.config import parse_scenario
+
+    with pytest.raises(Exception, match="does not run speculative steps"):
+        parse_scenario(data)
