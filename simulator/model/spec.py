@@ -267,3 +267,27 @@ def breakeven_acceptance(k: int, cost_ratio: float) -> float | None:
         else:
             hi = mid
     return (lo + hi) / 2
+
+
+def steps_to_finish(outputs, acc: Acceptance, rng: np.random.Generator, chunk: int = 64) -> np.ndarray:
+    """Verify steps each request needs to emit its `outputs[i]` tokens when every step emits a fresh draw of
+    `acc.draw` (accepted + 1, at most 1 + k) tokens: the first step count whose running sum reaches the output.
+    Drawn per sequence from `rng` (seeded: reproducible), in chunks of `chunk` steps per request; what a serving
+    simulation needs to keep a request's finish step fixed at admission (serving/scheduler.py's cohort design)."""
+    out = np.asarray(outputs, dtype=np.int64)
+    if out.ndim != 1 or (out.size and out.min() < 0):
+        raise SpecError("outputs must be a 1-D array of non-negative token counts")
+    n = out.size
+    steps = np.zeros(n, dtype=np.int64)
+    left = out.copy()
+    active = np.nonzero(left > 0)[0]
+    while active.size:
+        d = acc.draw(active.size * chunk, rng).reshape(active.size, chunk)
+        c = np.cumsum(d, axis=1)
+        reach = c >= left[active, None]
+        hit = reach.any(axis=1)
+        first = np.where(hit, reach.argmax(axis=1) + 1, chunk)
+        steps[active] += first
+        left[active] = np.where(hit, 0, left[active] - c[:, -1])
+        active = active[~hit]
+    return steps

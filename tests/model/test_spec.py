@@ -213,3 +213,19 @@ def test_heads_on_an_moe_target():
     assert not e.model.is_moe and e.model.intermediate_size == moe.intermediate_size
     assert m.model.is_moe and m.model.num_hidden_layers == 1
     assert draft_step(e, 4, 512, "fused").kernels < draft_step(m, 4, 512, "fused").kernels
+
+
+def test_steps_to_finish():
+    from simulator.model.spec import steps_to_finish
+
+    rng = np.random.default_rng(3)
+    # a = 1: every step emits k + 1 tokens: ceil(out / (k + 1)); a = 0: one token a step
+    assert steps_to_finish([1, 4, 5, 9, 0], Acceptance.constant(1.0, 3), rng).tolist() == [1, 1, 2, 3, 0]
+    assert steps_to_finish([7, 130], Acceptance.constant(0.0, 3), rng).tolist() == [7, 130]
+    acc = Acceptance.constant(0.7, 3)
+    a = steps_to_finish(np.full(20_000, 200), acc, np.random.default_rng(5))
+    b = steps_to_finish(np.full(20_000, 200), acc, np.random.default_rng(5))
+    assert np.array_equal(a, b)
+    # renewal: steps ~ output / E[tokens per step]
+    assert abs(a.mean() - 200 / closed_form(0.7, 3)) < 1.0
+    assert (a >= 200 / 4).all() and (a <= 200).all()
