@@ -116,3 +116,21 @@ def test_torch_only_inside_calibration_and_lazily():
         for n in top:
             mods = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
             assert not any(m.split(".")[0] == "torch" for m in mods), f"{p}: torch at module level"
+
+
+def _external_imports(path: Path) -> set[str]:
+    """Top-level names of the third-party packages a file imports, at any depth of its code."""
+    out = set()
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, ast.Import):
+            out.update(a.name.split(".")[0] for a in n.names)
+        elif isinstance(n, ast.ImportFrom) and not n.level and n.module:
+            out.add(n.module.split(".")[0])
+    return out
+
+
+def test_nothing_below_cli_imports_typer_or_click():
+    """The command line is a thin layer: studies, config and the engine never import the CLI's framework."""
+    bad = [str(p.relative_to(ROOT)) for p in SIM.rglob("*.py") if "cli" not in p.relative_to(SIM).parts[:1]
+           and _external_imports(p) & {"typer", "click"}]
+    assert not bad, bad

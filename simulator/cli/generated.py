@@ -65,7 +65,7 @@ def _choice_parser(flag: str, field: str, allowed: tuple):
     return parse
 
 
-def model_options(model: type, aliases: dict[str, tuple[str, ...]] | None = None,
+def model_options(model: Any, aliases: dict[str, tuple[str, ...]] | None = None,
                   skip: tuple[str, ...] = SKIP) -> tuple[list[inspect.Parameter], dict[str, str]]:
     """(typer parameters for every field of `model` not in `skip`, {field: the flag text errors name})."""
     aliases = aliases or {}
@@ -85,6 +85,7 @@ def model_options(model: type, aliases: dict[str, tuple[str, ...]] | None = None
         help_ = (f.description or "") + (f"  [default: {dflt}]" if default is not None else "")
         allowed = _literal_values(f.annotation)
         kw: dict[str, Any] = {"help": help_, "show_default": False}
+        ann: Any
         if allowed is not None:
             kw.update(parser=_choice_parser(flags[name], name, allowed), metavar="[" + "|".join(map(str, allowed)) + "]")
             ann = Optional[str]
@@ -98,7 +99,7 @@ def model_options(model: type, aliases: dict[str, tuple[str, ...]] | None = None
     return params, flags
 
 
-def command(body: Callable[..., None], model: type, extra: list[inspect.Parameter],
+def command(body: Callable[..., None], model: Any, extra: list[inspect.Parameter],
             aliases: dict[str, tuple[str, ...]] | None = None, doc: str = "") -> Callable[..., None]:
     """A function typer can register: keyword parameters = the model's generated options + `extra`; calling it
     calls `body(given, flags, **extra_values)` with `given` the model fields the user typed (None: not given)."""

@@ -25,21 +25,21 @@ def _line(lines: dict, loc: tuple) -> int | None:
     return None
 
 
-def _ctx_fits(model_name: str, ctx: int, extra: int = 1) -> Callable[[], None]:
+def _ctx_fits(model_name: str, ctx: int, extra: int = 1, assume_family: str | None = None) -> Callable[[], None]:
     def check():
         from simulator.model.models import load_model
 
-        m = load_model(model_name)
+        m = load_model(model_name, assume_family)
         if ctx + extra > m.max_position_embeddings:
             raise UserError(f"context {ctx} (+{extra} new) exceeds {m.name}'s max_position_embeddings "
                             f"{m.max_position_embeddings}")
     return check
 
 
-def _model(name: str):
+def _model(name: str, assume_family: str | None = None):
     from simulator.model.models import load_model
 
-    return lambda: load_model(name)
+    return lambda: load_model(name, assume_family)
 
 
 def _profile(name):
@@ -53,17 +53,18 @@ def _profile(name):
 
 
 def _step(sc) -> Iterator[Check]:
-    yield ("model",), _model(sc.model)
+    yield ("model",), _model(sc.model, getattr(sc, "assume_family", None))
     yield ("profile",), _profile(sc.profile)
-    yield ("ctx",), _ctx_fits(sc.model, sc.ctx)
+    yield ("ctx",), _ctx_fits(sc.model, sc.ctx, 1, getattr(sc, "assume_family", None))
 
 
 def _sweep(sc) -> Iterator[Check]:
     from simulator.layouts.buckets import parse_layout
 
     for i, m in enumerate(sc.models):
-        yield ("models", i), _model(m)
-        yield ("ctx",), _ctx_fits(m, sc.ctx, 1 + (sc.mixed.prefill_len if sc.mixed and sc.mixed.share else 0))
+        yield ("models", i), _model(m, getattr(sc, "assume_family", None))
+        yield ("ctx",), _ctx_fits(m, sc.ctx, 1 + (sc.mixed.prefill_len if sc.mixed and sc.mixed.share else 0),
+                                  sc.assume_family)
     for i, p in enumerate(sc.profiles):
         yield ("profiles", i), _profile(p)
     for i, lay in enumerate(sc.layouts):
@@ -84,7 +85,7 @@ def _serving(sc, models, profiles, layouts) -> Iterator[Check]:
     from ..serving.arrivals import load_trace
 
     for loc, m in models:
-        yield loc, _model(m)
+        yield loc, _model(m, getattr(sc, "assume_family", None))
     for loc, p in profiles:
         yield loc, _profile(p)
     for loc, lay in layouts:
@@ -120,9 +121,9 @@ def _capacity(sc) -> Iterator[Check]:
 def _buckets(sc) -> Iterator[Check]:
     from simulator.config.specs import parse_memory_budget
 
-    yield ("model",), _model(sc.model)
+    yield ("model",), _model(sc.model, getattr(sc, "assume_family", None))
     yield ("profile",), _profile(sc.profile)
-    yield ("ctx",), _ctx_fits(sc.model, sc.ctx)
+    yield ("ctx",), _ctx_fits(sc.model, sc.ctx, 1, getattr(sc, "assume_family", None))
     def dist():
         from simulator.common.limits import MAX_OPTIMIZE_SIZE
 

@@ -8,11 +8,13 @@ its test; every study, every YAML kind and every command that builds a setup fro
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Sequence, Union
+from typing import Annotated, ClassVar, Literal, Optional, Sequence, Union
 
 from pydantic import Field, model_validator
 
+from simulator.common import limits as L
 from simulator.common import vocab as V
+from simulator.model.families import SUPPORTED
 from .base import Strict
 from .specs import ATTENTION_BACKEND_HELP, PREFILL_LAYOUT_HELP, PrefillLayout
 
@@ -23,11 +25,27 @@ TP_HELP = ("tensor-parallel GPUs of one NVLink node: each GPU runs a shard (head
 class StepOptions(Strict):
     """Knobs of the step itself (not of the study around it)."""
 
-    dtype: V.literal(V.Dtype) = Field("bf16", description="weight dtype: fp8 = e4m3 projection weights with "
+    dtype: V.literal(V.Dtype) = Field(  # type: ignore[valid-type]
+        "bf16", description="weight dtype: fp8 = e4m3 projection weights with "
                                                            "per-tensor scales (simulator/model/dtype.py)")
-    kv_dtype: V.literal(V.Dtype) = Field("bf16", description="KV-cache dtype (fp8: 1 byte per element)")
-    attention_backend: V.literal(V.AttentionBackend) = Field("flashinfer", description=ATTENTION_BACKEND_HELP)
+    kv_dtype: V.literal(V.Dtype) = Field(  # type: ignore[valid-type]
+        "bf16", description="KV-cache dtype (fp8: 1 byte per element)")
+    attention_backend: V.literal(V.AttentionBackend) = Field(  # type: ignore[valid-type]
+        "flashinfer", description=ATTENTION_BACKEND_HELP)
     prefill_layout: PrefillLayout = Field(None, description=PREFILL_LAYOUT_HELP)
+    impl: Optional[Literal["reference", "hf", "fused"]] = Field(
+        None, description="implementation whose op list a step launches (simulator/model/recipes.py): reference = "
+                          "launchsim's calibration decoder (fusion none/packed/compiled), hf = Hugging Face "
+                          "transformers 5.17's own modeling code with SDPA (none/compiled), fused = vLLM-style custom "
+                          "ops (fused); default: fused for fusion fused, else reference")
+    kv_cache: Literal["static", "dynamic"] = Field(
+        "static", description="impl hf: transformers' StaticCache (attention reads every slot under a mask) or "
+                              "DynamicCache (grows by a cat each step)")
+    max_cache_len: Optional[Annotated[int, Field(gt=0, le=L.MAX_CTX)]] = Field(
+        None, description="impl hf, static cache: its slots (default: the step's context + 1)")
+    assume_family: Optional[Literal[SUPPORTED]] = Field(  # type: ignore[valid-type]
+        None, description="read a config.json whose model_type/architectures is not a supported family as this "
+                          "family (said in the output); without it such a config is refused")
 
     spec_tokens: int = Field(0, ge=0, le=64, description="speculative decoding: k draft tokens verified per sequence "
                                                        "per step (the target runs 1 + k query tokens; capture sizes "
@@ -40,6 +58,14 @@ class StepOptions(Strict):
 
     decode_only: ClassVar[bool] = False  # kinds that price decode-only steps: the mixed-step knobs cannot matter
     spec_ok: ClassVar[bool] = False  # kinds whose study runs speculative steps (the others refuse spec_tokens)
+
+    @model_validator(mode="after")
+    def _recipe_knobs(self):
+        if self.impl != "hf" and (self.kv_cache != "static" or self.max_cache_len is not None):
+            raise ValueError("kv_cache and max_cache_len are options of impl hf (transformers' caches)")
+        if self.kv_cache == "dynamic" and self.max_cache_len is not None:
+            raise ValueError("max_cache_len sizes a static cache: leave it out with kv_cache dynamic")
+        return self
 
     @model_validator(mode="after")
     def _mixed_knobs(self):
@@ -85,18 +111,8 @@ class ShardedStepOptions(StepOptions):
 
 def build_setup(opts: StepOptions, model, profile, fusion: str, graph: str = "none",
                 sizes: Sequence[int] | None = None, spec_engine: str = "vllm"):
-    """The `StepSetup` of one configuration: `model` (name, path or ModelSpec) resolved with the options' dtypes and
-    tensor parallelism (`model/resolve.py`), `profile` (name, path, Profile or CostModel), `fusion`, and the capture:
-    `graph`, decode `sizes` (None: every size captured), the options' prefill sizes and attention backend; with
-    spec_tokens, the speculative setup (`spec_engine`: whose draft routing applies; `sizes` then count tokens)."""
-    from simulator.engine.setup import Capture, StepSetup
-    from simulator.model.resolve import resolve_model
+    """The `StepSetup` of one configuration (`engine.setup.StepSetup.from_options`: the options read whole; with
+    spec_tokens, `sizes` count verify tokens and `spec_engine` names whose draft routing applies)."""
+    from simulator.engine.setup import StepSetup
 
-    m = resolve_model(model, opts.dtype, opts.kv_dtype, getattr(opts, "tensor_parallel_size", 1))
-    prefill = opts.prefill_sizes() if graph != "none" else None
-    spec = None
-    if opts.spec_tokens:
-        from simulator.engine.setup import SpecSetup
-
-        spec = SpecSetup(opts.spec_tokens, opts.spec_acceptance(), opts.draft, engine=spec_engine)
-    return StepSetup.of(m, profile, fusion, Capture.of(graph, sizes, prefill, opts.attention_backend), spec=spec)
+    return StepSetup.from_options(opts, model, profile, fusion, graph, sizes, spec_engine)

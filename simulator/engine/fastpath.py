@@ -33,8 +33,8 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
     if single:  # launch j is kernel j: index maps, not arrays
         last_k = first_k = _SAME
     else:
-        last_k = np.cumsum(counts) - 1  # each launch's last kernel
-        first_k = last_k - counts + 1
+        last_k = np.cumsum(counts) - 1  # type: ignore[assignment]  # each launch's last kernel
+        first_k = last_k - counts + 1  # type: ignore[assignment]
     # global prefix sums: a block [j0, j1) needs only slices of these
     H = np.cumsum(host)  # host time up to and including launch j
     C = np.cumsum(c)  # stream time up to and including kernel i

@@ -134,7 +134,7 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5) -> Lau
     if mode == "full":
         graph_segment([o for o in ops if o.launches_kernel])
     elif mode == "piecewise":
-        seg = []
+        seg: list = []
         for o in ops:
             if not o.launches_kernel:
                 continue

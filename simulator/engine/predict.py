@@ -116,5 +116,5 @@ def predict(model: ModelSpec | str, batch: int, ctx: int, fusion: str = "none", 
     m = load_model(model) if isinstance(model, str) else model
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     costs = CostModel(prof)
-    setup = StepSetup(m, costs, "", fusion, "reference", Capture.of(graph, sizes, prefill_sizes, backend))
+    setup = StepSetup(m, costs, "", fusion, None, Capture.of(graph, sizes, prefill_sizes, backend))
     return predict_setup(setup, shape or decode(batch, ctx), engine, replicates, seed)

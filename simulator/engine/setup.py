@@ -8,7 +8,7 @@ Owns the value objects every study passes whole instead of 8-13 loose arguments:
   then take the routed *plan mode* only (`plan.lower`, `tiling.tiled_lower`).
 - `StepSetup(model, costs, fusion, impl, capture)`: the model after dtype and sharding, the profile's cost model
   (its content digest is part of the identity, the object is not), the implementation recipe and fusion level,
-  and the capture. Frozen and hashable; `build_key` (model, fusion, impl: what decides the op list) and
+  the implementation's cache options, and the capture. Frozen and hashable; `build_key` (model, fusion, impl: what decides the op list) and
   `cost_key` (+ profile digest: what decides a step's cost under a plan mode) are the memo keys of
   `stepcost.StepCostCache`.
 
@@ -32,11 +32,10 @@ from simulator.model.costs import CostModel
 from simulator.model.kernels import Step
 from simulator.model.models import ModelSpec
 from simulator.model.profile import Profile, load_profile
-from simulator.model.workload import StepShape, build_step
+from simulator.model.workload import StepShape, build_step, impl_of
 
 _OBJ: dict[int, tuple] = {}  # id(Profile or CostModel) -> (object, Profile, CostModel, digest)
 
-IMPLS = ("reference",)  # implementations whose recipes the workload builder has (model/workload.py)
 
 
 def profile_digest(p: Profile) -> str:
@@ -96,7 +95,7 @@ class Capture:
     @classmethod
     def of(cls, graph: str, sizes: Sequence[int] | None = None, prefill_sizes: Sequence[int] | None = None,
            backend: str = DEFAULT_BACKEND) -> "Capture":
-        return cls(graph, sizes, prefill_sizes, backend)
+        return cls(graph, _sizes(sizes), _sizes(prefill_sizes), backend)
 
     def route(self, shape: StepShape) -> Route:
         """Where a step goes: its captured size and plan mode (`routing.route_shape`)."""
@@ -159,23 +158,47 @@ class StepSetup:
     costs: CostModel = field(compare=False, hash=False, repr=False)
     digest: str  # the profile's content digest (stepcost.profile_digest): equal profiles share memo entries
     fusion: str = V.Fusion.NONE.value
-    impl: str = "reference"
+    impl: str | None = None  # model/recipes.py; None: the one the fusion level implies (workload.impl_of)
     capture: Capture = field(default_factory=Capture)
-    spec: SpecSetup | None = None
+    cache: str = "static"  # impl hf: transformers' StaticCache or DynamicCache
+    max_cache_len: int | None = None  # impl hf, static cache: slots (None: the step's context + 1)
+    spec: SpecSetup | None = None  # speculative decoding (engine/spec.py); None: plain decode
+    recipe: str = field(default="", init=False, compare=False)  # the implementation built: impl, or the implied one
 
     def __post_init__(self):
         if self.fusion not in V.values(V.Fusion):
             raise SetupError(f"unknown fusion level '{self.fusion}': use one of {', '.join(V.values(V.Fusion))}")
-        if self.impl not in IMPLS:
-            raise SetupError(f"unknown implementation '{self.impl}': use one of {', '.join(IMPLS)}")
         object.__setattr__(self, "fusion", str(self.fusion))
+        object.__setattr__(self, "recipe", impl_of(self.fusion, self.impl))  # refuses a pair the recipes lack
 
     @classmethod
     def of(cls, model: ModelSpec, profile=None, fusion: str = "none", capture: Capture | None = None,
-           impl: str = "reference", spec: SpecSetup | None = None) -> "StepSetup":
+           impl: str | None = None, cache: str = "static", max_cache_len: int | None = None,
+           spec: SpecSetup | None = None) -> "StepSetup":
         """A setup from a model and a profile name / path / Profile / CostModel (None: the default profile)."""
         _, costs, digest = resolve(profile)
-        return cls(model, costs, digest, fusion, impl, capture or Capture(), spec)
+        return cls(model, costs, digest, fusion, impl, capture or Capture(), cache, max_cache_len, spec)
+
+    @classmethod
+    def from_options(cls, opts, model, profile, fusion: str, graph: str = "none",
+                     sizes: Sequence[int] | None = None, spec_engine: str = "vllm") -> "StepSetup":
+        """The setup of one configuration from a scenario's step options (config/stepopts.StepOptions, read by
+        field name: dtype, kv_dtype, tensor_parallel_size, assume_family, attention_backend, prefill_layout, impl,
+        kv_cache, max_cache_len, spec_tokens, acceptance, draft): `model` (name, path or ModelSpec) resolved
+        (model/resolve.py), `profile` (name, path, Profile or CostModel), `fusion`, and the capture: `graph`, decode
+        `sizes` (None: every size captured; with spec_tokens they count verify tokens), the prefill sizes and
+        attention backend; with spec_tokens the speculative setup (`spec_engine`: whose draft routing applies)."""
+        from simulator.layouts.prefill import parse_prefill_layout
+        from simulator.model.resolve import resolve_model
+
+        m = resolve_model(model, opts.dtype, opts.kv_dtype, getattr(opts, "tensor_parallel_size", 1),
+                          opts.assume_family)
+        pre = parse_prefill_layout(opts.prefill_layout) if graph != "none" else None
+        spec = None
+        if getattr(opts, "spec_tokens", 0):
+            spec = SpecSetup(opts.spec_tokens, opts.spec_acceptance(), opts.draft, engine=spec_engine)
+        return cls.of(m, profile, fusion, Capture.of(graph, sizes, pre, opts.attention_backend), impl=opts.impl,
+                      cache=opts.kv_cache, max_cache_len=opts.max_cache_len, spec=spec)
 
     @property
     def profile(self):
@@ -184,16 +207,17 @@ class StepSetup:
     @property
     def build_key(self) -> tuple:
         """What decides the op list of a step of a given shape."""
-        return (self.model, self.fusion, self.impl)
+        return (self.model, self.fusion, self.recipe, self.cache, self.max_cache_len)
 
     @property
     def cost_key(self) -> tuple:
         """What decides a step's cost under a given plan mode (the capture does not: it decides the mode)."""
-        return (self.model, self.digest, self.fusion, self.impl)
+        return (self.model, self.digest, self.fusion, self.recipe, self.cache, self.max_cache_len)
 
     def build(self, shape: StepShape) -> Step:
         """The step's ordered host ops (model/workload.py)."""
-        return build_step(self.model, shape, self.fusion)
+        return build_step(self.model, shape, self.fusion, self.recipe, cache=self.cache,
+                          max_cache_len=self.max_cache_len)
 
     def with_layers(self, layers: int) -> "StepSetup":
         return replace(self, model=replace(self.model, num_hidden_layers=layers))

@@ -56,7 +56,7 @@ def _setup(model, profile, fusion, capture=None):
     from simulator.engine.setup import Capture, StepSetup
 
     _, costs, digest = resolve(profile)
-    return StepSetup(model, costs, digest, fusion, "reference", capture or Capture())
+    return StepSetup(model, costs, digest, fusion, None, capture or Capture())
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def expected_step(model: ModelSpec, profile: str | None | Profile | CostModel, f
     from simulator.engine.setup import Capture
 
     sizes_t = None if sizes is None else tuple(int(s) for s in sizes)
-    st = _setup(model, profile, fusion, Capture(graph, sizes_t, prefill_sizes, backend))
+    st = _setup(model, profile, fusion, Capture.of(graph, sizes_t, prefill_sizes, backend))
     return DEFAULT.expected(st, batches, weights, ctx, mixed, sizes=sizes_t)
 
 

@@ -9,7 +9,9 @@ from simulator.model.models import ModelSpec, load_model
 from simulator.model.parallel import shard
 
 
-def resolve_model(model: str | ModelSpec, dtype: str = "bf16", kv_dtype: str = "bf16", tp: int = 1) -> ModelSpec:
-    """`model` (a preset name, a config.json path or a ModelSpec) with dtypes set and sharded to `tp` GPUs."""
-    m = load_model(model) if isinstance(model, str) else model
+def resolve_model(model: str | ModelSpec, dtype: str = "bf16", kv_dtype: str = "bf16", tp: int = 1,
+                  assume_family: str | None = None) -> ModelSpec:
+    """`model` (a preset name, a config.json path or a ModelSpec) with dtypes set and sharded to `tp` GPUs;
+    `assume_family`: the family an unrecognised config.json is read as (models.load_model)."""
+    m = load_model(model, assume_family) if isinstance(model, str) else model
     return shard(with_dtype(m, str(dtype), str(kv_dtype), "dtype"), int(tp), "tensor_parallel_size")

@@ -54,11 +54,14 @@ class ServeConfig:
     sampling: str = "greedy"
     attention_backend: str = "flashinfer"  # routing.route's backend and prefill sizes
     prefill_sizes: tuple[int, ...] | None = None
+    step: object = None  # the configuration's StepSetup from the config layer (impl, cache, ...); None: from the above
 
     def step_setup(self):
         """This configuration's `StepSetup` (engine/setup.py), which the step timer and KV model take whole."""
         from simulator.engine.setup import Capture, StepSetup
 
+        if self.step is not None:
+            return self.step
         graphed = self.graph != "none"
         cap = Capture(self.graph, tuple(self.sizes) if graphed else (),
                       tuple(self.prefill_sizes) if self.prefill_sizes is not None and graphed else None,

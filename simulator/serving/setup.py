@@ -22,6 +22,7 @@ _SUMMED = ("requests", "completed", "unfinished", "rejected", "preemptions", "st
 def build_config(run, model: str, profile: str | None, fusion: str, graph: str, layout, layout_label: str | None = None
                  ) -> ServeConfig:
     """A `ServeConfig` from a scenario's run settings (`RunModel`) and one configuration."""
+    from simulator.engine.setup import StepSetup
     from simulator.model.resolve import resolve_model
 
     tp = run.tensor_parallel_size  # per-GPU shard: weights, KV and step time are one GPU's
@@ -39,6 +40,7 @@ def build_config(run, model: str, profile: str | None, fusion: str, graph: str, 
         warmup_frac=run.warmup_frac, drain_s=run.drain_s, merge_steps=e.merge_steps,
         scheduling=run.scheduling, sampling=run.sampling, attention_backend=run.attention_backend,
         prefill_sizes=run.prefill_sizes() if graph != "none" else None,
+        step=StepSetup.from_options(run, model, prof, fusion, graph, sizes if graph != "none" else ()),
     )
 
 

@@ -84,7 +84,7 @@ class StepTimer:
             cap = Capture(graph, tuple(sizes) if graph != "none" else (),
                           tuple(prefill_sizes) if prefill_sizes is not None and graph != "none" else None, backend)
             _, costs, digest = resolve(costs)
-            setup = StepSetup(model, costs, digest, fusion, "reference", cap)
+            setup = StepSetup(model, costs, digest, fusion, None, cap)
         self.setup, self.cache = setup, cache or DEFAULT
         cap = setup.capture
         self.model, self.costs, self.fusion, self.graph = setup.model, setup.costs, setup.fusion, cap.graph

@@ -139,7 +139,8 @@ def _optimize_one(args) -> dict:
             break
         dist = from_histogram({r["batch"]: r["count"] for r in log}, f"batch log at {cur['best_rate']:.4g} req/s")
         inp = Inputs(dist, model=c["model"], profile=c["profile"], fusion=c["fusion"], graph=c["graph"], ctx=ctx,
-                     max_graphs=len(base_sizes), max_size=max(top, dist.max_batch), cover_max_size=True)
+                     max_graphs=len(base_sizes), max_size=max(top, dist.max_batch), cover_max_size=True,
+                     opts=sc)  # the scenario's step options whole: dtypes, TP and recipe, as its serving runs use
         if budget is None:
             budget = optimize_setup(inp).memory(base_sizes)[0]
         inp.memory_budget = budget

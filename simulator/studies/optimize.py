@@ -31,7 +31,6 @@ from simulator.common.limits import MAX_OPTIMIZE_SIZE
 from simulator.config.specs import parse_memory_budget  # noqa: F401  (the scenario field's parser)
 from simulator.engine.graph_memory import GraphMemoryModel
 from simulator.model.models import ModelSpec
-from simulator.model.profile import load_profile
 from simulator.engine.routing import check_mode
 from simulator.engine.setup import Capture, StepSetup
 from simulator.engine.stepcost import StepCostCache
@@ -62,6 +61,7 @@ class Inputs:
     presets: tuple[str, ...] = PRESETS
     dtype: str = "bf16"  # weights (simulator/model/dtype.py)
     kv_dtype: str = "bf16"
+    opts: object = None  # config/stepopts.StepOptions of the scenario (impl, dtypes, ...): the step setup's knobs
     cover_max_size: bool = False  # step-time objective: the largest size must be max_size (mixed steps up to it keep a graph)
 
 
@@ -127,13 +127,19 @@ def setup(inp: Inputs) -> Setup:
         raise OptimizeError(f"{inp.dist.label}: the largest batch, {inp.dist.max_batch:,}, is above the "
                             f"optimizer's limit of {MAX_OPTIMIZE_SIZE:,} candidate sizes: give --max-size (max_size) "
                             f"<= {MAX_OPTIMIZE_SIZE:,}; larger batches then run without a graph")
-    from simulator.model.resolve import resolve_model
+    if inp.opts is not None:  # the scenario's step options, whole (config/stepopts.py)
+        from simulator.config.stepopts import build_setup
 
-    model = resolve_model(inp.model, inp.dtype, inp.kv_dtype)
-    prof = load_profile(inp.profile)
-    gm = GraphMemoryModel(model, prof, inp.fusion, inp.graph)
+        step = build_setup(inp.opts, inp.model, inp.profile, inp.fusion, inp.graph)
+    else:
+        from simulator.model.resolve import resolve_model
+
+        step = StepSetup.of(resolve_model(inp.model, inp.dtype, inp.kv_dtype), inp.profile, inp.fusion,
+                            Capture(inp.graph))
+    model, costs = step.model, step.costs
+    gm = GraphMemoryModel(model, costs.profile, inp.fusion, inp.graph)
     mx = inp.max_size or inp.dist.max_batch
-    return Setup(inp, model, gm, CostModel(prof), np.arange(1, mx + 1))
+    return Setup(inp, model, gm, costs, np.arange(1, mx + 1), step)
 
 
 def memory_budget(st: Setup) -> float | None:
@@ -288,7 +294,7 @@ def inputs_from_scenario(sc, **over):
     kw = dict(model=sc.model, profile=sc.profile, fusion=sc.fusion, graph=sc.graph, ctx=sc.ctx,
               objective=sc.objective, max_graphs=sc.max_graphs, memory_budget=parse_memory_budget(sc.memory_budget),
               capture_budget=sc.capture_budget, max_size=sc.max_size, shared_pool=sc.shared_pool,
-              presets=tuple(sc.presets), dtype=sc.dtype, kv_dtype=sc.kv_dtype)
+              presets=tuple(sc.presets), dtype=sc.dtype, kv_dtype=sc.kv_dtype, opts=sc)
     kw.update({k: v for k, v in over.items() if v is not None})
     return Inputs(sc.distribution.build(), **kw)
 

@@ -54,6 +54,7 @@ def _spec(sc: PredictScenario, setup) -> tuple[dict, object]:
 def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
     from simulator.engine.predict import predict_setup
     from simulator.model.dtype import dtype_fields
+    from simulator.model.models import family_info
     from simulator.model.parallel import tp_fields
     from simulator.model.workload import StepShape
 
@@ -67,16 +68,20 @@ def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
     if setup.spec is not None:  # the verify step (q_len 1 + k) and its draft loop: engine/spec.py
         sd, sp = _spec(sc, setup)
         p = sp.verify
-        d = {"model": sc.model, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "engine": sc.engine, **sd,
-             **tp_fields(m, setup.profile), **dtype_fields(m)}
+        d = {"model": sc.model, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "engine": sc.engine,
+             "impl": setup.recipe, **sd, **tp_fields(m, setup.profile), **dtype_fields(m), **family_info(m)}
     else:
         p = predict_setup(setup, shape, sc.engine, sc.replicates, sc.seed)
         d = {"model": sc.model, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "engine": sc.engine,
-             **p.as_dict(), **tp_fields(m, setup.profile), **dtype_fields(m)}
+             "impl": setup.recipe, **p.as_dict(), **tp_fields(m, setup.profile), **dtype_fields(m), **family_info(m)}
+    if setup.recipe == "hf":
+        d.update(kv_cache=setup.cache, max_cache_len=setup.max_cache_len or sc.ctx + 1 if setup.cache == "static"
+                 else None)
     routed = sc.attention_backend != "flashinfer" or sc.prefill_layout is not None
     if sc.layout is not None or routed:  # where the capture sent the step (graph: the mode it ran in)
         d.update(layout=sc.layout if isinstance(sc.layout, str) or sc.layout is None
-                 else ",".join(map(str, sc.layout)), requested_graph=sc.graph, padded=p.route.padded)
+                 else ",".join(map(str, sc.layout)), requested_graph=sc.graph,
+                 padded=p.route.padded if p.route is not None else None)
     if routed:
         d.update(attention_backend=sc.attention_backend, prefill_layout=sc.prefill_layout)
     if sc.prefill_seqs:

@@ -10,16 +10,12 @@ from simulator.common import vocab as V
 from simulator.report import charts
 from simulator.config.step import StepScenario
 from simulator.config.toy import ToyScenario
-from simulator.model.costs import CostModel
-from simulator.model.models import load_model
 from simulator.engine.plan import LaunchPlan
-from simulator.engine.predict import host_band, run_engine, simulate
-from simulator.model.profile import load_profile
+from simulator.engine.predict import host_band, run_engine
 from simulator.report.html import table_html, write_html
 from simulator.common.jsonfile import write_json
-from simulator.engine.tiling import tiled_plan
 from simulator.engine.timeline import summarize
-from simulator.model.workload import build_step, decode, kernels_per_layer
+from simulator.model.workload import decode, kernels_per_layer
 
 
 def _grid(sc: StepScenario, base, advance) -> list[dict]:

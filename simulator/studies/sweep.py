@@ -13,7 +13,6 @@ import plotly.graph_objects as go
 from simulator.layouts.buckets import parse_layout
 from simulator.config.sweep import NamedDistribution, SweepScenario
 from simulator.layouts.distribution import BatchDistribution
-from simulator.model.models import load_model
 from simulator.report.html import table_html, write_csv, write_html
 from simulator.common.jsonfile import write_json
 from simulator.sweep.grid import Point, point_for, run_points
@@ -26,7 +25,7 @@ def build_distribution(d: NamedDistribution) -> BatchDistribution:
 
 
 def build_points(sc: SweepScenario) -> list[Point]:
-    from simulator.model.dtype import with_dtype
+    from simulator.model.resolve import resolve_model
     from simulator.layouts.prefill import parse_prefill_layout
 
     layouts = [(lay.name, tuple(parse_layout(lay.sizes, lay.max_size, lay.max_num_seqs))) for lay in sc.layouts]
@@ -36,13 +35,14 @@ def build_points(sc: SweepScenario) -> list[Point]:
     prefill = None if pre is None else tuple(pre)
     pts = []
     for mname, prof in itertools.product(sc.models, sc.profiles):
-        proto = point_for(with_dtype(load_model(mname), sc.dtype, sc.kv_dtype, "dtype"), prof, fusion="", graph="", layout="", sizes=(), distribution="",
+        proto = point_for(resolve_model(mname, sc.dtype, sc.kv_dtype, 1, sc.assume_family), prof, fusion="", graph="", layout="", sizes=(), distribution="",
                           dist_sizes=(), dist_weights=(), budget_bytes=0, ctx=sc.ctx)
         for fusion, graph, (lname, sizes), dist, budget in itertools.product(
                 sc.fusion, sc.graph, layouts, dists, sc.budgets):
             pts.append(Point.of(proto.model, prof, proto.profile_digest, fusion, graph, lname, sizes, dist.label,
                              dist.sizes, dist.weights, budget, sc.ctx, mixed, sc.shared_pool, sc.gpu_util,
-                             sc.workspace_bytes, sc.attention_backend, prefill))
+                             sc.workspace_bytes, sc.attention_backend, prefill, sc.impl, sc.kv_cache,
+                             sc.max_cache_len))
     return pts
 
 

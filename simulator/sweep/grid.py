@@ -59,6 +59,9 @@ class Point:
     workspace_bytes: int = 1 << 30
     attention_backend: str = "flashinfer"  # routing.route's backend and prefill sizes (None: no prefill graphs);
     prefill_sizes: tuple[int, ...] | None = None  # at these defaults a point's key is what it was before them
+    impl: str | None = None  # the implementation recipe and its cache options (config/stepopts.py); likewise
+    kv_cache: str = "static"
+    max_cache_len: int | None = None
 
     @classmethod
     def of(cls, *values) -> "Point":
@@ -79,15 +82,18 @@ class Point:
         graphed = mode != "none"
         cap = Capture(mode, sizes if graphed else (), self.prefill_sizes if graphed else None,
                       self.attention_backend)
-        return StepSetup(self.spec, costs, digest, fusion, "reference", cap)
+        return StepSetup(self.spec, costs, digest, fusion, self.impl, cap, self.kv_cache, self.max_cache_len)
 
     def key(self) -> str:
-        """`base_key`, or with a non-default attention backend or prefill sizes, sha256 of it followed by their
-        JSON (so points at the defaults keep the keys of caches written before these fields existed)."""
+        """`base_key`, or with a routing or recipe field off its default, sha256 of it followed by JSON of the
+        attention backend and prefill sizes plus the recipe fields off their defaults (so points at the defaults keep
+        the keys of caches written before these fields existed, and points with only routing fields keep theirs)."""
         k = self.base_key()
-        if self.attention_backend == "flashinfer" and self.prefill_sizes is None:
+        off = {f: getattr(self, f) for f in _ROUTING_FIELDS if getattr(self, f) != _DEFAULTS[f]}
+        if not off:
             return k
-        extra = json.dumps({"attention_backend": self.attention_backend, "prefill_sizes": self.prefill_sizes})
+        extra = json.dumps({"attention_backend": self.attention_backend, "prefill_sizes": self.prefill_sizes,
+                            **{f: v for f, v in off.items() if f not in ("attention_backend", "prefill_sizes")}})
         return hashlib.sha256((k + extra).encode()).hexdigest()[:24]
 
     def base_key(self) -> str:
@@ -131,7 +137,8 @@ class Point:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(Point))
-_ROUTING_FIELDS = ("attention_backend", "prefill_sizes")  # outside base_key (see Point.key)
+_ROUTING_FIELDS = ("attention_backend", "prefill_sizes", "impl", "kv_cache", "max_cache_len")  # outside base_key
+_DEFAULTS = {f.name: f.default for f in fields(Point) if f.name in _ROUTING_FIELDS}
 _KEY_FIELDS = tuple((k, ("" if i == 0 else ", ") + json.dumps(k) + ": ")
                     for i, k in enumerate(sorted([f.name for f in fields(Point) if f.name not in _ROUTING_FIELDS]
                                                  + ["v"])))
@@ -165,7 +172,7 @@ def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> Ex
     """Expected figures over the distribution (and the mixed share) for one fusion level and graph mode
     (`stepcost.expected_step`: the optimizer reports the same figures from the same function)."""
     key = (p.model, p.profile_digest, fusion, mode, sizes if mode != "none" else (), p.dist_sizes,
-           p.dist_weights, p.ctx, p.mixed, p.attention_backend, p.prefill_sizes)
+           p.dist_weights, p.ctx, p.mixed, p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len)
     hit = _EXPECT.get(key)
     if hit is None:
         if len(_EXPECT) > 100_000:
@@ -183,7 +190,7 @@ def evaluate_point(p: Point) -> dict:
     only in their budget share one row but for `budget_bytes` and `fits_budget` (memoised per process)."""
     bkey = (p.model, p.profile, p.profile_digest, p.fusion, p.graph, p.layout, p.sizes, p.distribution, p.dist_sizes,
             p.dist_weights, p.ctx, p.mixed, p.shared_pool, p.gpu_util, p.workspace_bytes,
-            type(p.ctx), type(p.shared_pool), type(p.gpu_util), type(p.workspace_bytes))  # 1 == 1.0 == True
+            p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len, type(p.ctx), type(p.shared_pool), type(p.gpu_util), type(p.workspace_bytes))  # 1 == 1.0 == True
     base = _ROWS.get(bkey)
     if base is None:
         if len(_ROWS) > 20_000:
