@@ -17,14 +17,19 @@ call) leaves the whole (shape, q_len) table out rather than filling it in.
 
 from __future__ import annotations
 
-SOURCE = "calibration/measured/h200-round-f/verify_timing.json"
+SOURCE = ("calibration/measured/h200-round-f/verify_timing.json + attention_llama3-8b_8192.json (the llama3-8b ctx "
+          "8192 points verify_timing lost to its time limit)")
 
 
-def _rows(raw: dict) -> list[dict]:
-    return [r for r in raw.get("rows", []) if r.get("table") == "attention" and isinstance(r.get("device_us"), (int, float))]
+def _rows(raw) -> list[dict]:
+    """Measured attention rows of one round-f file, or of several (a list: later files' points replace earlier ones,
+    as attention_llama3-8b_8192.json re-measures the points verify_timing.json lost to its time limit)."""
+    raws = raw if isinstance(raw, (list, tuple)) else [raw]
+    return [r for x in raws for r in x.get("rows", [])
+            if r.get("table") == "attention" and isinstance(r.get("device_us"), (int, float))]
 
 
-def verify_attention_tables(raw: dict, min_q_len: int = 2, backend: str = "default") -> tuple[list[dict], list[str]]:
+def verify_attention_tables(raw, min_q_len: int = 2, backend: str = "default") -> tuple[list[dict], list[str]]:
     """(tables, notes): AttentionTable dicts for every complete (shape, q_len >= min_q_len) grid. Round f times each
     point twice, SDPA's own dispatch (`default`: what the reference decoder and transformers run, and what the
     profile's q_len-1 decode table measured) and the flash backend forced (`flash`); `backend` picks one, and a
@@ -78,7 +83,7 @@ def decode_ratio(raw: dict, profile: dict) -> list[dict]:
     return out
 
 
-def add_to_profile(p: dict, raw: dict, backend: str = "default") -> list[str]:
+def add_to_profile(p: dict, raw, backend: str = "default") -> list[str]:
     """Append the verify tables to profile dict `p` (replacing earlier q_len > 1 tables); the notes."""
     tables, notes = verify_attention_tables(raw, backend=backend)
     att = [t for t in p["device"]["tables"].get("attention", []) if t.get("q_len", 1) == 1]

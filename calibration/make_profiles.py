@@ -47,7 +47,8 @@ def startup_source() -> str:
 
 
 MOE_FP8 = MEASURED / "h200-round-d" / "moe_fp8.json"  # calibration/scripts/moe_fp8.py (FP8 / MoE tables, build_moe_fp8)
-SPEC = MEASURED / "h200-round-f" / "verify_timing.json"  # round_f.py: verify attention q_len > 1 (build_spec)
+SPEC = (MEASURED / "h200-round-f" / "verify_timing.json",  # round_f.py: verify attention q_len > 1 (build_spec)
+        MEASURED / "h200-round-f" / "attention_llama3-8b_8192.json")
 COMPILED_FIT = {"model": "qwen3-0.6b", "fusion": "compiled", "dynamic": False, "batch": 1, "ctx": 512}
 
 
@@ -70,10 +71,10 @@ def build_h200() -> tuple[dict, str]:
         from .build_moe_fp8 import add_to_profile
 
         add_to_profile(p, json.loads(MOE_FP8.read_text()))
-    if SPEC.exists():
+    if SPEC[0].exists():
         from .build_spec import add_to_profile as add_verify_attention
 
-        add_verify_attention(p, json.loads(SPEC.read_text()))
+        add_verify_attention(p, [json.loads(f.read_text()) for f in SPEC if f.exists()])
     if ENGINE.exists():
         p["host"]["engine_step_us"] = engine_section(json.loads(ENGINE.read_text()),
                                                      str(ENGINE.relative_to(ROOT.parent)))

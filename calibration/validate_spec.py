@@ -30,7 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 ROUND_F = ROOT / "measured" / "h200-round-f"
-DEFAULT_MEASURED = tuple(ROUND_F / f for f in ("verify_timing.json", "verify_hf_timing.json", "counts_verify.json"))
+DEFAULT_MEASURED = tuple(ROUND_F / f for f in ("verify_timing.json", "attention_llama3-8b_8192.json",
+                                                "verify_hf_timing.json", "counts_verify.json"))
 TARGETS = {"full": 5.0, "none": 12.0, "draft_loop": 7.0}
 
 
@@ -223,9 +224,8 @@ def run(measured) -> dict:
     paths = [Path(m) for m in ([measured] if isinstance(measured, (str, Path)) else measured)]
     have = [p for p in paths if p.exists()]
     raws = {p.name: json.loads(p.read_text()) for p in have}
-    timing = next((r for r in raws.values() if any(x.get("table") == "attention" for x in r.get("rows", []))),
-                  next(iter(raws.values())))
-    prof, notes = profile_with_verify(timing)
+    att = [r for r in raws.values() if any(x.get("table") == "attention" for x in r.get("rows", []))]
+    prof, notes = profile_with_verify(att or [next(iter(raws.values()))])
     v, d, kc = [], [], []
     for raw in raws.values():
         if raw.get("kind", "").endswith("counts-verify"):
