@@ -62,10 +62,11 @@ def verify_rows(raw: dict, prof) -> list[dict]:
         if r.get("layers") and r["layers"] != m.num_hidden_layers:
             m = replace(m, num_hidden_layers=int(r["layers"]))
         q, B, ctx = int(r["q_len"]), int(r["batch"]), int(r["ctx"])
-        # keys the attention reads: the reference writes the q_len tokens at ctx - q_len .. ctx - 1 and attends
-        # over ctx keys; transformers' StaticCache attends over all max_cache_len slots under a mask
-        keys = int(r["max_cache_len"]) if r.get("impl") == "hf" and r.get("max_cache_len") else ctx
-        shape = StepShape(B, keys - q, q_len=q)
+        hf = r.get("impl") == "hf"
+        # the reference writes the q_len tokens at ctx - q_len .. ctx - 1 and attends over ctx keys; transformers'
+        # StaticCache (the hf recipe, simulator/model/recipes.py) holds ctx past tokens and attends over all
+        # max_cache_len slots under a mask
+        shape = StepShape(B, ctx, q_len=q) if hf else StepShape(B, ctx - q, q_len=q)
         for graph, key in (("none", "eager_ms"), ("full", "graph_ms")):
             meas = (r.get(key) or {}).get("median")
             if not isinstance(meas, (int, float)):
@@ -73,7 +74,15 @@ def verify_rows(raw: dict, prof) -> list[dict]:
             row = {"impl": r["impl"], "model": r["model"], "batch": B, "ctx": ctx, "q_len": q, "k": q - 1,
                    "graph": graph, "measured_ms": meas}
             try:
-                p = predict(m, B, keys - q, "none", graph, prof, shape=shape)
+                if hf:
+                    from simulator.engine.predict import predict_setup
+                    from simulator.engine.setup import Capture, StepSetup
+
+                    st = StepSetup.of(m, prof, "none", Capture.of(graph), impl="hf",
+                                      max_cache_len=int(r["max_cache_len"]))
+                    p = predict_setup(st, shape)
+                else:
+                    p = predict(m, B, ctx - q, "none", graph, prof, shape=shape)
                 row["predicted_ms"] = p.result.step_s * 1e3
                 row["err_pct"] = _err(row["predicted_ms"], meas)
             except Exception as e:  # noqa: BLE001 - a row the model refuses is reported, not dropped
@@ -133,7 +142,8 @@ def kernel_rows(counts: dict, prof) -> list[dict]:
         if r.get("layers") and r["layers"] != m.num_hidden_layers:
             m = replace(m, num_hidden_layers=int(r["layers"]))
         q, B, ctx = int(r["q_len"]), int(r["batch"]), int(r["ctx"])
-        st = build_step(m, StepShape(B, ctx - q, q_len=q), "none")
+        st = (build_step(m, StepShape(B, ctx, q_len=q), "none", "hf", max_cache_len=ctx + 1024) if r["impl"] == "hf"
+              else build_step(m, StepShape(B, ctx - q, q_len=q), "none"))  # round_f: hf max_cache_len ctx + 1024
         pred = costs.step_kernels(st.ops)
         meas = r["kernels"] + (r.get("memsets") or 0) + (r.get("memcpys") or 0)
         out.append({"impl": r["impl"], "model": r["model"], "batch": B, "q_len": q, "measured": meas,
