@@ -58,7 +58,8 @@ def test_zero_acceptance_never_pays(prof):
 
 def test_refusals(prof):
     with pytest.raises(CostError, match="no verify-attention table"):
-        predict_spec("qwen3-0.6b", 8, 1000, "fused", "full", SpecSetup(2, Acceptance.constant(0.5, 2)), "h200")
+        predict_spec("qwen3-0.6b", 8, 1000, "fused", "full", SpecSetup(2, Acceptance.constant(0.5, 2)),
+                     "datasheet-h200")
     with pytest.raises(SpecStepError, match="per-position"):
         SpecSetup(3, Acceptance.constant(0.5, 2))
     with pytest.raises(SpecStepError, match="engine"):
@@ -119,7 +120,7 @@ def test_predict_spec_tokens_json(prof, tmp_path):
     (["--acceptance", "0.5"], "need spec_tokens > 0"),
     (["--spec-tokens", "2", "--acceptance", "0.5", "--steps", "3"], "needs --steps 0"),
     (["--spec-tokens", "2", "--acceptance", "1.5"], "--acceptance"),
-    (["--spec-tokens", "2", "--acceptance", "0.5"], "no verify-attention table"),
+    (["--spec-tokens", "2", "--acceptance", "0.5", "--profile", "datasheet-h200"], "no verify-attention table"),
 ])
 def test_predict_spec_refusals(capsys, argv, needle):
     from simulator.cli import main

@@ -124,7 +124,9 @@ def test_verify_refusals():
 # -- verify attention costs -----------------------------------------------------------------------------------------
 
 def test_profile_without_q_len_table_refuses():
-    cm = CostModel(load_profile("h200"))
+    raw = load_profile("h200").model_dump()
+    raw["device"]["tables"]["attention"] = [t for t in raw["device"]["tables"]["attention"] if t["q_len"] == 1]
+    cm = CostModel(parse_profile(raw, "h200-decode-only"))
     op = next(o for o in build_step(QWEN, StepShape(4, 1000, q_len=3), "fused").ops if o.op_class is OpClass.ATTENTION)
     with pytest.raises(CostError, match="no verify-attention table for q_len 3"):
         cm.gpu_s(op)
@@ -136,6 +138,7 @@ def test_profile_without_q_len_table_refuses():
 def _with_q_tables(qs_us):
     prof = load_profile("h200")
     raw = prof.model_dump()
+    raw["device"]["tables"]["attention"] = [t for t in raw["device"]["tables"]["attention"] if t["q_len"] == 1]
     for q, us in qs_us.items():
         raw["device"]["tables"]["attention"].append(
             {"heads": 16, "kv_heads": 8, "head_dim": 128, "q_len": q, "batch": [1, 8], "ctx": [128, 2048],
@@ -229,3 +232,9 @@ def test_steps_to_finish():
     # renewal: steps ~ output / E[tokens per step]
     assert abs(a.mean() - 200 / closed_form(0.7, 3)) < 1.0
     assert (a >= 200 / 4).all() and (a <= 200).all()
+
+
+def test_shipped_h200_has_verify_tables():
+    """simulator/profiles/h200.json carries round f's q_len 2, 3, 4, 5, 8 SDPA tables (calibration/build_spec.py)."""
+    qs = sorted({t.q_len for t in load_profile("h200").device.tables.attention if t.heads == 16})
+    assert qs == [1, 2, 3, 4, 5, 8]
