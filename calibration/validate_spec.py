@@ -177,6 +177,33 @@ def summarize(vrows: list[dict], drows: list[dict]) -> dict:
     return s
 
 
+READING = """## Reading (round f, 2026-12-01)
+
+- **Full graphs, reference decoder** (the device time of the verify step; the rerun of the same rows,
+  verify_timing.rerun.json, agrees within 1.5 %): batch 1 within 3.6 % at k 1-4 on both models; once q_len >= 2,
+  qwen3-0.6b is under-predicted by 3 % at batch 8 and 8-9 % at batch 32-64, llama3-8b by 5-11 % at batch 8-64. The
+  q_len-1 rows of the same process (plain decode) are within 0.1-5.6 %.
+  What is missing is device time of the attention kernel inside the step: at batch 64 the CUPTI kernel sum of a
+  verify step (counts_verify.json, `kernel_us`) exceeds the model's kernel sum by 0.70-0.98 ms (qwen3-0.6b) and
+  1.14-1.38 ms (llama3-8b), about 25-43 us per layer, while the q_len-1 rows differ by -0.03 and +0.35 ms. At q_len
+  >= 2 SDPA switches from cuDNN to `flash_fwd_splitkv_kernel` + combine (round f README); the isolated SDPA table
+  (contiguous q, K/V rotated over copies larger than L2) times that kernel 15-30 % faster than it runs in the step
+  (q a transposed view of the projections, K/V written by index_copy_ just before). Not fitted away: a measurement
+  of the attention kernel in place (a per-kernel trace of a verify step) is the next step. Target 5 %: not met.
+- **Eager** rows are not a clean host measurement: verify_timing.json lost its end canary and its rerun failed the
+  canary (ratio 1.25); medians of neighbouring rows move by up to 2x (round f README). Target 12 %: not assessable
+  with these rows (the model under-predicts them by 10-56 %, MAPE 42 %; the q_len-1 rows of the same process by 38 %).
+- **transformers' Qwen3-0.6B** (hf recipe, simulator/model/recipes.py): its q_len > 1 attention (SDPA with a boolean
+  mask over all 1536 StaticCache slots, repeat_kv) has no measured table, so the recipe's attention falls back to
+  the roofline; full-graph rows are 4-19 % under (MAPE 14 %), and plain-decode rows of the same process -0.5 to
+  -20 %: the hf recipe's own figures (impl's), not the verify step's, dominate.
+- **Draft loop** (one graph = 1-layer step + argmax + ids copy, replayed k times): within 3.7 % at every batch and k
+  (MAPE 1.3 %; target 7 %: met).
+- **Kernels per verify step**: reference within 0.1 % at batch 1 and 1.7-4.8 % over at batch 64 (cuBLAS drops
+  split-K reduce kernels at M = 64·q_len that the GEMM table's nearest-M entry keeps); hf 0.1-1.7 % under.
+"""
+
+
 def markdown(res: dict) -> str:
     L = ["# Speculative decoding: verify steps and draft loops, predicted vs measured (H200)", "",
          f"Measured: {', '.join(f'`{m}`' for m in res['measured'])} (canaries: {json.dumps(res.get('canary'))})"
@@ -197,6 +224,7 @@ def markdown(res: dict) -> str:
             if g.get(sub, {}).get("n"):
                 t = g[sub]
                 L.append(f"| {name}, {sub} | {t['n']} | {t['mape']:.1f} | {t['max_abs']:.1f} | (not scored) | |")
+    L += ["", READING]
     L += ["", "## Verify rows", "", "| impl | model | batch | k | graph | measured ms | predicted ms | err % |",
           "|---|---|---|---|---|---|---|---|"]
     for r in res["verify"]:
