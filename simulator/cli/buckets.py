@@ -68,8 +68,9 @@ def _spec_memory(spec, draft, m, prof, fusion, ret, private, with_dtype, dtype, 
     from .checks import named
 
     with named("--draft"):
-        dr = draft_for(m, draft)  # `m`: the target before sharding (a draft shares its whole vocabulary)
-    dm = shard(with_dtype(dr.model, dtype, kv_dtype) if dr.kind == "model" else dr.model, tp)
+        dr = draft_for(m, draft)  # `m`: the target before sharding
+    with named("--draft"):
+        dm = shard(with_dtype(dr.model, dtype, kv_dtype) if dr.kind == "model" else dr.model, tp)
     mode = DRAFT_GRAPH[spec.engine]
     fams = spec.draft or {}
     total = cap = 0.0

@@ -190,11 +190,14 @@ def draft_for(target: ModelSpec, draft: str, loader=None) -> Draft:
         return Draft(d, head)
     if loader is None:
         from simulator.model.models import load_model as loader
+    from simulator.model.parallel import logits_vocab, shard, tp_of
+
     m = loader(d)
-    if m.vocab_size != target.vocab_size:
+    if m.vocab_size != logits_vocab(target):
         raise SpecError(f"draft model {m.name} has vocab_size {m.vocab_size}, the target {target.name} "
-                        f"{target.vocab_size}: a draft must share the target's vocabulary")
-    return Draft("model", m)
+                        f"{logits_vocab(target)}: a draft must share the target's vocabulary")
+    tp = tp_of(target)  # a sharded target (tensor parallelism): the draft model runs sharded the same way
+    return Draft("model", shard(m, tp) if tp > 1 else m)
 
 
 def _head_input_ops(d: Draft, rows: int, fusion: str) -> list[Op]:

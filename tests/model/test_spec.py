@@ -238,3 +238,13 @@ def test_shipped_h200_has_verify_tables():
     """simulator/profiles/h200.json carries round f's q_len 2, 3, 4, 5, 8 SDPA tables (calibration/build_spec.py)."""
     qs = sorted({t.q_len for t in load_profile("h200").device.tables.attention if t.heads == 16})
     assert qs == [1, 2, 3, 4, 5, 8]
+
+
+def test_draft_model_of_a_sharded_target():
+    from simulator.model.parallel import shard, tp_of
+
+    t = shard(Q8, 2)
+    d = draft_for(t, "qwen3-0.6b")
+    assert tp_of(d.model) == 2 and d.model.num_attention_heads == 8
+    h = draft_for(t, "eagle")
+    assert tp_of(h.model) == 2 and h.model.num_hidden_layers == 1
