@@ -10,6 +10,7 @@ never ran a profiler, and nothing is fitted on decode rows.
 from __future__ import annotations
 
 import json
+from .hostprobe import host_canary
 
 DATASHEET = {"H200": {"tflops": 989.0, "hbm": 4.8, "mem": 141.0},
              "H100": {"tflops": 989.0, "hbm": 3.35, "mem": 80.0}}
@@ -133,6 +134,7 @@ def build(timing: dict, counts: dict | None = None, name: str = "h200", notes: s
             "compiled_entry_us": max(comp["entry_us"], 0.0),
             "capture_per_node_ms": max(graph["capture_per_node_ms"], 0.0),
             "step_factor": step_factor,
+            **({"canary": hc} if (hc := host_canary(timing, "timing.json canary_start/canary_end")) else {}),
             "source": "calibration/child_timing.py microbenchmarks (launchsim calibrate); raw figures in "
                       "calibration/measured/h200-round-b/timing.json",
         },

@@ -34,7 +34,8 @@ ATEN_OF = {
     "mask_fill": "fill_", "mask_where": "where", "attention": "_cudnn_attention_forward",
     "split_kv_reduce": "_cudnn_attention_forward", "residual_add": "add", "silu": "silu",
     "gelu_pytorch_tanh": "gelu", "cat_k": "cat", "cat_v": "cat", "embedding": "index_select", "arange_kv": "arange",
-    "add_kv": "add", "le": "le", "window": "__and__", "inv_freq_float": "copy_", "pos_float": "copy_",
+    "add_kv": "add", "le": "le", "fill": "fill_", "sub": "sub", "gt": "gt", "and_window": "bitwise_and",
+    "and_causal": "bitwise_and", "inv_freq_float": "copy_", "pos_float": "copy_",
     "matmul": "bmm", "cos": "cos", "cos_scale": "mul", "sin": "sin", "sin_scale": "mul", "cos_cast": "copy_",
     "sin_cast": "copy_", "cat_pass": "cat", "cast": "copy_", "div": "div", "tanh": "tanh",
 }
@@ -44,7 +45,7 @@ def aten_of(op) -> str:
     from simulator.model.kernels import OpClass
 
     if op.op_class is OpClass.GEMM and not op.name.endswith("matmul"):
-        return "mm"
+        return "addmm" if op.dim("bias") else "mm"
     last = op.name.rsplit(".", 1)[-1]
     return ATEN_OF.get(last, ATEN_OF.get(op.name, op.name))
 
@@ -70,14 +71,15 @@ def split_layers(tokens: list[str], layers: int) -> tuple[list, list, list] | No
     """(preamble, one layer, tail): the smallest period p and offset a with tokens[a : a + p L] p-periodic."""
     n = len(tokens)
     for p in range(8, n // layers + 1):
-        for a in range(0, min(64, n - p * layers) + 1):
+        for a in range(min(64, n - p * layers) + 1):
             body = tokens[a:a + p * layers]
             if all(body[i] == body[i % p] for i in range(len(body))):
                 return tokens[:a], body[:p], tokens[a + p * layers:]
     return None
 
 
-def recipe_tokens(model, cache: str, batch: int, ctx: int, slots: int | None) -> tuple[list, list, list]:
+def recipe_tokens(model, cache: str, batch: int, ctx: int, slots: int | None,
+                  positions: str = "given") -> tuple[list, list, list]:
     from simulator.model import recipes as R
     from simulator.model.workload import _Builder, decode
 
@@ -87,16 +89,30 @@ def recipe_tokens(model, cache: str, batch: int, ctx: int, slots: int | None) ->
         return [aten_of(o) for o in b.ops if o.launches_kernel]
 
     s = slots or ctx + 1
-    return (kernels(lambda b: R.hf_preamble(b, cache, s)), kernels(lambda b: R.hf_layer(b, 0, cache, s)),
-            kernels(R.hf_tail))
+    period = layer_period(model)
+
+    def layers(b):
+        for i in range(period):
+            R.hf_layer(b, i, cache, s)
+
+    return kernels(lambda b: R.hf_preamble(b, cache, s, positions)), kernels(layers), kernels(R.hf_tail)
 
 
-def compare(path, model, cache, batch, ctx, slots) -> dict:
-    got = split_layers(trace_tokens(path), model.num_hidden_layers)
+def layer_period(model) -> int:
+    """Layers in one repeating unit of the kernel sequence: 1, or the sliding pattern's period (gemma2: 2)."""
+    pat = [model.sliding_at(i) for i in range(model.num_hidden_layers)]
+    for p in range(1, len(pat) + 1):
+        if len(pat) % p == 0 and all(pat[i] == pat[i % p] for i in range(len(pat))):
+            return p
+    return len(pat)
+
+
+def compare(path, model, cache, batch, ctx, slots, positions: str = "given") -> dict:
+    got = split_layers(trace_tokens(path), model.num_hidden_layers // layer_period(model))
     if got is None:
         return {"trace": str(path), "error": "no layer period found"}
     pre, layer, tail = got
-    rp, rl, rt = recipe_tokens(model, cache, batch, ctx, slots)
+    rp, rl, rt = recipe_tokens(model, cache, batch, ctx, slots, positions)
     first = next((i for i, (x, y) in enumerate(zip(layer, rl)) if x != y), None)
     if first is None and len(layer) != len(rl):
         first = min(len(layer), len(rl))
@@ -153,11 +169,6 @@ def main(argv: list[str]) -> int:
               f"(equal: {r['layer_equal']}), preamble {r['measured_preamble']}/{r['recipe_preamble']} "
               f"({r['preamble_equal']}), tail {r['measured_tail']}/{r['recipe_tail']} ({r['tail_equal']})"
               + (f", first mismatch at {r['first_layer_mismatch']}" if not r["layer_equal"] else ""))
-    if not argv:
-        for t, m, c, b, *_ in FIT:
-            print(f"{t}: interpreter time beyond the reference's per call: "
-                  f"{interpreter_excess(ROUND_C / t, PRESETS[m].num_hidden_layers):.0f} us per layer "
-                  f"(recipes.PYTHON_LAYER_US[{c!r}] takes batch 8's)")
     print(f"summary: {ok}/{len(rows)} traces equal to the recipe position by position (split-K reduce kernels and "
           "memsets excluded)")
     return 0 if ok == len(rows) else 1

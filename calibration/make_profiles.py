@@ -65,6 +65,9 @@ def build_h200() -> tuple[dict, str]:
     timing = json.loads(TIMING.read_text())
     counts = json.loads(COUNTS.read_text())
     p = build(timing, counts, name="h200")
+    from .hostprobe import MEASURED, with_slow_state
+
+    p["host"]["canary"] = with_slow_state(p["host"]["canary"], [MEASURED / f"h200-round-{r}" for r in "bcde"])
     p, note = with_decoder_figures(p, json.loads(DEPTH.read_text()), compiled_fit_row(timing))
     p["device"]["graph_memory"] = memory_section(MEMORY_DIR)
     if MOE_FP8.exists():

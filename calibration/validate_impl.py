@@ -1,7 +1,8 @@
 """Validate the `hf` recipe (simulator/model/recipes.py) on transformers' decoders measured in a round (round f's
 hf_timing.json / counts_hf.json / traces/, calibration/scripts/round_f.py): predicted vs measured eager and full-graph
 step time and kernels per step, per model x cache x batch, fit and held-out models marked, each row with its
-process's canary (fast host: start and end p50 <= FAST_CANARY_US).
+process's canary (fast host: the mean of its start and end p50 <= FAST_CANARY_US; the issue's fast processes read
+6.8-7.1 us, its slow ones 9.3-10.1).
 
     python -m calibration.validate_impl [ROUND_DIR] [--out calibration/validation/impl_hf]
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 CONFIGS = HERE / "configs" / "hf"
-FIT = ("qwen3-0.6b",)  # round c's traces (calibration/build_recipes.py); at most two models per implementation
+FIT = ("qwen3-0.6b", "gemma-2-2b")  # qwen3-0.6b: round c's traces; gemma-2-2b: the sliding-window mask and cache order (round f)
 FAST_CANARY_US = 7.6
 TARGETS = {"full": 7.0, "eager": 15.0, "kernels": 3.0}  # issue 20: MAPE %, kernels within +-3 %
 
@@ -46,7 +47,7 @@ def rows(round_dir: Path, profile: str = "h200") -> tuple[list[dict], dict]:
     timing = _load(round_dir, "hf_timing.json") or {"rows": []}
     counts = _load(round_dir, "counts_hf.json") or {"rows": []}
     can = timing.get("canary") or {}
-    fast = bool(can) and max(can.get("host_start_us", 99), can.get("host_end_us", 99)) <= FAST_CANARY_US
+    fast = bool(can) and (can.get("host_start_us", 99) + can.get("host_end_us", 99)) / 2 <= FAST_CANARY_US
     kcount = {(r["model"], r["cache"], r["batch"]): r for r in counts.get("rows", [])}
     out = []
     for r in timing.get("rows", []) + [dict(c, counts_only=True) for c in counts.get("rows", [])
@@ -63,7 +64,11 @@ def rows(round_dir: Path, profile: str = "h200") -> tuple[list[dict], dict]:
 
             m = replace(m, num_hidden_layers=r["layers"])
         slots = r.get("max_cache_len") if cache == "static" else None
-        st = build_step(m, decode(r["batch"], r["ctx"]), "none", "hf", cache=cache, max_cache_len=slots)
+        # round f's dynamic steps pass no cache_position / position_ids (transformers derives them)
+        pos = "computed" if cache == "dynamic" else "given"
+        st = build_step(m, decode(r["batch"], r["ctx"]), "none", "hf", cache=cache, max_cache_len=slots, positions=pos)
+        if r["cache"].endswith("_nocudnn"):
+            continue  # SDPA's flash backend: not the recipe's (cuDNN) attention; listed in the notes, not priced
         row = {"model": r["model"], "fit": r["model"] in FIT, "source": "round f", "cache": r["cache"], "batch": r["batch"],
                "ctx": r["ctx"], "max_cache_len": slots, "attn": r.get("attn_implementation"),
                "kernels_predicted": cm.step_kernels(st.ops)}
@@ -108,7 +113,8 @@ def sequences(round_dir: Path) -> list[dict]:
             m = replace(m, num_hidden_layers=r["layers"])
         slots = r.get("max_cache_len") or (r["ctx"] + 128 if r["cache"] == "static" else None)
         try:
-            c = compare(round_dir / r["trace"], m, r["cache"], r["batch"], r["ctx"], slots)
+            c = compare(round_dir / r["trace"], m, r["cache"], r["batch"], r["ctx"], slots,
+                        "computed" if r["cache"] == "dynamic" else "given")
         except Exception as e:  # noqa: BLE001  (a trace this reader cannot split is reported, not fatal)
             c = {"error": f"{type(e).__name__}: {e}"}
         c.update(model=r["model"], cache=r["cache"], batch=r["batch"], fit=r["model"] in FIT)
@@ -129,7 +135,7 @@ def markdown(rs: list[dict], meta: dict, seqs: list[dict], round_dir: Path) -> s
              "Recipe: simulator/model/recipes.py (transformers 5.17, torch 2.11, SDPA); fit on "
              f"{', '.join(FIT)} (round c's traces); every other model is held out. Profile `h200`. "
              f"Last timing process's canary: start {f(can.get('host_start_us'))} µs, end {f(can.get('host_end_us'))} µs "
-             f"({'fast host' if meta['fast_host'] else 'NOT a fast-host process'}: fast = both ≤ {FAST_CANARY_US} µs). "
+             f"({'fast host' if meta['fast_host'] else 'NOT a fast-host process'}: fast = their mean ≤ {FAST_CANARY_US} µs). "
              "Regenerate: `python -m calibration.validate_impl " + str(round_dir) + "`.", "",
              "| model | fit | source | cache | batch | kernels pred / meas (err) | eager pred / meas ms (err) | "
              "full pred / meas ms (err) |", "|---|---|---|---|---:|---:|---:|---:|"]
@@ -149,7 +155,8 @@ def markdown(rs: list[dict], meta: dict, seqs: list[dict], round_dir: Path) -> s
                      f"{f(mape(sel, 'eager_error'), 1)} | {f(mape(sel, 'full_error'), 1)} | {len(sel)} |")
     lines += ["", f"Targets (issue 20): full graph MAPE ≤ {TARGETS['full']} %, eager ≤ {TARGETS['eager']} % on "
               f"fast-host processes, kernels ±{TARGETS['kernels']} %.", "", "## Per-layer kernel sequences", "",
-              "| model | fit | cache | batch | layer meas / recipe | equal | first mismatch |", "|---|---|---|---:|---:|---|---:|"]
+              "| model | fit | cache | batch | layer meas / recipe | equal | first mismatch | preamble meas / recipe | "
+              "preamble and tail equal |", "|---|---|---|---:|---:|---|---:|---:|---|"]
     for s in seqs:
         if "error" in s:
             lines.append(f"| {s['model']} | {'fit' if s['fit'] else 'held out'} | {s['cache']} | {s['batch']} | "
@@ -158,7 +165,46 @@ def markdown(rs: list[dict], meta: dict, seqs: list[dict], round_dir: Path) -> s
         lines.append(f"| {s['model']} | {'fit' if s['fit'] else 'held out'} | {s['cache']} | {s['batch']} | "
                      f"{s['measured_layer']} / {s['recipe_layer']} | {s['layer_equal']} | "
                      f"{'' if s['layer_equal'] else s['first_layer_mismatch']} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["", NOTES])
+
+
+def _without_python(step):
+    from simulator.model.kernels import Step
+
+    ops = tuple(o for o in step.ops if not (o.name.startswith("python.") or o.name == "sdpa.cudnn_plan"))
+    return Step(ops, step.label, step.layers, step.tokens)
+
+
+def python_per_call_fit(round_dir: Path = HERE / "measured" / "h200-round-f", profile: str = "h200") -> dict:
+    """recipes.PYTHON_US_PER_CALL and CUDNN_PLAN_MS from a round's hf_timing.json: for each fit model's static rows,
+    (measured eager median - the recipe's eager step without its Python ops) / its host calls, the median over the
+    batches; the mean over the fit models. The cuDNN plan: qwen3-0.6b's dynamic rows less its dynamic_nocudnn rows
+    (medians over the batches)."""
+    from simulator.engine.predict import simulate
+    from simulator.model.costs import CostModel
+    from simulator.model.models import load_model
+    from simulator.model.profile import load_profile
+    from simulator.model.workload import build_step, decode
+
+    cm = CostModel(load_profile(profile))
+    t = json.loads((round_dir / "hf_timing.json").read_text())
+    per_model = {}
+    for name in FIT:
+        xs = []
+        for r in t["rows"]:
+            if r["model"] != name or r["cache"] != "static":
+                continue
+            m = load_model(str(CONFIGS / f"{name}.json"))
+            st = _without_python(build_step(m, decode(r["batch"], r["ctx"]), "none", "hf",
+                                            max_cache_len=r["max_cache_len"]))
+            e, _ = simulate(st, cm, "none")
+            xs.append((r["eager_ms"]["median"] - e.step_s * 1e3) * 1e3 / st.host_calls)
+        per_model[name] = statistics.median(xs)
+    dyn = {c: statistics.median(r["eager_ms"]["median"] for r in t["rows"]
+                                if r["model"] == "qwen3-0.6b" and r["cache"] == c)
+           for c in ("dynamic", "dynamic_nocudnn")}
+    return {"per_model_us": per_model, "python_us_per_call": statistics.fmean(per_model.values()),
+            "cudnn_plan_ms": dyn["dynamic"] - dyn["dynamic_nocudnn"]}
 
 
 def round_c_rows(profile: str = "h200") -> tuple[list[dict], dict]:
@@ -175,7 +221,7 @@ def round_c_rows(profile: str = "h200") -> tuple[list[dict], dict]:
     t = json.loads((d / "timing.json").read_text())
     c = json.loads((d / "counts_hf.json").read_text())
     can = t.get("canary") or {}
-    fast = bool(can) and max(can.get("host_start_us", 99), can.get("host_end_us", 99)) <= FAST_CANARY_US
+    fast = bool(can) and (can.get("host_start_us", 99) + can.get("host_end_us", 99)) / 2 <= FAST_CANARY_US
     out = []
     for r in t.get("hf", []):
         st = build_step(PRESETS[r["model"]], decode(r["batch"], r["ctx"]), "none", "hf", max_cache_len=r["max_cache_len"])
@@ -223,6 +269,30 @@ def round_d_moe_rows(profile: str = "h200") -> list[dict]:
     return out
 
 
+NOTES = """## Notes
+
+- Fit and held out. The recipe's op lists were built from round c's transformers Qwen3-0.6B traces; round f's
+  gemma-2-2b trace fixed two sliding-window pieces (the static sliding mask is 12 kernels; a sliding layer's cache
+  advances after its writes) and its eager timing is one of the two fits of the Python-per-call figure, so it is a
+  fit model. Every other row is held out: qwen2's bias GEMMs (one addmm each), phi3's packed projections and
+  pass-through cats, Llama / Mistral / Qwen3-4B layers were predicted from transformers' source before round f and
+  match its traces kernel by kernel; phi3 also checks the sliding mask taken from gemma2.
+- Kernels per step: the recipe's ops plus cuBLAS's split-K reduce kernels where the profile's GEMM tables record
+  them. Those tables hold qwen3-0.6b's and llama3-8b's shapes (mistral-7b shares llama3-8b's): the other models'
+  split-K reduces (1-3 a layer) are missing, hence their -1.5 to -6 %; the recipe's own ops match exactly.
+- Full graph: where the profile's GEMM tables hold the model's shapes (qwen3-0.6b, llama3-8b, mistral-7b) every
+  batch 1-64 is within 3 %. The other models' GEMMs fall back to the roofline (the tables are exact (n, k) lookups),
+  which at small M prices them ~2x fast (qwen2-1.5b b8: 0.79 ms predicted vs 1.67 ms of GEMM kernels in its trace):
+  that, not the recipe, is their -5 to -25 %. A GEMM table per model (or a fallback fitted across shapes) in the
+  profile would close it: calibration/ (profile) work, not the recipe's.
+- Eager: transformers' Python is charged per host call (10.0 us, fitted on the two fit models in this process); the
+  eager medians of one process move by up to 2x between neighbouring rows (round f README), so single rows miss by
+  up to +-35 % while the MAPE over a model's four batches is 7-20 %. DynamicCache with cuDNN SDPA pays a cuDNN plan
+  build per step (a new key length each step: 28.9 ms, fitted on qwen3-0.6b); the `dynamic_nocudnn` rows (flash
+  SDPA) are another attention backend and are not priced here.
+"""
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m calibration.validate_impl")
     ap.add_argument("round_dir", nargs="?", default=str(HERE / "measured" / "h200-round-f"))
@@ -234,7 +304,8 @@ def main(argv=None) -> int:
     rs, meta = fit_rows + round_d_moe_rows(), fit_meta
     seqs = []
     if not a.no_sequences:
-        from calibration.build_recipes import FIT as C_FIT, ROUND_C, compare
+        from calibration.build_recipes import FIT as C_FIT
+        from calibration.build_recipes import ROUND_C, compare
         from simulator.model.models import PRESETS
 
         for t, mname, c, b, x, slots in C_FIT:
@@ -254,7 +325,8 @@ def main(argv=None) -> int:
     held = [r for r in rs if not r["fit"]]
     print(f"summary: {len(rs)} rows ({len(held)} held out); held-out MAPE kernels {mape(held, 'kernels_error')}, "
           f"eager {mape(held, 'eager_error')}, full {mape(held, 'full_error')}; sequences equal "
-          f"{sum(bool(s.get('layer_equal')) for s in seqs)}/{len(seqs)}; wrote {a.out}.md")
+          f"{sum(bool(s.get('layer_equal') and s.get('preamble_equal') and s.get('tail_equal')) for s in seqs)}/{len(seqs)}; "
+          f"wrote {a.out}.md")
     return 0
 
 

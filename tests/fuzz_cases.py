@@ -532,7 +532,7 @@ def spec_cases() -> list[Case]:
         Case("spec:buckets:layout", ["buckets", "--layout", "1,2", "--spec-tokens", "2"], needles=("--spec-tokens",)),
         Case("spec:buckets:nothing-left", ["buckets", "vllm", "--spec-tokens", "4", "--max-size", "4"],
              needles=("--spec-tokens",)),
-        Case("spec:graph-memory:layout", gm[:4] + ["1,2"] + gm[5:], needles=("--spec-tokens",)),
+        Case("spec:graph-memory:layout", gm[:4] + ["1,2"] + gm[5:], needles=("--layout",)),
         Case("spec:graph-memory:draft-missing", gm + ["--draft", "nope"], needles=("--draft",)),
         Case("spec:graph-memory:draft-folder", gm + ["--draft", "{d}/folder"], needles=("--draft",)),
         Case("spec:graph-memory:draft-vocab", gm + ["--draft", "llama3-8b"], needles=("--draft", "vocab")),
@@ -545,3 +545,64 @@ def spec_cases() -> list[Case]:
                                  "--draft", "mtp", "--json"], 0),
     ]
     return cases
+
+
+# ==== traces helper block (issue 22 item 8: trace inputs; issue 20 item 4: retarget flags) ====================
+# Appended by the "traces" session; everything it adds is below this line.
+def trace_input_cases() -> list[Case]:
+    def doc_with(mut):
+        d = trace_doc()
+        mut(d["traceEvents"])
+        return json.dumps(d)
+
+    def drop_dur(ev):
+        ev[2].pop("dur")
+
+    def drop_corr(ev):
+        for e in ev:
+            e.get("args", {}).pop("correlation", None)
+
+    def str_corr(ev):
+        ev[2]["args"]["correlation"] = "1"
+
+    def before_launch(ev):
+        ev[2]["ts"] = ev[1]["ts"] - 50
+
+    def fifo(ev):  # the second kernel on stream 7 starts before the first
+        ev[5]["ts"] = ev[2]["ts"] - 5
+
+    digits = "1" + "0" * 400
+    docs = {
+        "kernel-no-dur": (doc_with(drop_dur), "dur"),
+        "no-correlation": (doc_with(drop_corr), "correlation"),
+        "string-correlation": (doc_with(str_corr), "correlation"),
+        "kernel-before-launch": (doc_with(before_launch), "out of time order"),
+        "stream-out-of-order": (doc_with(fifo), "out of time order"),
+        "ts-400-digits": (json.dumps(trace_doc()).replace('"ts": 8.0', f'"ts": {digits}', 1), "ts"),
+        "dur-400-digits": (json.dumps(trace_doc()).replace('"dur": 5.0', f'"dur": {digits}', 1), "dur"),
+        "dur-1e300": (json.dumps(trace_doc()).replace('"dur": 5.0', '"dur": 1e300', 1), "dur"),
+        "ts-1e300": (json.dumps(trace_doc()).replace('"ts": 8.0', '"ts": 1e300', 1), "ts"),
+    }
+    cases = [Case(f"trace-input:{n}", ["import-trace", "{d}/t_in.json", "--out", "{out}/w.json"],
+                  needles=("t_in.json", nd), files={"t_in.json": t}) for n, (t, nd) in docs.items()]
+    cases += [
+        Case("trace-input:ctx-0", ["import-trace", "{d}/trace.json", "--out", "{out}/w.json", "--ctx", "0"],
+             needles=("--ctx",)),
+        Case("trace-input:model-missing", ["import-trace", "{d}/trace.json", "--out", "{out}/w.json", "--model",
+                                           "{d}/nope.json"], needles=("nope.json",)),
+        Case("ok:trace-input:retarget", ["predict", "--workload", "{d}/workload.json", "--batch", "8", "--json"], 0),
+        Case("trace-input:retarget-refused", ["predict", "--workload", "{d}/w_in.json", "--batch", "8"],
+             needles=("cannot be re-priced", "aten::mul"),  # one kernel without a recorded shape, no model
+             files={"w_in.json": ("wl-mutation", ("kernels", 0, "dims"), None)}),
+        Case("ok:trace-input:model", ["import-trace", "{d}/trace.json", "--out", "{out}/w.json", "--model",
+                                      "{d}/config.json", "--ctx", "512"], 0, outputs=("w.json",)),
+        Case("trace-input:calibrate-host-only-quick", ["calibrate", "--host-only", "--quick"], needles=("--quick",)),
+    ]
+    return cases
+
+
+_all_cases_before_traces = all_cases
+
+
+def all_cases() -> list[Case]:  # noqa: F811  (extends the list above with the traces block)
+    return _all_cases_before_traces() + trace_input_cases()

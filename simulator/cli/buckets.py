@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Optional
 
@@ -58,37 +57,6 @@ def buckets(
         raw_lines(engine_lines(sizes))
 
 
-def _spec_memory(spec, draft, m, prof, fusion, ret, private, with_dtype, dtype, kv_dtype, tp) -> dict:
-    """The draft's graphs (each family of simulator/layouts/spec.py in its own shared pool), capture time, weights
-    and KV bytes per token, for `graph-memory --spec-tokens`."""
-    from simulator.engine.graph_memory import GraphMemoryModel
-    from simulator.engine.spec import DRAFT_GRAPH
-    from simulator.model.parallel import shard
-    from simulator.model.spec import draft_for
-    from .checks import named
-
-    with named("--draft"):
-        dr = draft_for(m, draft)  # `m`: the target before sharding
-    with named("--draft"):
-        dm = shard(with_dtype(dr.model, dtype, kv_dtype) if dr.kind == "model" else dr.model, tp)
-    mode = DRAFT_GRAPH[spec.engine]
-    fams = spec.draft or {}
-    total = cap = 0.0
-    graphs = 0
-    per = {}
-    for name, sizes in fams.items():
-        lm = GraphMemoryModel(dm, prof, fusion, mode, ret).layout(list(sizes), shared_pool=not private)
-        total, cap, graphs = total + lm.total_bytes, cap + lm.capture_s, graphs + lm.graphs
-        per[name] = {"sizes": list(sizes), "graphs": lm.graphs, "total_bytes": lm.total_bytes, "capture_s": lm.capture_s}
-    from dataclasses import replace as _r
-
-    w = _r(dr, model=dm).weight_bytes
-    return {"spec_tokens": spec.k, "spec_engine": spec.engine, "draft": draft, "draft_kind": dr.kind,
-            "draft_graph_mode": mode, "draft_graphs": graphs, "draft_total_bytes": total, "draft_capture_s": cap,
-            "draft_families": per, "draft_weights_bytes": w, "draft_kv_bytes_per_token": dm.kv_bytes_per_token(),
-            "spec_requests": list(spec.requests)}
-
-
 def _spec_buckets(preset, layout, k, max_size, max_num_seqs, tp, as_json) -> None:
     """`buckets ENGINE --spec-tokens k`: the engine's verify capture sizes (simulator/layouts/spec.py)."""
     from simulator.layouts.spec import MAX_SPEC_TOKENS, SPEC_ENGINES, spec_layout
@@ -96,7 +64,7 @@ def _spec_buckets(preset, layout, k, max_size, max_num_seqs, tp, as_json) -> Non
     from .checks import count, named
 
     count("--spec-tokens", k, MAX_SPEC_TOKENS, low=0)
-    check_tp(tp)
+    check_tp(tp, "--tp")
     if layout is not None or preset.value not in SPEC_ENGINES:
         raise UserError(f"--spec-tokens applies to the {', '.join(SPEC_ENGINES)} presets (each engine's own rule), "
                         f"not {'--layout' if layout is not None else repr(preset.value)}")
@@ -150,127 +118,60 @@ def _bytes(v: Optional[str], flag: str) -> Optional[int]:
         raise UserError(f"{flag}: {e}") from None
 
 
-@app.command("graph-memory")
-def graph_memory(
-    model: str = typer.Option(..., "--model", help="model preset or config.json path"),
-    layout: str = typer.Option("vllm", "--layout", help=LAYOUT_HELP),
-    max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size of a preset"),
-    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
-    profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
-    fusion: V.Fusion = choices.option(V.Fusion, V.Fusion.FUSED, "--fusion", help="fusion level", what="fusion level"),
-    graph: V.GraphMode = choices.option(V.GraphMode, V.GraphMode.FULL, "--graph", help="CUDA-graph mode",
-                                        what="graph mode"),
-    budget: Optional[str] = typer.Option(None, "--memory-budget", "--budget",
-                                          help="pinned graph-memory budget: bytes or 256MiB / 1GiB (--budget is an "
-                                               "alias)"),
-    private: bool = typer.Option(False, "--private", help="a private pool per graph instead of one shared pool"),
-    retention: V.Retention = choices.option(V.Retention, V.Retention.AUTO, "--retention",
-                                            help="graph outputs in the shared pool: keep (SGLang), drop (vLLM) or "
-                                                 "auto (keep for --layout sglang, else drop)",
-                                            what="output retention"),
-    workspace: str = typer.Option("1GiB", "--workspace", help="workspace + eager activation memory"),
-    prefill_layout: Optional[str] = typer.Option(None, "--prefill-layout", help="prefill (token-count) sizes "
-                                                 "captured as piecewise graphs too (SGLang PCG): sglang_pcg, "
-                                                 "sglang_pcg:M or a list; counted under piecewise and "
-                                                 "full_and_piecewise"),
-    gpu_util: float = typer.Option(0.9, "--gpu-util", help="fraction of GPU memory the engine may use"),
-    tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (1, 2, 4, 8): every figure is one GPU's (weights, "
-                           "KV, graph pools); --layout sglang captures up to 512 at tp >= 4"),
-    dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--dtype", help="weights (fp8: 1-byte projection weights)", what="dtype", field="dtype"),
-    kv_dtype: V.Dtype = choices.option(V.Dtype, V.Dtype.BF16, "--kv-dtype", help="KV cache (fp8: 1 byte per element)", what="KV-cache dtype", field="kv_dtype"),
-    spec_tokens: Optional[int] = typer.Option(None, "--spec-tokens", help="speculative decoding: k draft tokens; "
-                                              "--layout vllm|sglang|trtllm then means that engine's verify sizes "
-                                              "(tokens) and the draft's graphs are counted too"),
-    draft: str = typer.Option("eagle", "--draft", help="with --spec-tokens: eagle | mtp (a one-layer head) or a draft "
-                              "model preset / config.json"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-) -> None:
-    """Pinned graph memory, capture time and KV capacity of a layout; exit 1 when over --budget."""
-    from simulator.engine.graph_memory import GraphMemoryModel, default_retention, kv_cache_bytes, kv_cache_tokens
-    from simulator.model.models import load_model
-    from simulator.model.profile import load_profile
+def _graph_memory(given: dict, flags: dict, as_json: bool = False) -> None:
+    """Pinned graph memory, capture time and KV capacity of a layout; exit 1 when over --memory-budget. Every
+    option but --json is a field of the `graph_memory` scenario kind (`launchsim schema`)."""
+    from simulator.config.capture import GraphMemoryScenario
+    from simulator.studies.capture import run_graph_memory
+    from .flags import run_with_flags
 
-    from .checks import model_flag, named, number, profile_flag
-
-    number("--gpu-util", gpu_util, 1.0, "a fraction in (0, 1]")
-    fusion, graph = fusion.value, graph.value
-    b, ws = _bytes(budget, "--memory-budget (alias --budget)"), _bytes(workspace, "--workspace")
-    from simulator.model.parallel import check_tp, shard, tp_fields
-
-    check_tp(tp)
-    m, prof = model_flag("--model", model), profile_flag("--profile", profile)
-    from simulator.model.dtype import with_dtype
-
-    base_name, m_one = m.name, with_dtype(m, dtype, kv_dtype)
-    m = shard(m_one, tp)
-    spec = None
-    if spec_tokens is not None:
-        from simulator.layouts.spec import MAX_SPEC_TOKENS, SPEC_ENGINES, spec_layout
-        from .checks import count
-
-        count("--spec-tokens", spec_tokens, MAX_SPEC_TOKENS, low=0)
-        if layout not in SPEC_ENGINES:
-            raise UserError(f"--spec-tokens: --layout must be one of {', '.join(SPEC_ENGINES)} (the engine whose "
-                            f"speculative capture rule applies), got {layout!r}")
-        with named("--spec-tokens"):
-            spec = spec_layout(layout, spec_tokens, max_size, max_num_seqs, tp=tp,
-                               graph="piecewise" if graph == "piecewise" else "full",
-                               draft=draft if draft in ("eagle", "mtp") else "model")
-        sizes = list(spec.tokens)
-    else:
-        with named("--layout"):
-            sizes = parse_layout(layout, max_size, max_num_seqs, tp=tp)
-    ret = default_retention(layout) if retention is V.Retention.AUTO else retention.value
-    prefill = None
-    if prefill_layout is not None:
-        from simulator.layouts.prefill import parse_prefill_layout
-
-        with named("--prefill-layout"):
-            prefill = parse_prefill_layout(prefill_layout)
-    mem = GraphMemoryModel(m, prof, fusion, graph, ret).layout(sizes, shared_pool=not private, prefill_sizes=prefill)
-    kv = kv_cache_bytes(m, prof, mem, ws, gpu_util)
-    kv_tok = kv_cache_tokens(m, kv)
-    sd = _spec_memory(spec, draft, m_one, prof, fusion, ret, private, with_dtype, dtype, kv_dtype, tp) if spec else None
-    if sd is not None:
-        kv = kv - sd["draft_total_bytes"] - sd["draft_weights_bytes"]
-        kv_tok = max(0, int(kv // (m.kv_bytes_per_token() + sd["draft_kv_bytes_per_token"])))
-    total = mem.total_bytes + (sd["draft_total_bytes"] if sd else 0.0)
-    fits = b is None or total <= b
-    d = {"model": base_name, **tp_fields(m, prof), "profile": prof.name, "layout": layout, **mem.as_dict(),
-         "budget_bytes": b, "fits_budget": fits, "weights_bytes": m.weight_bytes,
-         "kv_cache_bytes": kv, "kv_tokens": kv_tok, "kv_fits": kv > 0}
-    if sd is not None:
-        d.update(sd)
-        d["total_with_draft_bytes"] = total
-    if prefill is not None:
-        d["prefill_sizes"] = prefill
+    d = run_with_flags(GraphMemoryScenario, "graph_memory", given, flags, run_graph_memory)
+    b, fits, kv = d["budget_bytes"], d["fits_budget"], d["kv_cache_bytes"]
     if as_json:
         print(dumps(d))
     else:
-        pool = "private pools" if private else f"one shared pool (largest first, outputs {ret})"
+        private = bool(given.get("private"))
+        pool = "private pools" if private else f"one shared pool (largest first, outputs {d['retention']})"
+        tp = d.get("tp", 1)
         per_gpu = "" if tp == 1 else f" at tp {tp} (per GPU; collective figures unmeasured)"
-        print(f"{base_name}{per_gpu} on {prof.name}, {fusion}/{graph}, layout {layout}: {len(sizes)} sizes, "
-              f"{mem.graphs} graphs, {pool} [{mem.source}]")
-        print(f"  graph pool      {mem.pool_bytes / MiB:10.1f} MiB")
-        for name, part in ((k, v) for k, v in mem.parts.items() if k != "static_buffers"):
+        parts = d.get("parts", {})
+        print(f"{d['model']}{per_gpu} on {d['profile']}, {given.get('fusion') or 'fused'}/"
+              f"{given.get('graph') or 'full'} ({d['impl']}), layout {d['layout']}: {len(d['sizes'])} sizes, "
+              f"{d['graphs']} graphs, {pool} [{d['source']}]")
+        print(f"  graph pool      {d['pool_bytes'] / MiB:10.1f} MiB")
+        for name, part in ((k, v) for k, v in parts.items() if k != "static_buffers"):
             print(f"    {name:<22}{part['bytes'] / MiB:10.1f} MiB  {part['source']}")
-        print(f"  static buffers  {mem.static_buffer_bytes / MiB:10.1f} MiB  (inputs + logits for size {max(sizes)})")
-        print(f"  pinned total    {mem.total_bytes / MiB:10.1f} MiB"
+        print(f"  static buffers  {d['static_buffer_bytes'] / MiB:10.1f} MiB  (inputs + logits for size "
+              f"{max(d['sizes'])})")
+        print(f"  pinned total    {d['total_bytes'] / MiB:10.1f} MiB"
               + ("" if b is None else f"   budget {b / MiB:.1f} MiB: {'ok' if fits else 'OVER BUDGET'}"))
-        print(f"  capture time    {mem.capture_s:10.2f} s")
-        if sd is not None:
-            print(f"  spec k={spec.k} ({spec.engine}): target sizes in tokens (multiples of {spec.query_len}); draft "
-                  f"'{draft}' in {sd['draft_graph_mode']} graphs, {sd['draft_graphs']} graphs (own shared pool per "
-                  "family: an upper bound, engines share the target's pool)")
-            print(f"  draft graphs    {sd['draft_total_bytes'] / MiB:10.1f} MiB, capture {sd['draft_capture_s']:.2f} s, "
-                  f"weights {sd['draft_weights_bytes'] / MiB:.0f} MiB")
-            print(f"  pinned + draft  {total / MiB:10.1f} MiB")
-        print(f"  KV cache        {kv / MiB:10.1f} MiB = {kv_tok} tokens "
-              f"(after {m.weight_bytes / MiB:.0f} MiB weights, graphs and workspace"
-              + (", the draft's graphs, weights and its KV per token)" if sd else ")"))
+        print(f"  capture time    {d['capture_s']:10.2f} s")
+        if d.get("spec_tokens"):
+            print(f"  spec k={d['spec_tokens']} ({d['spec_engine']}): target sizes in tokens (multiples of "
+                  f"{d['spec_tokens'] + 1}); draft '{d['draft']}' in {d['draft_graph_mode']} graphs, {d['draft_graphs']} "
+                  "graphs (own shared pool per family: an upper bound, engines share the target's pool)")
+            print(f"  draft graphs    {d['draft_total_bytes'] / MiB:10.1f} MiB, capture {d['draft_capture_s']:.2f} s, "
+                  f"weights {d['draft_weights_bytes'] / MiB:.0f} MiB")
+            print(f"  pinned + draft  {d['total_with_draft_bytes'] / MiB:10.1f} MiB")
+        print(f"  KV cache        {kv / MiB:10.1f} MiB = {d['kv_tokens']} tokens "
+              f"(after {d['weights_bytes'] / MiB:.0f} MiB weights, graphs and workspace"
+              + (", the draft's graphs, weights and its KV per token)" if d.get("spec_tokens") else ")"))
     if not fits:
+        total = d.get("total_with_draft_bytes", d["total_bytes"])
         print(f"launchsim: graph memory {total:.0f} bytes exceeds the budget {b} bytes", file=sys.stderr)
         raise typer.Exit(1)
     if kv <= 0:
         print("launchsim: no memory left for the KV cache", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def _register_graph_memory() -> None:
+    from simulator.config.capture import GraphMemoryScenario
+    from .generated import command, extra_option
+
+    extra = [extra_option("as_json", bool, False, "--json", help="print one JSON object")]
+    app.command(name="graph-memory")(command(_graph_memory, GraphMemoryScenario, extra, aliases={
+        "tensor_parallel_size": ("--tp",), "memory_budget": ("--budget",), "gpu_memory_utilization": ("--gpu-util",)}))
+
+
+_register_graph_memory()

@@ -50,11 +50,19 @@ def _canary_failed(tmp: str) -> None:
 
 
 def calibrate(
-    out: Path = typer.Option(..., "--out", help="profile file to write, e.g. simulator/profiles/NAME.json"),
+    out: Optional[Path] = typer.Option(None, "--out", help="profile file to write, e.g. simulator/profiles/NAME.json "
+                                       "(with --host-only: the canary's JSON record, optional)"),
     quick: bool = typer.Option(False, "--quick", help="smaller grids, 2-layer decoders (a pipeline check)"),
+    host_only: bool = typer.Option(False, "--host-only", help="only measure this machine's host canary (a few "
+                                   "seconds) and print the --host-canary-us figure that scales a profile's host lane"),
 ) -> None:
     """Calibrate this GPU: a whole round (kernel counts and graph memory in their own processes, then
-    every timing in a process that never profiles, with a canary checked at both ends) -> a profile."""
+    every timing in a process that never profiles, with a canary checked at both ends) -> a profile.
+    With --host-only: time the host tiny-op canary only (calibration/hostprobe.py)."""
+    if host_only:
+        return _host_only(out, quick)
+    if out is None:
+        raise UserError("calibrate needs --out FILE (the profile to write), or --host-only")
     _out_json(out)
     _need_gpu("calibrate")
     import json
@@ -84,6 +92,27 @@ def calibrate(
         raise UserError(str(e)) from None
     write_json_atomic(prof, out)
     print(f"wrote {out}")
+
+
+def _host_only(out: Optional[Path], quick: bool) -> None:
+    """`calibrate --host-only`: this machine's host canary, printed as the flag that uses it."""
+    if quick:
+        raise UserError("--quick does not apply to --host-only (the canary takes a few seconds already)")
+    if out is not None:
+        _out_json(out)
+    _need_gpu("calibrate --host-only")
+    from calibration.build_profile import write_json_atomic
+    from calibration.hostprobe import probe
+
+    res = probe()
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(res, out)
+        print(f"wrote {out}")
+    runs = ", ".join(f"{x:.2f}" for x in res["runs_p50_us"])
+    print(f"host canary {res['host_canary_us']:.2f} us (median host time of a tiny eager op; runs {runs}) on "
+          f"{res['environment']['gpu']}")
+    print(f"--host-canary-us {res['host_canary_us']:.2f}")
 
 
 def measure(
@@ -129,7 +158,7 @@ def validate(
         raise UserError(f"--replicates must be >= 1, got {replicates}")
     if replicates > 1000:
         raise UserError(f"--replicates {replicates:,} is above the limit of 1,000")
-    check_out_dir(out)
+    check_out_dir(out, "--out")
     from simulator.common.jsonfile import read_json
 
     if measured.exists():

@@ -52,7 +52,13 @@ def run(
     from ..config import load_scenario  # pydantic scenario models: only when a scenario file is loaded
     from simulator.studies.runner import run_scenario
 
-    sc = load_scenario(scenario, overrides=overrides)
+    try:
+        sc = load_scenario(scenario, overrides=overrides)
+    except UserError as e:  # the config layer names an override; the command line calls it --set
+        msg = str(e)
+        if msg.startswith("override "):
+            raise UserError("--set " + msg.removeprefix("override ")) from None
+        raise
     from simulator.report.html import set_inline_plotly
 
     set_inline_plotly(inline_plotly)
@@ -60,10 +66,10 @@ def run(
         if "scheduling" not in type(sc).model_fields:
             raise UserError(f"--scheduling applies to serve and capacity scenarios, not kind '{sc.kind}'")
         sc = sc.model_copy(update={"scheduling": scheduling.value})
-    check_out_dir(out)
+    check_out_dir(out, "--out")
     t0 = time.perf_counter()
     try:
-        with out_lock(out):
+        with out_lock(out, "--out"):
             result = run_scenario(sc, out)
     except UserError as e:  # found only while running: still name the scenario file
         if str(e).startswith(str(scenario)):
@@ -93,18 +99,9 @@ def _predict(given: dict, flags: dict, workload: Optional[Path] = None, as_json:
         return _predict_workload(given, workload, as_json)
     from simulator.config.predict import PredictScenario
     from simulator.studies.predict import run_predict
-    from .flags import scenario_from_flags
+    from .flags import run_with_flags
 
-    data = {"kind": "predict", **{k: v for k, v in given.items() if v is not None}}
-    sc = scenario_from_flags(PredictScenario, data, flags, given)
-    try:
-        d = run_predict(sc)
-    except UserError as e:
-        msg = str(e)
-        for f, flag in flags.items():  # a study error on a field names the flag that filled it
-            if msg.startswith(f"field '{f}'") and given.get(f) is not None:
-                raise UserError(f"{flag} ({msg}") from None
-        raise
+    d = run_with_flags(PredictScenario, "predict", given, flags, run_predict)
     if as_json:
         print(dumps(d))
     else:

@@ -41,9 +41,24 @@ def scenario_from_flags(kind: type, data: dict, flags: dict[str, str], given: di
             named = [flags[f] for f in sorted(flags, key=len, reverse=True)
                      if re.search(rf"\b{f}\b", text) and given.get(f) is not None]
             for f in sorted((f for f in flags if given.get(f) is not None or f == "steps"), key=len, reverse=True):
-                text = re.sub(rf"(?<![-\w]){f}(?![-\w])", flags[f].split("/")[0], text)
+                text = re.sub(rf"(?<![-\w.]){f}(?![-\w])", flags[f].split("/")[0], text)
             raise UserError(f"{where}: {text}" if not named else text) from None
         flag = _flag_for(m.group(1), flags, given) if m else None
         if flag is None:
             raise
         raise UserError(f"{flag} (field '{m.group(1)}'): {msg[m.end():]}") from None
+
+
+def run_with_flags(kind: type, kind_name: str, given: dict, flags: dict, study):
+    """Fill scenario model `kind` from the flags the user gave, run `study(scenario)`, and name the flag of any field
+    the study's error names (a study speaks in fields: `field 'ctx': ...`)."""
+    data = {"kind": kind_name, **{k: v for k, v in given.items() if v is not None}}
+    sc = scenario_from_flags(kind, data, flags, given)
+    try:
+        return study(sc)
+    except UserError as e:
+        msg = str(e)
+        for f, flag in flags.items():
+            if msg.startswith(f"field '{f}'") and given.get(f) is not None:
+                raise UserError(f"{flag} ({msg}") from None
+        raise

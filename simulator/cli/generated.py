@@ -21,7 +21,8 @@ from .choices import BadChoice, choice_error
 SKIP = ("kind", "name", "description")
 # what a choice field's values are, in error messages ("unknown graph mode 'x'"); default: the field's name
 WHAT = {"graph": "graph mode", "fusion": "fusion level", "attention_backend": "attention backend",
-        "kv_dtype": "KV-cache dtype", "tensor_parallel_size": "tensor-parallel size"}
+        "kv_dtype": "KV-cache dtype", "tensor_parallel_size": "tensor-parallel size", "compile": "compile mode",
+        "compile_cache": "cache state", "retention": "output retention"}
 
 
 def flag_of(field: str) -> str:

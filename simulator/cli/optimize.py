@@ -60,7 +60,7 @@ def optimize(
     if (dist is None) == (scenario is None):
         raise UserError("give exactly one of --distribution CSV or --scenario FILE")
     if out is not None:
-        check_out_dir(out)
+        check_out_dir(out, "--out")
     sc = buckets_scenario(scenario, dist, model=model, profile=profile, fusion=fusion, graph=graph, ctx=ctx,
                           objective=objective, max_graphs=max_graphs, memory_budget=memory_budget,
                           capture_budget=capture_budget, max_size=max_size, shared_pool=False if private else None,
@@ -72,7 +72,7 @@ def optimize(
         result = run(inp, frontier=False)
         result["wall_s"] = time.perf_counter() - t0
     else:
-        with out_lock(out):
+        with out_lock(out, "--out"):
             result = run(inp, frontier=True)
             result["wall_s"] = time.perf_counter() - t0
             write_outputs(result, inp.dist, out, title)

@@ -79,7 +79,7 @@ def serve(
     number("--duration", duration, L.MAX_SECONDS, "a positive number of seconds")
     check_seed("--seed", seed)
     if out is not None:
-        check_out_dir(out)
+        check_out_dir(out, "--out")
     if scenario is not None:
         with named("--scenario"):
             base = load_scenario(scenario)
@@ -109,7 +109,7 @@ def serve(
         result = run_serve(sc)
         result.pop("_samples")
     else:
-        with out_lock(out):
+        with out_lock(out, "--out"):
             result = run_serve(sc)
             write_outputs(result, result.pop("_samples"), out, sc.name, sc.description)
     d = {**result["config"], **result["metrics"], **result["kv"], "simulated_s": result["simulated_s"],

@@ -28,9 +28,15 @@ def import_trace_cmd(
                                            "policy: calibrated (profile's launch paths + host-only ops + traced "
                                            "interpreter gaps), trace (traced host durations, inflated by the "
                                            "profiler) or deflate (traced / the profile's "
-                                           "host.profiler_overhead.factor)", what="--host-time"),
+                                           "host.profiler_overhead.factor: refused unless the profile has one; "
+                                           "no shipped profile does)", what="--host-time"),
     profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
     top_ops: int = typer.Option(10, "--top-ops", help="how many aten ops the launch histogram lists (0: all)"),
+    model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json the trace ran: its "
+                                        "shapes size kernels the trace recorded none for, so `predict --workload "
+                                        "--batch/--ctx` can re-price them"),
+    ctx: Optional[int] = typer.Option(None, "--ctx", help="context (attended KV length) the trace was recorded at "
+                                      "(default: read from recorded attention shapes)"),
 ) -> None:
     """Import a torch.profiler trace as a workload; print per-step figures (kernels, host, GPU, step time)."""
     from simulator.traces.host import check_policy, describe
@@ -42,13 +48,19 @@ def import_trace_cmd(
     from .checks import count, profile_flag
 
     count("--batch", batch, L.MAX_BATCH)
+    count("--ctx", ctx, L.MAX_CTX)
     if top_ops < 0:
         raise UserError(f"--top-ops must be 0 (all) or a positive number, got {top_ops}")
     host_time = host_time.value
     check_policy(host_time)
-    check_out_file(out)
+    check_out_file(out, "--out")
     prof = profile_flag("--profile", profile)
-    wl, imp = workload_from_trace(trace, steps, batch, host_time, prof)
+    spec = None
+    if model is not None:
+        from .checks import model_flag
+
+        spec = model_flag("--model", model)
+    wl, imp = workload_from_trace(trace, steps, batch, host_time, prof, spec, ctx)
     cols = ["step", "label", "kernels", "host_ms", "gpu_ms", "step_ms", "sync_ms"]
     print_rows(imp.step_rows, f"{trace.name}: {len(imp.step_rows)} step(s), {imp.method}", cols)
     classes = Counter(k.op_class for k in wl.kernels)
@@ -71,7 +83,13 @@ def import_trace_cmd(
     shaped = sum(1 for k in wl.kernels if k.dims)
     size = (f"batch {wl.batch}, tokens/seq {wl.q_len or '?'}, ctx {wl.ctx or '?'}" if wl.batch
             else "batch unknown (no shapes recorded: give --batch to enable batch what-ifs)")
-    console.print(f"{size}; {shaped} of {len(wl.kernels)} kernels have recorded shapes", soft_wrap=True)
+    console.print(f"{size}; {shaped} of {len(wl.kernels)} kernels have recorded shapes"
+                  + (f"; model {wl.model['name']} sizes the rest" if wl.model and shaped < len(wl.kernels) else
+                     f"; model {wl.model['name']} kept" if wl.model else ""), soft_wrap=True)
+    from simulator.model.costs import CostModel
+    from simulator.traces.retarget import readiness
+
+    console.print(readiness(wl, CostModel(prof)), soft_wrap=True)
     if imp.outside:
         console.print(f"{imp.outside} kernels lie outside every step (partial steps) and were left out")
     save_workload(out, wl)
@@ -105,7 +123,7 @@ def export_trace_cmd(
     if workload is not None:
         workload_fusion(fusion)
     fusion, graph = fusion.value, graph.value
-    check_out_file(out)
+    check_out_file(out, "--out")
     profile_flag("--profile", profile)
     if model is not None:
         m = model_flag("--model", model)
@@ -161,7 +179,13 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
         wl0 = load_workload(workload)
     prof = profile_flag("--profile", profile)
     p, wi, wl = predict_workload(wl0, batch, ctx, fusion, graph, prof, engine, replicates, seed)
-    d = result_dict(p, wi, wl, batch, ctx, fusion)
+    d = result_dict(p, wi, wl, batch, ctx, fusion, prof)
+    if graph == "none" and fusion == "none":
+        from simulator.traces.predict import host_state_band
+
+        band = host_state_band(wl, batch, ctx, fusion, graph, prof)
+        if band is not None:
+            d["step_ms_host_band"] = [round(band[0], 4), round(band[1], 4)]
     if as_json:
         print(dumps(d))
         return
@@ -179,12 +203,21 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
         rows = [{**g, "pattern": _short(g["pattern"])} for g in f["groups"]]
         print_rows(rows, "merged runs (by pattern)", ["count", "members", "saved", "gpu_us_before", "gpu_us_after",
                                                       "pattern"], limit=15)
-    if wi.unscaled:
-        top = ", ".join(f"{n} x{c}" for n, c in Counter(wi.unscaled).most_common(8))
-        console.print(f"unscaled (no recorded shape, kept at measured time): {len(wi.unscaled)} kernels: {top}",
+    if wi.roles:
+        roles = ", ".join(f"{k} {v}" for k, v in sorted(wi.roles.items()) if v)
+        console.print(f"re-priced from the traced batch {wl.batch}, ctx {wl.ctx or '?'}: {wi.scaled} kernels through "
+                      f"the profile's cost model as traced x model(new)/model(traced) (by role: {roles})",
                       soft_wrap=True)
-    elif wi.scaled:
-        console.print(f"scaled {wi.scaled} kernels through the profile's cost model")
+        for n in wi.notes[1:]:
+            console.print(n, soft_wrap=True)
+    if d.get("step_ms_host_band") is not None:
+        lo, hi = d["step_ms_host_band"]
+        fast, slow = prof.host.canary.fast_us, prof.host.canary.slow_us
+        console.print(f"eager step across the calibration VM's host states: {lo:.3f} ms (fast, canary {fast:.2f} µs) "
+                      f"to {hi:.3f} ms (slow, canary {slow:.2f} µs)", soft_wrap=True)
+    if d.get("host_canary_us") is not None:
+        console.print(f"host state assumed: tiny-op canary {d['host_canary_us']:.2f} µs (profile {prof.name})",
+                      soft_wrap=True)
 
 
 def _short(pattern: str, width: int = 48) -> str:

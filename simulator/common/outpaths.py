@@ -51,7 +51,7 @@ def _check_parents(p: Path, flag: str, target: Path) -> Path:
     return base
 
 
-def check_out_dir(path, flag: str = "--out") -> Path:
+def check_out_dir(path, flag: str = "out") -> Path:
     p = Path(path)
     if str(path) == "":
         raise OutputError(f"{flag}: empty path")
@@ -66,7 +66,7 @@ def check_out_dir(path, flag: str = "--out") -> Path:
     return p
 
 
-def check_out_file(path, flag: str = "--out", suffix: str | None = None) -> Path:
+def check_out_file(path, flag: str = "out", suffix: str | None = None) -> Path:
     p = Path(path)
     if str(path) == "":
         raise OutputError(f"{flag}: empty path")
@@ -83,7 +83,7 @@ def check_out_file(path, flag: str = "--out", suffix: str | None = None) -> Path
 
 
 @contextmanager
-def out_lock(path, flag: str = "--out"):
+def out_lock(path, flag: str = "out"):
     """Hold OUT/.launchsim.lock (flock, exclusive, non-blocking) while the body runs. Creates OUT; if the run
     fails and OUT was created here and holds nothing else, removes it again."""
     import fcntl

@@ -130,7 +130,7 @@ def _buckets(sc) -> Iterator[Check]:
         d = sc.distribution.build()
         if sc.max_size is None and d.max_batch > MAX_OPTIMIZE_SIZE:
             raise UserError(f"{d.label}: the largest batch, {d.max_batch:,}, is above the optimizer's limit of "
-                            f"{MAX_OPTIMIZE_SIZE:,} candidate sizes: set max_size (--max-size) <= "
+                            f"{MAX_OPTIMIZE_SIZE:,} candidate sizes: set max_size <= "
                             f"{MAX_OPTIMIZE_SIZE:,}; larger batches then run without a graph")
     yield ("distribution", sc.distribution.source), dist
     yield ("memory_budget",), lambda: parse_memory_budget(sc.memory_budget)
@@ -139,8 +139,13 @@ def _buckets(sc) -> Iterator[Check]:
                                                                    f"{V.one_of(V.CAPTURING_MODES)}"))
 
 
+def _capture(sc) -> Iterator[Check]:
+    yield ("model",), _model(sc.model, sc.assume_family)
+    yield ("profile",), _profile(sc.profile)
+
+
 def _checks(sc) -> Iterator[Check]:
-    by_kind = {"step": _step, "predict": _step, "sweep": _sweep, "workload": _workload, "serve": _serve, "capacity": _capacity,
+    by_kind = {"step": _step, "predict": _step, "startup": _step, "graph_memory": _capture, "sweep": _sweep, "workload": _workload, "serve": _serve, "capacity": _capacity,
                "buckets": _buckets}
     check = by_kind.get(sc.kind)
     if check is not None:

@@ -23,9 +23,10 @@ from .sweep import SweepScenario
 from .trace_workload import WorkloadScenario
 from .buckets import BucketsScenario
 from .predict import PredictScenario
+from .capture import GraphMemoryScenario, StartupScenario
 
 KINDS: list[type] = [StepScenario, ToyScenario, SweepScenario, WorkloadScenario, ServeScenario, CapacityScenario,
-                      BucketsScenario, PredictScenario]
+                      BucketsScenario, PredictScenario, StartupScenario, GraphMemoryScenario]
 
 
 def _union():
@@ -76,18 +77,18 @@ def apply_overrides(data: dict, overrides: list[str] | None) -> dict:
     for item in overrides or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: expected FIELD=VALUE, e.g. replicates=2")
+            raise ConfigError(f"override {item!r}: expected FIELD=VALUE, e.g. replicates=2")
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
-            raise ConfigError(f"--set {item!r}: VALUE is not valid YAML") from None
+            raise ConfigError(f"override {item!r}: VALUE is not valid YAML") from None
         node, parts = data, key.strip().split(".")
         for p in parts[:-1]:
             nxt = node.get(p) if isinstance(node, dict) else None
             if nxt is None:
                 nxt = node[p] = {}
             if not isinstance(nxt, dict):
-                raise ConfigError(f"--set {item!r}: field '{p}' is not a mapping")
+                raise ConfigError(f"override {item!r}: field '{p}' is not a mapping")
             node = nxt
         node[parts[-1]] = value
     return data

@@ -58,6 +58,7 @@ class StepOptions(Strict):
 
     decode_only: ClassVar[bool] = False  # kinds that price decode-only steps: the mixed-step knobs cannot matter
     spec_ok: ClassVar[bool] = False  # kinds whose study runs speculative steps (the others refuse spec_tokens)
+    spec_needs_acceptance: ClassVar[bool] = True  # capture kinds (graph memory, start-up) do not
 
     @model_validator(mode="after")
     def _recipe_knobs(self):
@@ -80,9 +81,13 @@ class StepOptions(Strict):
             if not self.spec_ok:
                 raise ValueError(f"spec_tokens: kind '{getattr(self, 'kind', '?')}' does not run speculative steps "
                                  "yet (predict does)")
-            if self.acceptance is None:
+            if not self.spec_needs_acceptance:
+                if self.acceptance is not None:
+                    raise ValueError("acceptance does not change what a layout captures or pins: leave it out")
+            elif self.acceptance is None:
                 raise ValueError("spec_tokens needs acceptance (a probability or one per draft token)")
-            self.spec_acceptance()  # refuses a bad value or a list of the wrong length here
+            else:
+                self.spec_acceptance()  # refuses a bad value or a list of the wrong length here
         elif self.acceptance is not None or self.draft != "eagle":
             raise ValueError("acceptance and draft apply to speculative decoding: they need spec_tokens > 0")
         return self

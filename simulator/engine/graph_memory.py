@@ -211,6 +211,15 @@ class GraphMemoryModel:
 
         self.modes = graph_kinds(graph_mode)  # full_decode_only captures full graphs, as full
         self.graphs_per_size = len(self.modes)
+        self.setup = None  # the StepSetup this model was built from (`of`): its recipe decides the nodes
+
+    @classmethod
+    def of(cls, setup, retention: str = "drop") -> "GraphMemoryModel":
+        """The graph memory of a `StepSetup` (engine/setup.py): its model, profile, fusion, graph mode, and its
+        recipe's kernels as the captured nodes (an implementation launches its own kernel count)."""
+        gm = cls(setup.model, setup.profile, setup.fusion, setup.capture.graph, retention)
+        gm.setup = setup
+        return gm
 
     # -- one captured graph / size ----------------------------------------------------------------
     def _graph_pool(self, batch: int, mode: str) -> tuple[float, bool]:
@@ -245,7 +254,11 @@ class GraphMemoryModel:
 
     def nodes(self) -> int:
         """Kernel nodes captured per size (full graph + piecewise pieces under full_and_piecewise)."""
-        k, attn = _kernel_counts(self.model, self.fusion)
+        if self.setup is not None:
+            ks = self.setup.build(decode(1, 128)).kernel_ops()
+            k, attn = len(ks), sum(1 for o in ks if o.op_class.value == "attention")
+        else:
+            k, attn = _kernel_counts(self.model, self.fusion)
         return sum(k if m == "full" else k - attn for m in self.modes)
 
     @property
@@ -254,7 +267,8 @@ class GraphMemoryModel:
         if self._startup is None:
             from simulator.engine.startup import StartupModel
 
-            self._startup = StartupModel(self.model, self.profile, self.fusion, self.graph_mode)
+            self._startup = (StartupModel.of(self.setup) if self.setup is not None
+                             else StartupModel(self.model, self.profile, self.fusion, self.graph_mode))
         return self._startup
 
     def capture_s(self, batch: int) -> float:

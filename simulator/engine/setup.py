@@ -195,7 +195,7 @@ class StepSetup:
                           opts.assume_family)
         pre = parse_prefill_layout(opts.prefill_layout) if graph != "none" else None
         spec = None
-        if getattr(opts, "spec_tokens", 0):
+        if getattr(opts, "spec_tokens", 0) and getattr(opts, "acceptance", None) is not None:
             spec = SpecSetup(opts.spec_tokens, opts.spec_acceptance(), opts.draft, engine=spec_engine)
         return cls.of(m, profile, fusion, Capture.of(graph, sizes, pre, opts.attention_backend), impl=opts.impl,
                       cache=opts.kv_cache, max_cache_len=opts.max_cache_len, spec=spec)

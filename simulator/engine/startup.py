@@ -178,6 +178,38 @@ def figures(profile: Profile) -> tuple[StartupFigures, bool]:
 
 
 class StartupModel:
+    @classmethod
+    def of(cls, setup, ctx: int = DEFAULT_CTX, warmup_runs: int | None = None) -> "StartupModel":
+        """The start-up model of a `StepSetup` (engine/setup.py): its warm-up passes are its recipe's eager steps
+        (fast engine, interpolated between powers of two as `eager_pass`)."""
+        from simulator.engine.predict import run_engine
+        from simulator.engine.plan import lower
+        from simulator.engine.timeline import summarize
+        from simulator.model.workload import decode
+
+        pts: dict[int, tuple[float, float]] = {}
+
+        def point(b: int) -> tuple[float, float]:
+            if b not in pts:
+                r = summarize(run_engine(lower(setup.build(decode(b, ctx)), setup.costs, "none")))
+                pts[b] = (float(r.step_s), float(r.cpu_busy_s))
+            return pts[b]
+
+        def eager(batch: int) -> tuple[float, float]:
+            if batch < 1:
+                raise StartupError(f"captured batch sizes must be positive integers, got {batch!r}")
+            lo = 1 << (int(batch).bit_length() - 1)
+            a = point(lo)
+            if lo == batch:
+                return a
+            b = point(2 * lo)
+            f = (batch - lo) / lo
+            return a[0] + f * (b[0] - a[0]), a[1] + f * (b[1] - a[1])
+
+        m = cls(setup.model, setup.profile, setup.fusion, setup.capture.graph, ctx, warmup_runs, eager)
+        m.setup = setup
+        return m
+
     def __init__(self, model: ModelSpec, profile: Profile, fusion: str = "fused", graph_mode: str = "full",
                  ctx: int = DEFAULT_CTX, warmup_runs: int | None = None, eager=None):
         """`eager(batch) -> (step_s, host_s)` replaces launchsim's eager pass (tests)."""
@@ -197,6 +229,7 @@ class StartupModel:
 
         self.modes = graph_kinds(graph_mode)  # full_decode_only captures full graphs, as full
         self._eager = eager or (lambda b: eager_pass(model, profile, fusion, b, ctx))
+        self.setup = None
         t = profile.device.graph_memory.get(model.name)
         self._table = None
         if t is not None and t.capture_s:
@@ -252,7 +285,12 @@ class StartupModel:
             fit = self.fig.compile_static_cold if cache == "cold" else self.fig.compile_static_warm
         if fit is None:
             raise StartupError(f"profile {self.profile.name} has no measured {cache}-cache compile time")
-        n = compile_nodes(self.model)
+        if self.setup is not None:  # the recipe's eager (fusion none) kernels: what Inductor traces
+            from simulator.model.workload import decode
+
+            n = len(self.setup.with_fusion("none").build(decode(1, 128)).kernel_ops())
+        else:
+            n = compile_nodes(self.model)
         known = list(fit.nodes) + list(fit.validated_nodes)
         inside = bool(known) and min(known) <= n <= max(known)
         where = (f"within the measured {min(known)}-{max(known)} nodes" if inside else

@@ -62,7 +62,7 @@ def tiled_lower(setup, shape: StepShape, mode: str, small: dict | None = None) -
     2-layer steps (the caller's `StepCostCache` owns it)."""
     L = setup.model.num_hidden_layers
     costs = setup.costs
-    if L <= 3:
+    if L <= 3 or not layers_repeat(setup.model, shape, setup.max_cache_len):  # sliding layers unlike full ones
         return lower(setup.build(shape), costs, mode)
     memo = small if small is not None else {}
 

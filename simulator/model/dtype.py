@@ -39,16 +39,16 @@ class DtypeError(UserError):
     """A dtype launchsim does not model."""
 
 
-def check_dtype(v, flag: str = "--dtype") -> str:
+def check_dtype(v, flag: str = "dtype") -> str:
     if v not in DTYPES:
         raise DtypeError(f"{flag} must be one of {', '.join(DTYPES)}, got {v!r}")
     return v
 
 
-def with_dtype(model, dtype: str = "bf16", kv_dtype: str = "bf16", flag: str = "--dtype"):
+def with_dtype(model, dtype: str = "bf16", kv_dtype: str = "bf16", flag: str = "dtype"):
     """`model` with its weight and KV-cache dtypes set (the model itself when both are bf16)."""
     check_dtype(dtype, flag)
-    check_dtype(kv_dtype, "--kv-dtype" if flag == "--dtype" else "kv_dtype")
+    check_dtype(kv_dtype, flag.replace("dtype", "kv-dtype") if flag.startswith("-") else "kv_" + flag)
     if dtype == model.weight_dtype and kv_dtype == model.kv_dtype:
         return model
     return dataclasses.replace(model, weight_dtype=dtype, kv_dtype=kv_dtype,

@@ -157,5 +157,13 @@ def ignored_config_fields(cfg: dict, family: Family | None = None) -> list[str]:
     return sorted(set(out))
 
 
-__all__ = ["Family", "FAMILIES", "SUPPORTED", "ACTIVATIONS", "FamilyUnknown", "recognise", "sliding_pattern",
-           "ignored_config_fields"]
+__all__ = [
+    "ACTIVATIONS",
+    "FAMILIES",
+    "SUPPORTED",
+    "Family",
+    "FamilyUnknown",
+    "ignored_config_fields",
+    "recognise",
+    "sliding_pattern",
+]

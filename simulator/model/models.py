@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
 from simulator.common import limits as L
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import field_error, read_json
-
-from dataclasses import dataclass
-from pathlib import Path
 
 
 class ModelError(UserError):
@@ -327,7 +328,7 @@ def _family_fields(cfg: dict, fam, assumed: bool, head_dim: int, bad) -> dict:
         v = cfg.get(k)
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or v != v or v == float("inf"):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise bad(k, f"must be a positive number or null, got {v!r}")
         out[dst] = float(v)
     for k in ("use_sliding_window",):

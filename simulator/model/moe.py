@@ -225,5 +225,12 @@ def block_fused(b) -> None:
         b.ew("shared.sigmoid_mul_add", T * H, 3 * e, e, path=X)
 
 
-__all__ = ["moe_fields", "expected_active_experts", "grouped_gemm_us", "routing_us", "table_s", "block_hf",
-           "block_fused"]
+__all__ = [
+    "block_fused",
+    "block_hf",
+    "expected_active_experts",
+    "grouped_gemm_us",
+    "moe_fields",
+    "routing_us",
+    "table_s",
+]

@@ -109,7 +109,7 @@ def tp_of(model: ModelSpec) -> int:
     return int(getattr(model, "tp", 1) or 1)
 
 
-def check_tp(tp, flag: str = "--tp") -> int:
+def check_tp(tp, flag: str = "tensor_parallel_size") -> int:
     if isinstance(tp, bool) or not isinstance(tp, int) or tp not in TP_SIZES:
         raise ParallelError(f"{flag} must be one of {', '.join(map(str, TP_SIZES))} (GPUs of one NVLink node), "
                             f"got {tp!r}")
@@ -126,7 +126,7 @@ def vocab_per_gpu(model: ModelSpec, tp: int) -> int:
     return math.ceil(padded / tp) if tp > 1 else model.vocab_size
 
 
-def shard(model: ModelSpec, tp: int, flag: str = "--tp") -> ModelSpec:
+def shard(model: ModelSpec, tp: int, flag: str = "tensor_parallel_size") -> ModelSpec:
     """The per-GPU `ModelSpec` of `model` at tensor-parallel size `tp` (the model itself at tp = 1)."""
     check_tp(tp, flag)
     if tp == 1:

@@ -128,6 +128,25 @@ class StartupFigures(_Strict):
     source: str = Field("", description="where the figures came from")
 
 
+class HostCanary(_Strict):
+    """The host tiny-op canary (calibration/hygiene.py `canary()`: median host µs of `a * b` on 1 KB) of the
+    process the host figures were measured in, and the calibration machine's fast and slow host states.
+    `with_host_canary` scales every host cost by (a user's canary / `calibration_us`)."""
+
+    calibration_us: float = Field(gt=0, description="canary of the process whose microbenchmarks gave the host figures")
+    fast_us: float = Field(gt=0, description="the calibration machine's fast host state (canary µs)")
+    slow_us: float = Field(gt=0, description="the calibration machine's slow host state (canary µs)")
+    assumed_us: float | None = Field(None, gt=0, description="the canary this profile's host figures are scaled to "
+                                                             "(absent: calibration_us, the profile as measured)")
+    source: str = Field("", description="where each figure was measured")
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.slow_us < self.fast_us:
+            raise ValueError("slow_us must be >= fast_us")
+        return self
+
+
 class HostSection(_Strict):
     cpu: str = Field(description="host CPU model the host figures were measured on")
     launch_us: dict[str, Spread] = Field(description="host time per launched op, by launch path")
@@ -153,6 +172,9 @@ class HostSection(_Strict):
     startup: StartupFigures | None = Field(
         None, description="start-up cost: warm-up runs, capture time per graph, torch.compile time (`launchsim "
                           "startup`); without it simulator/engine/startup.py's H200 defaults apply and say so")
+    canary: HostCanary | None = Field(
+        None, description="host tiny-op canary of the calibration process and the machine's fast/slow states "
+                          "(`host_scaled` scales the host lane to another machine's canary)")
     source: str = Field("", description="where the host figures came from")
 
 
@@ -339,6 +361,11 @@ class Profile(_Strict):
     host: HostSection
     device: DeviceSection
 
+    def with_host_canary(self, canary_us: float) -> "Profile":
+        """This profile with every host cost scaled by canary_us / the calibration process's canary (see
+        `host_scaled`); device figures unchanged."""
+        return host_scaled(self, canary_us)
+
 
 def profile_path(name_or_path: str) -> Path:
     p = Path(name_or_path)
@@ -377,3 +404,107 @@ def combine(host_from: Profile, device_from: Profile) -> Profile:
             "notes": f"host section from {host_from.name}, device section from {device_from.name}",
         }
     )
+
+
+MAX_CANARY_US = 1e4  # a tiny eager op costing 10 ms is not a host state, it is a broken measurement
+
+
+def _canary_of(profile: Profile) -> HostCanary:
+    c = profile.host.canary
+    if c is None:
+        raise ProfileError(f"profile '{profile.name}': field host.canary is absent: the profile records no host "
+                           "canary, so its host lane cannot be scaled to another machine's (recalibrate, or use "
+                           "a profile that records one)")
+    return c
+
+
+def _check_canary_us(canary_us: float) -> float:
+    import math
+
+    try:
+        x = float(canary_us)
+    except (TypeError, ValueError):
+        raise ProfileError(f"host canary must be a number of µs, got {canary_us!r}") from None
+    if not math.isfinite(x) or x <= 0 or x > MAX_CANARY_US:
+        raise ProfileError(f"host canary must be a positive number of µs up to {MAX_CANARY_US:g}, got {canary_us!r}")
+    return x
+
+
+def host_factor(profile: Profile, canary_us: float) -> float:
+    """The factor `host_scaled` applies: canary_us / the canary of the profile's calibration process."""
+    return _check_canary_us(canary_us) / _canary_of(profile).calibration_us
+
+
+def host_scaled(profile: Profile, canary_us: float) -> Profile:
+    """`profile` with its host lane moved to a machine whose tiny-op canary is `canary_us`.
+
+    Every host cost is multiplied by f = canary_us / host.canary.calibration_us (the figures are scaled from
+    the profile as measured, so scaling twice does not compound): launch_us spreads (p10, p50, p90), graph
+    replay fixed and per-node cost, compiled entry and wrapper cost, capture per node, the engine loop's host
+    figures (schedule, prep, copy launch, sampling launch, tolist, detokenize) and torch.compile's wall-time
+    fits. Unchanged: every device figure, and the ratios (step_factor, profiler_overhead factor,
+    capture_host_ratio: these multiply host costs that are already scaled). Host time an imported trace
+    recorded itself (traced interpreter gaps) is not a profile figure and is not scaled."""
+    c = _canary_of(profile)
+    base = c.calibration_us
+    # figures already scaled to assumed_us are moved from there: the result depends only on canary_us
+    f = _check_canary_us(canary_us) / (c.assumed_us or base)
+    h = profile.host
+
+    def spread(s: Spread) -> Spread:
+        return s.model_copy(update={k: (None if getattr(s, k) is None else getattr(s, k) * f)
+                                    for k in ("p10", "p50", "p90")})
+
+    def by_batch(b: ByBatch) -> ByBatch:
+        return b.model_copy(update={"us": [u * f for u in b.us]})
+
+    upd = {
+        "launch_us": {k: spread(v) for k, v in h.launch_us.items()},
+        "graph_launch_fixed_us": h.graph_launch_fixed_us * f,
+        "graph_launch_per_node_us": h.graph_launch_per_node_us * f,
+        "compiled_entry_us": h.compiled_entry_us * f,
+        "compiled_wrapper_us": h.compiled_wrapper_us * f,
+        "capture_per_node_ms": h.capture_per_node_ms * f,
+        "canary": c.model_copy(update={"assumed_us": None if canary_us == base else float(canary_us)}),
+    }
+    if h.engine_step_us is not None:
+        e = h.engine_step_us
+        upd["engine_step_us"] = e.model_copy(update={
+            "schedule": by_batch(e.schedule), "prep": by_batch(e.prep), "copy_launch_us": e.copy_launch_us * f,
+            "sample_host": {k: by_batch(v) for k, v in e.sample_host.items()},
+            "tolist": by_batch(e.tolist), "detokenize": by_batch(e.detokenize)})
+    if h.startup is not None:
+        st = h.startup
+        fits = {k: getattr(st, k).model_copy(update={"fixed_s": getattr(st, k).fixed_s * f,
+                                                     "per_node_s": getattr(st, k).per_node_s * f})
+                for k in ("compile_static_cold", "compile_static_warm", "compile_dynamic_cold", "compile_dynamic_warm")
+                if getattr(st, k) is not None}
+        upd["startup"] = st.model_copy(update=fits)
+    stem = profile.name.split("@host-canary-")[0]
+    name = stem if canary_us == base else f"{stem}@host-canary-{float(canary_us):g}us"
+    return profile.model_copy(update={"name": name, "host": h.model_copy(update=upd)})
+
+
+def canary_band(profile: Profile) -> tuple[float, float]:
+    """(fast, slow): the calibration machine's fast- and slow-state host canaries, µs. An eager prediction's host
+    band is the profile scaled to each (`host_scaled(profile, fast)`, `host_scaled(profile, slow)`)."""
+    c = _canary_of(profile)
+    return c.fast_us, c.slow_us
+
+
+def assumed_canary(profile: Profile) -> float | None:
+    """The canary (µs) this profile's host lane assumes, for printing the host state; None if it records none."""
+    c = profile.host.canary
+    return None if c is None else (c.assumed_us or c.calibration_us)
+
+
+def host_state(profile: Profile) -> str:
+    """One phrase naming the host state a prediction with this profile assumes (for printed outputs)."""
+    c = profile.host.canary
+    if c is None:
+        return f"host as profile '{profile.name}' measured it (no host canary recorded)"
+    if c.assumed_us is None:
+        return (f"host canary {c.calibration_us:.2f} µs (the calibration machine's fast state; its slow state "
+                f"{c.slow_us:.2f} µs)")
+    return (f"host canary {c.assumed_us:.2f} µs (host costs x {c.assumed_us / c.calibration_us:.3f} from the "
+            f"calibration's {c.calibration_us:.2f} µs)")

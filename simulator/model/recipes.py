@@ -24,13 +24,21 @@ enable_gqa), SDPA's mask handling 3 (two scalar fills, a where over the [B, 1, 1
 (split) and 128 (not)), o_proj, residual add, RMSNorm 8, gate_proj, SiLU, up_proj, mul, down_proj, residual add.
 Dynamic cache: the 5 cache-update, 2 repeat_kv and 3 mask kernels are replaced by 2 cats (58 measured). Preamble:
 embedding, the static cache's causal mask (7 kernels over the slots; none for dynamic), rotary set-up 10. Tail: final
-RMSNorm 8, lm_head (and its memset, not modelled).
+RMSNorm 8, lm_head (and its memset, not modelled). `positions="computed"` (the caller passes no cache_position, as
+round f's dynamic steps): 2 kernels more in the preamble.
 
-Family pieces not in those traces (from transformers 5.17's source, unchecked until round f's traces): qwen2's q/k/v
-bias (one cuBLASLt GEMM with a bias epilogue: bytes, not kernels), phi3's packed projections and rotary pass-through
-cat, Gemma's 10-kernel norm, four norms a layer, GELU-tanh, embedding scale, final soft-capping (3 kernels), gemma3's
-second rotary set-up, the sliding-window mask of static caches (8 kernels, instead of the causal mask's 7 when every layer slides, besides
-it when some do).
+Timing pieces the profile has no table for, carried here with their measurements: repeat_kv's strided copy rate
+(STRIDED_COPY_US), transformers' Python per host call (PYTHON_US_PER_CALL) and the cuDNN plan build of a DynamicCache
+step (CUDNN_PLAN_MS); SDPA over repeated heads is priced from the GQA table at rep x the keys (attention_op).
+
+Family pieces from transformers 5.17's source: qwen2's q/k/v bias (one cuBLASLt GEMM with a bias epilogue: bytes,
+not kernels), phi3's packed projections and rotary pass-through cat, Gemma's 10-kernel norm, four norms a layer,
+GELU-tanh, embedding scale, final soft-capping (3 kernels), gemma3's second rotary set-up (not measured: no gemma3
+trace). Checked since on round f's traces (calibration/validation/impl_hf.md): qwen2's bias GEMMs (one addmm each),
+phi3's packed projections and pass-through cats, Gemma's norms, GELU-tanh, embedding scale and soft-capping, the
+static sliding-window mask (12 kernels: the causal mask's 6, then fill, sub, gt, and, le, and; instead of the causal
+mask where every layer slides, besides it where some do) and a sliding layer's cache update (its add_ after the two
+index_copy_).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from simulator.model.kernels import LaunchPath as P
 from simulator.model.kernels import Op, OpClass
 
 IMPLS = ("reference", "hf", "fused")
+POSITIONS = ("given", "computed")  # hf: the caller passes cache_position / position_ids, or transformers derives them
 FUSIONS_OF = {"reference": ("none", "packed", "compiled"), "hf": ("none", "compiled"), "fused": ("fused",)}
 CACHES = ("static", "dynamic")
 
@@ -60,7 +69,7 @@ RECIPES = {
                         "torch.profiler on an H200 (calibration/measured/h200-decode.json, h200-round-a)"),
     "hf": Recipe("hf", FUSIONS_OF["hf"], "transformers 5.17 modeling code, SDPA, torch 2.11 cu130, cuDNN attention",
                  "calibration/measured/h200-round-c/hf_qwen3-0.6b_{static,dynamic}_b{1,8}.trace.json.gz",
-                 ("cache", "max_cache_len", "compile_dynamic")),
+                 ("cache", "max_cache_len", "positions", "compile_dynamic")),
     "fused": Recipe("fused", FUSIONS_OF["fused"], "vLLM-style custom ops (fused add-RMSNorm, fused RoPE + cache "
                     "write, silu_and_mul, one attention kernel)", "kernel counts of vLLM's model runner (issue 7)"),
 }
@@ -69,17 +78,23 @@ RECIPES = {
 # (measured on qwen3-0.6b: 8, 16, 64 split; 128 not; the threshold lies in [64, 128))
 CUDNN_SPLIT_MAX = 64
 # repeat_kv's copy is aten's generic strided elementwise kernel (elementwise_kernel<128, 4> over a 5-d expand), not a
-# vectorised copy: round c measured 23.7 us at batch 8 (9.4 M elements, 28 MB moved) where the profile's memcopy
-# curve gives 9.0 us for those bytes; the curve gives 23.7 us at 2.6x the bytes (fitted on qwen3-0.6b batch 8; at
-# batch 1 it gives 3.4 us against 5.2 measured)
-STRIDED_COPY = 2.6
-# transformers' Python per layer beyond what the profile's per-op launch costs hold (module calls, the cache's and
-# attention interface's code): the traced interpreter gaps of round c's hf traces less the reference decoder's gap per
-# host call (3.0 us, round a's trace, whose clean eager step the per-path costs reproduce), per layer, at batch 8
-# (calibration/build_recipes.py `interpreter_excess`, median of the traced steps: static 180, dynamic 203 us). The
-# batch-1 traces give 2.3-2.8x that for the same Python: those processes ran in the slow host state, so the fast
-# state's figure is the batch-8 one.
-PYTHON_LAYER_US = {"static": 180.0, "dynamic": 203.0}
+# vectorised copy, and runs at an element rate, not at the copy bandwidth: round c's qwen3-0.6b traces measured
+# 5.22 us (1.18 M elements, batch 1) and 23.72 us (9.44 M, batch 8), i.e. t = 2.57 us + elements / 0.446 per ps
+# (two points, one model). The profile has no strided-copy table, so this H200 figure is carried here as the op's
+# fixed GPU time (another profile keeps it). Round f's held-out llama3-8b b64 (168 M elements) implies ~375 us a copy
+# from its step's CUPTI total; the line gives 379.
+STRIDED_COPY_US = (2.57, 0.446e6)  # (floor us, elements per us)
+# transformers' Python beyond what the profile's per-op launch costs hold (module calls, the cache's and attention
+# interface's code), charged per host call (aten op or view) of the recipe: fitted on the two fit models' eager steps
+# in round f's timing process (hf_timing.json, canary 7.63 -> 7.34 us: the fast host state), static cache, the
+# median over batches 1-64 of (measured - predicted without it) / host calls: qwen3-0.6b 7.1, gemma-2-2b 12.9 us;
+# the mean (calibration/validate_impl.py `python_per_call_fit`). Round c's profiled traces give 180-570 us a layer
+# for the same Python in other processes (build_recipes.interpreter_excess): host state moves it by 2-3x.
+PYTHON_US_PER_CALL = 10.0
+# DynamicCache + cuDNN SDPA: a new key length every step, and cuDNN builds an execution plan for each new shape
+# (once a step: the layers share it). Fitted on qwen3-0.6b: round f's dynamic rows with cuDNN SDPA (median 67.7 ms)
+# less the same rows with it off (38.8 ms).
+CUDNN_PLAN_MS = 28.9
 
 
 def family_extras(m) -> list[str]:
@@ -167,9 +182,10 @@ def keys_of(m, layer: int, keys: int) -> int:
 
 def attention_op(b, name, path, keys: int, kv_heads: int, masked: bool, table_kv_heads: int | None = None):
     """One attention kernel over `keys` keys per decode row (`kv_heads` heads of K/V read). `table_kv_heads`: the
-    kv heads its table entry is looked up under (transformers' repeat_kv gives SDPA every query head, but cuDNN's
-    time over the repeated heads is the GQA kernel's: measured 8.1 us against the (16, 8) table's 8.3 at batch 1,
-    576 slots)."""
+    kv heads its table entry is looked up under, at keys x (kv_heads / table_kv_heads) keys: transformers'
+    repeat_kv gives SDPA every query head, so cuDNN reads rep x the K/V bytes of the GQA kernel, which the (H, KV)
+    table has measured at rep x the context (same heads, same bytes). Checked: qwen3-0.6b b1 576 slots (rep 2)
+    8.1 us measured, table 7.9; llama3-8b b8 640 slots (rep 4) 27.5 us measured (round f)."""
     m, s, e = b.m, b.s, b.e
     hd, H = m.head_dim, m.num_attention_heads
     kv_len_pref = s.ctx + s.prefill_len
@@ -177,19 +193,25 @@ def attention_op(b, name, path, keys: int, kv_heads: int, masked: bool, table_kv
     kv_read = 2 * kv_heads * hd * e * (s.decode_seqs * keys + s.prefill_seqs * kv_len_pref)
     qo = 2 * s.attn_tokens * H * hd * e
     mask = s.seqs * keys * e if masked else 0
+    rep = kv_heads // table_kv_heads if table_kv_heads else 1
     b.add(name, OpClass.ATTENTION, path, flops, kv_read + qo + mask,
-          batch=s.seqs, q_len=max(1, s.attn_tokens // max(1, s.seqs)), ctx=keys,
+          batch=s.seqs, q_len=max(1, s.attn_tokens // max(1, s.seqs)), ctx=keys * rep,
           heads=H, kv_heads=kv_heads if table_kv_heads is None else table_kv_heads, head_dim=hd,
-          **({"sdpa_kv_heads": kv_heads} if table_kv_heads not in (None, kv_heads) else {}))
+          **({"sdpa_kv_heads": kv_heads, "sdpa_keys": keys} if table_kv_heads not in (None, kv_heads) else {}))
 
 
 # -- the hf recipe --------------------------------------------------------------------------------------------------
-def hf_preamble(b, cache: str, slots: int) -> None:
-    """Embedding (+ Gemma's scale), the static cache's causal mask over the slots (and the sliding mask where a
-    layer slides), rotary set-up (10 kernels a rotary embedding)."""
+def hf_preamble(b, cache: str, slots: int, positions: str = "given") -> None:
+    """Embedding (+ Gemma's scale), the cache positions when the caller passes none (`positions="computed"`:
+    transformers' arange + add from the cache length; round f's dynamic-cache steps), the static cache's causal mask
+    over the slots (and the sliding mask where a layer slides), rotary set-up (10 kernels a rotary embedding)."""
     m, T, hd = b.m, b.s.tokens, b.m.head_dim
+    start = len(b.ops)
     embedding(b)
     b.all_reduce("embedding.all_reduce", T)
+    if positions == "computed":
+        b.ew("cache_position.arange", 1, 0, 8)
+        b.ew("cache_position.add", 1, 8, 8)
     if cache == "static":
         # transformers builds one mask per layer type present: the causal one where a layer attends fully, the
         # sliding-window one (the causal kernels plus the window compare) where a layer slides
@@ -201,9 +223,14 @@ def hf_preamble(b, cache: str, slots: int) -> None:
             b.ew(f"{tag}.add", 1, 8, 8)
             b.ew(f"{tag}.arange_kv", slots, 0, 8)
             b.ew(f"{tag}.add_kv", slots, 8, 8)
+            if i:  # round f (phi3, gemma2): the window's lower bound, then the causal bound, each and-ed in
+                b.ew(f"{tag}.fill", 1, 0, 1)
+                b.ew(f"{tag}.sub", slots, 8, 8)
+                b.ew(f"{tag}.gt", slots, 16, 1)
+                b.ew(f"{tag}.and_window", slots, 2, 1)
             b.ew(f"{tag}.le", slots, 16, 1)
             if i:
-                b.ew(f"{tag}.window", slots, 9, 1)
+                b.ew(f"{tag}.and_causal", slots, 2, 1)
     rd = m.rope_dim
     for r in range(m.rope_sets):
         tag = "rotary" if r == 0 else "rotary_local"
@@ -221,6 +248,9 @@ def hf_preamble(b, cache: str, slots: int) -> None:
         b.copy(f"{tag}.cos_cast", n, 4, 2)
         b.copy(f"{tag}.sin_cast", n, 4, 2)
     del hd
+    python(b, "python.preamble", len(b.ops) - start)
+    if cache == "dynamic":
+        b.ops.append(Op("sdpa.cudnn_plan", OpClass.VIEW, P.EAGER_VIEW, fixed_host_s=CUDNN_PLAN_MS * 1e-3))
 
 
 def hf_layer(b, layer: int, cache: str, slots: int) -> None:
@@ -230,7 +260,7 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
     m, s, T, e = b.m, b.s, b.s.tokens, b.e
     H, q, kv, I, hd = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size, m.head_dim
     Hq, KV = m.num_attention_heads, m.num_key_value_heads
-    b.ops.append(Op("python.layer", OpClass.VIEW, P.EAGER_VIEW, fixed_host_s=PYTHON_LAYER_US[cache] * 1e-6))
+    start = len(b.ops)
     norm(b, "input_layernorm", T, H)
     if m.packed_qkv:
         b.gemm("qkv_proj", T, q + 2 * kv, H, bias=m.qkv_bias)
@@ -253,13 +283,19 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
         keys = keys_of(m, layer, slots)
         b.ew("cache.arange", 1, 0, 8)
         b.ew("cache.pos_add", 1, 8, 8)
-        b.ew("cache.pos_add_", 1, 8, 8)
+        sliding = m.sliding_at(layer)  # round f: a sliding layer's cache advances its position after the writes
+        if not sliding:
+            b.ew("cache.pos_add_", 1, 8, 8)
         b.copy("cache.index_copy_k", T * kv, e, e)
         b.copy("cache.index_copy_v", T * kv, e, e)
+        if sliding:
+            b.ew("cache.pos_add_", 1, 8, 8)
         if rep > 1:  # repeat_kv: SDPA gets a mask, so no enable_gqa; an expand + reshape copies every slot
             for t in ("k", "v"):
                 b.view(f"repeat_kv_{t}.expand", 1)
-                b.copy(f"repeat_kv_{t}", s.seqs * Hq * keys * hd, STRIDED_COPY * e / rep, STRIDED_COPY * e)
+                n = s.seqs * Hq * keys * hd
+                b.ops.append(Op(f"repeat_kv_{t}", OpClass.COPY, P.EAGER_COPY, n, n * (e / rep + e),
+                                fixed_gpu_s=(STRIDED_COPY_US[0] + n / STRIDED_COPY_US[1]) * 1e-6))
         b.ew("sdpa.mask_fill", 1, 0, e)
         b.ew("sdpa.mask_fill", 1, 0, e)
         b.ew("sdpa.mask_where", s.seqs * keys, 1 + 2 * e / max(keys, 1), e)
@@ -300,16 +336,40 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
     if m.sandwich_norms:
         norm(b, "post_feedforward_layernorm", T, H)
     b.ew("residual_add", T * H, 2 * e, e)
+    python(b, "python.layer", len(b.ops) - start)
+
+
+def python(b, name: str, calls: int) -> None:
+    """transformers' Python around `calls` host calls (PYTHON_US_PER_CALL each): one host-only op."""
+    b.ops.append(Op(name, OpClass.VIEW, P.EAGER_VIEW, fixed_host_s=PYTHON_US_PER_CALL * calls * 1e-6))
 
 
 def hf_tail(b) -> None:
     m, T = b.m, b.s.tokens
     last = b.s.seqs + b.s.padding
+    start = len(b.ops)
     norm(b, "final_norm", T, m.hidden_size)
     b.gemm("lm_head", last, m.vocab_size, m.hidden_size)
     b.all_gather_logits(last)
     softcap(b, last)
+    python(b, "python.tail", len(b.ops) - start)
 
 
-__all__ = ["IMPLS", "FUSIONS_OF", "CACHES", "RECIPES", "Recipe", "family_extras", "hf_preamble", "hf_layer",
-           "hf_tail", "norm", "act", "rope", "embedding", "softcap", "keys_of", "attention_op"]
+__all__ = [
+    "CACHES",
+    "FUSIONS_OF",
+    "IMPLS",
+    "RECIPES",
+    "Recipe",
+    "act",
+    "attention_op",
+    "embedding",
+    "family_extras",
+    "hf_layer",
+    "hf_preamble",
+    "hf_tail",
+    "keys_of",
+    "norm",
+    "rope",
+    "softcap",
+]

@@ -15,17 +15,16 @@ same lists in PyTorch so that the profiler can check the counts.
 
 from __future__ import annotations
 
-from simulator.common.errors import UserError
-from simulator.common import vocab as V
-
 from dataclasses import dataclass
 
+from simulator.common import vocab as V
+from simulator.common.errors import UserError
+from simulator.model import recipes as R
+from simulator.model.dtype import FP8_GEMMS, quant_ops
 from simulator.model.kernels import LaunchPath as P
 from simulator.model.kernels import Op, OpClass, Step
 from simulator.model.models import ModelSpec
-from simulator.model.dtype import FP8_GEMMS, quant_ops
 from simulator.model.moe import block_fused, block_hf
-from simulator.model import recipes as R
 from simulator.model.parallel import logits_vocab, tp_of
 
 FUSION_LEVELS = V.values(V.Fusion)
@@ -316,7 +315,7 @@ def impl_of(fusion: str, impl: str | None) -> str:
     return impl
 
 
-def _check_options(impl: str, cache: str, max_cache_len: int | None, shape: "StepShape") -> int:
+def _check_options(impl: str, cache: str, max_cache_len: int | None, shape: StepShape) -> int:
     if cache not in R.CACHES:
         raise WorkloadError(f"unknown cache '{cache}': use one of {', '.join(R.CACHES)}")
     if impl != "hf" and (cache != "static" or max_cache_len is not None):
@@ -334,12 +333,18 @@ def _check_options(impl: str, cache: str, max_cache_len: int | None, shape: "Ste
 
 
 def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None = None, *, cache: str = "static",
-               max_cache_len: int | None = None, compile_dynamic: bool = False) -> Step:
+               max_cache_len: int | None = None, positions: str = "given", compile_dynamic: bool = False) -> Step:
     """The ordered host ops of one forward step of `model` over `shape` at fusion level `fusion` of implementation
     `impl` (simulator/model/recipes.py: reference: none / packed / compiled; hf: none / compiled; fused: fused;
     None: fused for `fused`, else reference). hf's options: `cache` "static" (StaticCache of `max_cache_len` slots,
-    default the step's context + 1) or "dynamic"; `compile_dynamic` for its `compiled` level."""
+    default the step's context + 1) or "dynamic"; `positions` "given" (the caller passes cache_position and
+    position_ids, as generate() does) or "computed" (transformers derives them: 2 kernels more); `compile_dynamic`
+    for its `compiled` level."""
     impl = impl_of(fusion, impl)
+    if positions not in R.POSITIONS:
+        raise WorkloadError(f"unknown positions '{positions}': use one of {', '.join(R.POSITIONS)}")
+    if positions != "given" and impl != "hf":
+        raise WorkloadError(f"positions is an option of implementation 'hf', not '{impl}'")
     if shape.decode_seqs < 0 or shape.prefill_seqs < 0 or shape.padding < 0 or shape.seqs <= 0:
         raise WorkloadError(f"batch must be a positive integer, got {shape.seqs}")
     if shape.ctx <= 0 and shape.prefill_seqs == 0:
@@ -362,7 +367,7 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
         raise WorkloadError(f"fusion 'compiled' is not modelled for the MoE model {model.name} (torch.compile of "
                             "an MoE layer was not measured): use none, packed or fused")
     if impl == "hf":
-        return _build_hf(model, shape, fusion, cache, slots, compile_dynamic)
+        return _build_hf(model, shape, fusion, cache, slots, compile_dynamic, positions)
     if fusion == "compiled" and R.family_extras(model):
         raise WorkloadError(f"fusion 'compiled' of implementation 'reference' is the measured Inductor list of a "
                             f"llama / qwen3 layer; {model.name} ({model.family}) has "
@@ -438,7 +443,8 @@ def _layers(b: _Builder, model: ModelSpec, shape: StepShape, layer, fresh_first:
             continue
 
 
-def _build_hf(model: ModelSpec, shape: StepShape, fusion: str, cache: str, slots: int, compile_dynamic: bool) -> Step:
+def _build_hf(model: ModelSpec, shape: StepShape, fusion: str, cache: str, slots: int, compile_dynamic: bool,
+              positions: str = "given") -> Step:
     """transformers' own decoder (simulator/model/recipes.py); `compiled`: Inductor's pass over it."""
     if shape.prefill_seqs:
         raise WorkloadError("implementation 'hf' models decode steps only (a mixed prefill batch is a serving "
@@ -452,7 +458,7 @@ def _build_hf(model: ModelSpec, shape: StepShape, fusion: str, cache: str, slots
     if model.weight_dtype != "bf16" or model.kv_dtype != "bf16":
         raise WorkloadError("implementation 'hf' was measured in bf16 only (weight_dtype / kv_dtype fp8 are "
                             "modelled for 'reference' and 'fused')")
-    R.hf_preamble(b, cache, slots)
+    R.hf_preamble(b, cache, slots, positions)
 
     def layer(i):
         R.hf_layer(b, i, cache, slots)

@@ -96,8 +96,13 @@ def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
     if out is not None:
         from simulator.common.jsonfile import write_json
 
+        from simulator.report.html import table_html, write_html
+
+        flat = {k: v for k, v in d.items() if not isinstance(v, (list, dict))}
         write_json(out / "result.json", {"scenario": sc.model_dump(mode="json"), "prediction": d,
-                                         "rows": [d], "summary_columns": list(d)[:12]})
+                                         "rows": [d], "summary_columns": list(flat)[:12]})
+        write_html(out / "report.html", f"launchsim: {sc.name} (predict)", [], [table_html([flat], "prediction")],
+                   intro=sc.description)
     return d
 
 
@@ -113,3 +118,10 @@ def loop_report(path: Path, d: dict, tl) -> None:
             f"GPU per step {d['gpu_ms_per_step']:.3f} ms, host waiting {d['host_wait_ms_per_step']:.3f} ms; "
             f"first {n} of {tl.plan.launches} launches drawn")
     write_html(path, "launchsim: engine loop", [charts.timeline_figure(tl, n, title)], intro=note)
+
+
+def run_predict_scenario(sc: PredictScenario, out: Path | None) -> dict:
+    """The `predict` kind under `launchsim run`: the record as the result's one row."""
+    d = run_predict(sc, out)
+    flat = {k: v for k, v in d.items() if not isinstance(v, (list, dict))}
+    return {"prediction": d, "rows": [flat], "summary_columns": list(flat)[:12]}

@@ -15,7 +15,9 @@ RUNNERS: dict[str, tuple[str, str]] = {  # scenario kind -> (module, function)
     "sweep": ("simulator.studies.sweep", "run_sweep_scenario"),
     "workload": ("simulator.studies.trace", "run_workload_scenario"),
     "buckets": ("simulator.studies.optimize", "run_buckets_scenario"),
-    "predict": ("simulator.studies.predict", "run_predict"),
+    "predict": ("simulator.studies.predict", "run_predict_scenario"),
+    "startup": ("simulator.studies.capture", "run_startup_scenario"),
+    "graph_memory": ("simulator.studies.capture", "run_graph_memory_scenario"),
 }
 
 

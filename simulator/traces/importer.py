@@ -85,6 +85,11 @@ class TracedKernel:
             if d is not None:
                 t = e.args.get("Input type", e.args.get("Input types", []))
                 return e.name, d, t if isinstance(t, list) else []
+        for e in order:  # shapes recorded, every input a scalar (0-dim index arithmetic): size-independent
+            d = e.args.get("Input Dims", e.args.get("Input dims"))
+            if isinstance(d, list) and d and all(isinstance(x, list) and not x for x in d):
+                t = e.args.get("Input type", e.args.get("Input types", []))
+                return e.name, d, t if isinstance(t, list) else []
         return None
 
 
@@ -119,11 +124,16 @@ def link(trace: RawTrace) -> tuple[list[TracedKernel], list[Event], list[tuple[f
     by_corr = {e.correlation: e for e in launches if e.correlation is not None}
     chains = _nest(cpu_ops, [e for e in launches if e.correlation is not None])
     kernels = []
+    seen: dict[tuple, OpClass] = {}  # a step repeats the same few hundred (kernel, ops) pairs: classify each once
     for g in trace.by_cat(GPU_CATS):
         launch = by_corr.get(g.correlation)
         chain = chains.get(id(launch), []) if launch is not None else []
         k = TracedKernel(g.name, g.cat, g.ts, g.dur, g.args.get("stream", g.tid), g.correlation, launch, chain)
-        k.op_class = classify(g.name, g.cat, tuple(e.name for e in chain), g.args.get("launchsim.op_class"))
+        key = (g.name, g.cat, tuple(e.name for e in chain), g.args.get("launchsim.op_class"))
+        c = seen.get(key)
+        if c is None:
+            c = seen[key] = classify(*key)
+        k.op_class = c
         kernels.append(k)
     kernels.sort(key=lambda k: (k.submit, k.ts))
     last_corr = None
@@ -133,7 +143,27 @@ def link(trace: RawTrace) -> tuple[list[TracedKernel], list[Event], list[tuple[f
         k.graph_pos, last_corr = pos, k.corr
     if not kernels:
         raise TraceError(f"{trace.path}: trace has no CUDA kernels")
+    check_order(kernels, trace.path)
     return kernels, markers, syncs
+
+
+ORDER_EPS_US = 1.0  # clock skew allowed between the host and the GPU timelines
+
+
+def check_order(kernels: list[TracedKernel], where: str) -> None:
+    """Kernels in time order: none starts on the GPU before its launch call started, and on one stream kernels
+    start in launch order (a stream runs its work first in, first out). One TraceError line otherwise."""
+    last: dict = {}
+    for k in kernels:
+        if k.launch is not None and k.ts < k.launch.ts - ORDER_EPS_US:
+            raise TraceError(f"{where}: kernels out of time order: '{k.name[:60]}' (correlation {k.corr}) starts on "
+                             f"the GPU at {k.ts:.3f} µs, before its launch call at {k.launch.ts:.3f} µs")
+        prev = last.get(k.stream)
+        if prev is not None and k.launch is not None and prev.launch is not None and k.ts < prev.ts - ORDER_EPS_US:
+            raise TraceError(f"{where}: kernels out of time order on stream {k.stream}: '{k.name[:60]}' (correlation "
+                             f"{k.corr}) was launched after '{prev.name[:60]}' (correlation {prev.corr}) but starts "
+                             f"{prev.ts - k.ts:.3f} µs before it")
+        last[k.stream] = k
 
 
 class _Syncs:
@@ -144,8 +174,9 @@ class _Syncs:
     def within(self, a: float, b: float) -> float:
         """Seconds (µs) of sync calls overlapping (a, b]."""
         tot = 0.0
-        i = bisect.bisect_left(self.starts, a) - 1
-        for s, e in self.spans[max(i, 0):]:
+        spans = self.spans
+        for j in range(max(bisect.bisect_left(self.starts, a) - 1, 0), len(spans)):  # no slice copy per call
+            s, e = spans[j]
             if s >= b:
                 break
             tot += max(0.0, min(e, b) - max(s, a))

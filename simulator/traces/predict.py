@@ -29,12 +29,32 @@ def predict_workload(workload: Workload | str | Path, batch: int | None = None, 
     return Prediction(res, tl, wi.step, band), wi, wl
 
 
-def result_dict(p: Prediction, wi: WhatIf, wl: Workload, batch: int | None, ctx: int | None, fusion: str) -> dict:
-    """One flat row (times in ms) plus the what-if details."""
+def host_state_band(wl: Workload, batch: int | None, ctx: int | None, fusion: str, graph: str,
+                    profile: Profile) -> tuple[float, float] | None:
+    """Step ms with the profile's host lane scaled to the calibration VM's fast and slow canaries (canary_band);
+    None when the profile records no canary."""
+    from simulator.model.profile import canary_band, host_scaled
+
+    if profile.host.canary is None:
+        return None
+    fast, slow = canary_band(profile)
+    out = []
+    for c in (fast, slow):
+        p, _, _ = predict_workload(wl, batch, ctx, fusion, graph, host_scaled(profile, c))
+        out.append(p.result.step_s * 1e3)
+    return out[0], out[1]
+
+
+def result_dict(p: Prediction, wi: WhatIf, wl: Workload, batch: int | None, ctx: int | None, fusion: str,
+                profile: Profile | None = None) -> dict:
+    """One flat row (times in ms) plus the what-if details; `profile` adds the host canary it assumes."""
     d = {"workload": wl.name, "batch": batch or wl.batch, "ctx": ctx or wl.ctx, "fusion": fusion, **p.as_dict(),
          "host_time_policy": policy_of(wl) if fusion == "none" else "compiled path (profile)",
          "traced_host_ms": round(wl.host_ms, 4), "traced_gpu_ms": round(wl.gpu_ms, 4),
          "scaled_kernels": wi.scaled, "unscaled_kernels": len(wi.unscaled)}
+    if wi.roles:
+        d["retarget"] = {"traced_batch": wl.batch, "traced_ctx": wl.ctx, "kernels_by_role": dict(sorted(
+            (k, v) for k, v in wi.roles.items() if v))}
     if wi.unscaled:
         d["unscaled"] = dict(Counter(wi.unscaled).most_common())
     if wi.fusion:
@@ -43,4 +63,10 @@ def result_dict(p: Prediction, wi: WhatIf, wl: Workload, batch: int | None, ctx:
         d["fusion_groups"] = wi.fusion["groups"]
     if wi.notes:
         d["notes"] = wi.notes
+    if profile is not None:
+        from simulator.model.profile import assumed_canary
+
+        c = assumed_canary(profile)
+        if c is not None:
+            d["host_canary_us"] = round(c, 4)
     return d

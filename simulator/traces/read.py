@@ -83,7 +83,7 @@ def _event(d: dict) -> Event | None:
     try:
         ts = float(d["ts"])
         dur = float(d.get("dur", 0.0))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
     args = d.get("args") if isinstance(d.get("args"), dict) else {}
     return Event(str(d.get("name", "")), str(d.get("cat", "")), ts, max(dur, 0.0), d.get("pid"), d.get("tid"), args)
@@ -118,8 +118,8 @@ def read_trace(path: str | Path) -> RawTrace:
         evs, meta = data, {}
     else:
         raise TraceError(f"{p}: not a Chrome trace (top-level JSON is a {type(data).__name__})")
-    events = [e for e in (_event(d) for d in evs if isinstance(d, dict)) if e is not None]
     _check_times(evs, p, text, isinstance(data, dict))
+    events = [e for e in (_event(d) for d in evs if isinstance(d, dict)) if e is not None]
     if evs and not any(isinstance(d, dict) and "ph" in d for d in evs):
         raise TraceError(f"{p}: not a Chrome trace (events have no 'ph' field)")
     if not any(e.cat in GPU_CATS for e in events):
@@ -128,6 +128,10 @@ def read_trace(path: str | Path) -> RawTrace:
             f"{p}: trace has no CUDA kernels ({cpu} CPU ops, 0 GPU events): record it with "
             "ProfilerActivity.CUDA on a GPU"
         )
+    if not any(e.cat in GPU_CATS and e.correlation is not None for e in events):
+        gpu = sum(e.cat in GPU_CATS for e in events)
+        raise TraceError(f"{p}: none of the trace's {gpu} GPU events has a correlation id (args.correlation): "
+                         "kernels cannot be linked to their launches, so no host time can be read")
     if not any(e.cat in LAUNCH_CATS for e in events):
         gpu = sum(e.cat in GPU_CATS for e in events)
         raise TraceError(
@@ -145,24 +149,52 @@ def _no_constant(name: str):
     raise _Constant(name)
 
 
+MAX_TS_US = 1e18  # timestamps: µs since some epoch (torch.profiler: ~1e15-1e16); beyond this is not a clock
+TIMED_CATS = GPU_CATS + LAUNCH_CATS  # events whose duration the import uses (GPU time, launch return)
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else f"{r[:20]}...({len(r)} characters)"
+
+
 def _check_times(evs: list, p: Path, text: str, wrapped: bool) -> None:
-    """Complete events need a finite timestamp and a finite, non-negative duration."""
+    """Complete events need a finite timestamp and a finite, non-negative duration, within bounds (MAX_TS_US,
+    MAX_US); GPU events and CUDA launch calls must have a duration (their GPU time and launch return come from it)
+    and an integer correlation id (it links a kernel to its launch)."""
     from simulator.common.jsonfile import field_error
+    from simulator.common.limits import MAX_US
+
+    def fail(i, k, msg):
+        loc = (("traceEvents",) if wrapped else ()) + (i, k)
+        raise field_error(str(p), text, loc, msg, TraceError)
 
     for i, d in enumerate(evs):
         if not isinstance(d, dict) or d.get("ph") != "X":
             continue
+        timed = d.get("cat") in TIMED_CATS
         for k in ("ts", "dur"):
             v = d.get(k)
             if v is None and k == "dur":
+                if timed:
+                    fail(i, k, f"missing: a {d.get('cat')} event needs its duration (event '{d.get('name', '')}')")
                 continue
             try:
                 x = float(v)
+            except OverflowError:
+                x = float("inf")
             except (TypeError, ValueError):
                 if k == "ts":
                     continue  # events without a usable timestamp are dropped, as before
                 x = float("nan")
-            if not math.isfinite(x) or (k == "dur" and x < 0):
-                loc = (("traceEvents",) if wrapped else ()) + (i, k)
-                raise field_error(str(p), text, loc, f"must be a finite number{' >= 0' if k == 'dur' else ''}, "
-                                  f"got {v!r} (event '{d.get('name', '')}')", TraceError)
+            cap = MAX_US if k == "dur" else MAX_TS_US
+            if not math.isfinite(x) or (k == "dur" and x < 0) or abs(x) > cap:
+                fail(i, k, f"must be a finite number{' >= 0' if k == 'dur' else ''} up to {cap:g} µs, got "
+                           f"{_short(v)} (event '{d.get('name', '')}')")
+        if timed:
+            c = (d.get("args") or {}).get("correlation") if isinstance(d.get("args"), dict) else None
+            if c is not None and (isinstance(c, bool) or not isinstance(c, int)):
+                loc = ("args", "correlation")
+                raise field_error(str(p), text, (("traceEvents",) if wrapped else ()) + (i, *loc),
+                                  f"must be an integer id, got {_short(c)} (event '{d.get('name', '')}')",
+                                  TraceError)

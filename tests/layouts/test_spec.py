@@ -221,9 +221,9 @@ def test_graph_memory_spec_tokens():
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["graph-memory", "--model", "qwen3-0.6b", "--layout", "1,2,4", "--spec-tokens", "2"], "--layout must be one of"),
+    (["graph-memory", "--model", "qwen3-0.6b", "--layout", "1,2,4", "--spec-tokens", "2"], "with spec_tokens it must be one of"),
     (["graph-memory", "--model", "qwen3-8b", "--layout", "vllm", "--spec-tokens", "2", "--draft", "llama3-8b"],
-     "--draft: draft model llama3-8b has vocab_size"),
+     "draft model llama3-8b has vocab_size"),
 ])
 def test_graph_memory_spec_refusals(capsys, argv, needle):
     with pytest.raises(SystemExit) as e:

@@ -65,8 +65,10 @@ def test_kv_heads_replicated_when_fewer_than_tp():
 
 
 @pytest.mark.parametrize("tp", [0, 3, 5, 16, -1])
-def test_bad_tp_is_one_line_naming_the_flag(tp):
-    with pytest.raises(ParallelError, match=r"^--tp must be one of 1, 2, 4, 8"):
+def test_bad_tp_is_one_line_naming_the_field(tp):
+    # the model layer names the scenario field; the command line maps it to its flag (issue 24: nothing below cli/
+    # names a flag)
+    with pytest.raises(ParallelError, match=r"^tensor_parallel_size must be one of 1, 2, 4, 8"):
         shard(L70, tp)
 
 

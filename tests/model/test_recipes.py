@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator.model.models import PRESETS, load_model
-from simulator.model.workload import WorkloadError, build_step, decode, kernels_per_layer, StepShape
 from simulator.model import recipes as R
+from simulator.model.models import PRESETS, load_model
+from simulator.model.workload import StepShape, WorkloadError, build_step, decode, kernels_per_layer
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "calibration" / "configs" / "hf"
@@ -98,8 +98,9 @@ def test_static_cache_attends_over_every_slot_dynamic_over_ctx():
     m = PRESETS["qwen3-0.6b"]
     st = build_step(m, decode(2, 500), "none", "hf", cache="static", max_cache_len=1024)
     att = [o for o in st.ops if o.name == "attention"]
-    assert {o.dim("ctx") for o in att} == {1024} and {o.dim("sdpa_kv_heads") for o in att} == {16}  # repeat_kv
-    assert {o.dim("kv_heads") for o in att} == {8}  # priced as the GQA kernel (recipes.attention_op)
+    assert {o.dim("sdpa_keys") for o in att} == {1024} and {o.dim("sdpa_kv_heads") for o in att} == {16}  # repeat_kv
+    # priced as the GQA kernel over rep x the keys: the same K/V bytes (recipes.attention_op)
+    assert {o.dim("kv_heads") for o in att} == {8} and {o.dim("ctx") for o in att} == {2048}
     assert att[0].bytes > 2 * 16 * 1024 * 128 * 2 * 2  # but reading every repeated head's K and V
     rep = [o for o in st.ops if o.name == "repeat_kv_k"]
     assert rep and rep[0].flops == 2 * 16 * 1024 * 128
@@ -110,7 +111,7 @@ def test_static_cache_attends_over_every_slot_dynamic_over_ctx():
     cat = [o for o in dy.ops if o.name == "cache.cat_k"]
     assert cat[0].flops == 2 * 8 * 501 * 128
     small = build_step(m, decode(2, 500), "none", "hf", cache="static")  # default: ctx + 1 slots
-    assert {o.dim("ctx") for o in small.ops if o.name == "attention"} == {501}
+    assert {(o.dim("sdpa_keys") or o.dim("ctx")) for o in small.ops if o.name == "attention"} == {501}
 
 
 def test_cudnn_split_rule():
@@ -124,13 +125,13 @@ def test_cudnn_split_rule():
 def test_gemma_softcap_embed_scale_and_sliding_layers():
     g = load_model(str(CONFIGS / "gemma-2-2b.json"))
     st = build_step(g, decode(1, 5000), "none", "hf", cache="dynamic")
-    names = [o.name for o in st.ops]
+    names = [o.name for o in st.ops if o.launches_kernel]
     assert names[-3:] == ["logit_softcap.div", "logit_softcap.tanh", "logit_softcap.mul"]
     assert names[1] == "embed_scale.mul"
-    ctx = [o.dim("ctx") for o in st.ops if o.name == "attention"]
+    ctx = [o.dim("sdpa_keys") or o.dim("ctx") for o in st.ops if o.name == "attention"]
     assert ctx == [4096, 5001] * 13  # 26 layers alternate, window 4096
     static = build_step(g, decode(1, 5000), "none", "hf")
-    assert sum(n.startswith("sliding_mask.") for n in (o.name for o in static.ops)) == 8
+    assert sum(n.startswith("sliding_mask.") for n in (o.name for o in static.ops)) == 12
 
 
 def test_refusals_are_one_line():
@@ -208,18 +209,24 @@ def test_layer_tiling_is_skipped_where_sliding_layers_differ():
         assert list(a.gpu_s) == list(b.gpu_s) and a.kernels == b.kernels
 
 
-def test_python_per_layer_is_the_batch8_traces_interpreter_excess():
-    from calibration.build_recipes import ROUND_C, interpreter_excess
+@pytest.mark.skipif(not (ROOT / "calibration/measured/h200-round-f/hf_timing.json").is_file(), reason="no round f")
+def test_python_and_cudnn_plan_constants_are_the_round_f_fit():
+    from calibration.validate_impl import python_per_call_fit
 
-    for cache in R.CACHES:
-        got = interpreter_excess(ROUND_C / f"hf_qwen3-0.6b_{cache}_b8.trace.json.gz", 28)
-        assert abs(got - R.PYTHON_LAYER_US[cache]) < 1.0
+    fit = python_per_call_fit()
+    assert abs(fit["python_us_per_call"] - R.PYTHON_US_PER_CALL) < 0.1
+    assert abs(fit["cudnn_plan_ms"] - R.CUDNN_PLAN_MS) < 0.1
     st = build_step(PRESETS["qwen3-0.6b"], decode(1, 64), "none", "hf")
-    py = [o for o in st.ops if o.name == "python.layer"]
-    assert len(py) == 28 and not py[0].launches_kernel and py[0].fixed_host_s == R.PYTHON_LAYER_US["static"] * 1e-6
+    py = [o for o in st.ops if o.name.startswith("python.")]
+    assert len(py) == 28 + 2 and not any(o.launches_kernel for o in py)
+    calls = sum(1 for o in st.ops if not o.name.startswith("python."))
+    assert abs(sum(o.fixed_host_s for o in py) - calls * R.PYTHON_US_PER_CALL * 1e-6) < 1e-12
+    dy = build_step(PRESETS["qwen3-0.6b"], decode(1, 64), "none", "hf", cache="dynamic")
+    assert [o.fixed_host_s for o in dy.ops if o.name == "sdpa.cudnn_plan"] == [R.CUDNN_PLAN_MS * 1e-3]
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 FAMILY_TYPES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text")
 
@@ -249,9 +256,48 @@ def test_static_minus_dynamic_is_the_cache_and_mask_kernels(tmp_path_factory, mt
     assert split_s == layers * (batch * (heads if rep > 1 else kv) <= R.CUDNN_SPLIT_MAX)
     assert split_d == layers * (batch * kv <= R.CUDNN_SPLIT_MAX)
     kinds = {m.sliding_at(i) for i in range(layers)}
-    mask_pre = (7 if False in kinds else 0) + (8 if True in kinds else 0)
+    mask_pre = (7 if False in kinds else 0) + (12 if True in kinds else 0)
     per_layer = 5 + 3 + (2 if rep > 1 else 0) - 2
     assert s.kernels - d.kernels == layers * per_layer + mask_pre + split_s - split_d
     for step, keys in ((s, ctx + 1), (d, ctx + 1)):
-        ctxs = [o.dim("ctx") for o in step.ops if o.name == "attention"]
+        ctxs = [o.dim("sdpa_keys") or o.dim("ctx") for o in step.ops if o.name == "attention"]
         assert ctxs == [min(keys, m.sliding_window) if m.sliding_at(i) else keys for i in range(layers)]
+
+
+ROUND_F = ROOT / "calibration" / "measured" / "h200-round-f"
+
+
+@pytest.mark.skipif(not (ROUND_F / "counts_hf.json").is_file(), reason="round f not in this checkout")
+def test_hf_recipe_equals_round_f_held_out_traces():
+    """Every family round f traced (held out: the recipe was fitted on qwen3-0.6b only), batch 1: preamble, each
+    layer (a pair of layers for gemma2's alternation) and tail equal kernel by kernel."""
+    from calibration.build_recipes import compare
+
+    rows = json.loads((ROUND_F / "counts_hf.json").read_text())["rows"]
+    seen = set()
+    for r in rows:
+        if r.get("trace") and r["batch"] == 1:
+            m = load_model(str(CONFIGS / f"{r['model']}.json"))
+            static = r["cache"] == "static"  # round f's dynamic steps let transformers derive the positions
+            c = compare(ROUND_F / r["trace"], m, r["cache"], 1, r["ctx"], r["ctx"] + 128 if static else None,
+                        "given" if static else "computed")
+            assert c["layer_equal"] and c["preamble_equal"] and c["tail_equal"], (r["model"], r["cache"], c)
+            seen.add(m.family)
+    assert {"llama", "qwen2", "qwen3", "phi3", "gemma2", "mistral"} <= seen
+
+
+@pytest.mark.parametrize("impl,cache", [("reference", "static"), ("hf", "static"), ("hf", "dynamic")])
+def test_setup_tiling_equals_the_whole_build_for_sliding_models(impl, cache):
+    """StepSetup's tiled lowering (engine/tiling.tiled_lower) gives the whole step's plan, also where gemma2's
+    sliding layers read fewer keys than its full ones (no tiling there: workload.layers_repeat)."""
+    from simulator.engine.plan import lower
+    from simulator.engine.setup import StepSetup
+    from simulator.engine.tiling import tiled_lower
+
+    g = load_model(str(CONFIGS / "gemma-2-2b.json"))
+    kw = {"cache": cache} if impl == "hf" else {}
+    su = StepSetup.of(g, "h200", "none", impl=impl, **kw)
+    for ctx in (100, 5000):
+        a = tiled_lower(su, decode(2, ctx), "none")
+        b = lower(su.build(decode(2, ctx)), su.costs, "none")
+        assert list(a.gpu_s) == list(b.gpu_s) and list(a.host_s) == list(b.host_s) and a.kernels == b.kernels

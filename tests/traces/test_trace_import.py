@@ -19,6 +19,7 @@ from simulator.traces.fusion import fuse, summary
 from simulator.traces.importer import import_trace
 from simulator.traces.read import TraceError, read_trace
 from simulator.traces.steps import find_period
+from simulator.traces.retarget import RetargetError
 from simulator.traces.whatif import workload_step
 from simulator.traces.workload import workload_from_trace
 from simulator.model.workload_file import load_workload, save_workload
@@ -202,18 +203,24 @@ def _gemm_profile():
     return parse_profile(raw)
 
 
-def test_batch_what_if_scales_known_shapes_and_lists_unscaled(tmp_path):
+def test_batch_what_if_scales_known_shapes_and_refuses_unshaped_kernels(tmp_path):
+    """A kernel without a recorded shape (aten::mean here) used to be kept at its batch-1 time in a batch-4
+    answer; now the what-if refuses in one line naming it (simulator/traces/retarget.py)."""
     t = Trace()
     t.three(100.0)
     wl, _ = workload_from_trace(t.write(tmp_path / "t.json"), batch=1)
     costs = CostModel(_gemm_profile())
-    wi = workload_step(wl, costs, batch=4)
+    with pytest.raises(RetargetError, match=r"1 kernel call\(s\) cannot be classified \(aten::mean\)") as e:
+        workload_step(wl, costs, batch=4)
+    assert "\n" not in str(e.value)
+    assert [o.fixed_gpu_s for o in workload_step(wl, costs).step.kernel_ops()] == pytest.approx([30e-6, 5e-6, 8e-6])
+    shaped = wl.model_copy(update={"kernels": [*wl.kernels[:2], wl.kernels[2].model_copy(
+        update={"dims": [[1, 1, 1024]], "shape_op": "aten::mean", "dtypes": ["float"]})]})
+    wi = workload_step(shaped, costs, batch=4)
     gpu = [o.fixed_gpu_s * 1e6 for o in wi.step.kernel_ops()]
     # gemm table: 10 µs at m=1, 16 µs at m=4: measured 30 µs x 1.6
     assert gpu[0] == pytest.approx(48.0)
-    assert gpu[2] == pytest.approx(8.0)  # aten::mean had no recorded shape
-    assert wi.unscaled == ["aten::mean"]
-    assert wi.scaled == 2
+    assert wi.unscaled == [] and wi.scaled == 3 and wi.roles == {"gemm": 1, "bytes": 2}
 
 
 def test_batch_what_if_without_batch_is_an_error(tmp_path):
@@ -221,7 +228,7 @@ def test_batch_what_if_without_batch_is_an_error(tmp_path):
     t.three(100.0, dims=False)
     wl, _ = workload_from_trace(t.write(tmp_path / "t.json"))
     assert wl.batch is None
-    with pytest.raises(Exception, match="re-import it with"):
+    with pytest.raises(RetargetError, match="re-import it with the traced batch"):
         workload_step(wl, CostModel(load_profile("datasheet-h200")), batch=8)
 
 
@@ -303,6 +310,9 @@ def test_workload_scenario_runs(tmp_path, monkeypatch):
     t = Trace()
     t.three(0.0)
     wl, _ = workload_from_trace(t.write(tmp_path / "t.json"), batch=1, host_time="trace")
+    # every kernel needs a shape to be re-priced at batch 2 (the toy's aten::mean recorded none)
+    wl = wl.model_copy(update={"kernels": [*wl.kernels[:2], wl.kernels[2].model_copy(
+        update={"dims": [[1, 1, 1024]], "shape_op": "aten::mean", "dtypes": ["float"]})]})
     save_workload(tmp_path / "w.json", wl)
     (tmp_path / "s.yaml").write_text("kind: workload\nname: w\nworkload: w.json\nprofile: datasheet-h200\n"
                                      "graph: [none, full]\nbatch: [1, 2]\n")

@@ -1,0 +1,524 @@
+"""torch.compile (Inductor) as a fusion model: an eager op list in, the kernels Inductor leaves out.
+
+`compile_ops(ops, dynamic=...)` applies Inductor's lowering and fusion rules to an eager op list
+(`simulator.model.workload.build_step(model, shape, "none").ops` or any list named the same way) instead
+of a hand-written table. It works in Inductor's own two phases (facts from torch/_inductor: config.py's
+thresholds, ir.py's should_realize_on_reuse, scheduler.py's can_fuse, codegen/simd.py's can_fuse and
+choices.py's should_use_persistent_reduction):
+
+1. Lowering (which values become buffers). Views launch nothing and vanish: inside the compiled graph they
+   are index arithmetic, so they cost no host time either. Pointwise ops (elementwise, casts, `cat`, the
+   embedding gather) are inlined into every consumer; a pointwise value is *realized* (gets a buffer and a
+   scheduler node) only when an extern kernel reads it (extern inputs must be real buffers), when nothing
+   reads it (a graph output), when its inlined body reads more than `REALIZE_ACC_READS_THRESHOLD` buffers,
+   or when several ops read it and its body reads more than `REALIZE_READS_THRESHOLD` buffers or holds more
+   than `REALIZE_OPCOUNT_THRESHOLD` ops (the residual stream is recomputed in the next norms until it reads
+   more than four buffers, then stored; the measured kernel names show it: layer 0's and layer 1's norms
+   carry `embedding` in their names, layer 2's do not). Reductions (norm means) are always realized; so is
+   a copy into a mutated buffer (the KV cache's `index_copy_` lowers to a scatter store whose value function
+   inlines its pointwise producer), and an in-place op on a buffer (a name ending in `_`: StaticCache's
+   position `add_`, stored back by its own kernel, measured `triton_poi_fused_add_copy_`). GEMMs, attention
+   (SDPA), collectives and sampling stay extern (path COMPILED_EXTERN for GEMM and attention): they are
+   barriers to fusion, and each of their inputs is a buffer (the rotary bmm's two operands: two kernels where
+   transformers casts both, one where the reference casts only the positions).
+2. Scheduling (which buffers share a kernel). A realized node fuses with a realized producer it reads when
+   the loop sizes match: pointwise with pointwise of equal numel; a pointwise prologue into a reduction
+   whose numel x rnumel equals it; a reduction with a pointwise (or scatter) epilogue of numel equal to the
+   reduction's numel x rnumel (or to its numel: a pointwise at the reduced size); never when the fused
+   group would depend on itself through a node outside it (an extern in between), nor past
+   `MAX_FUSION_SIZE` nodes. Two kernels that do not depend on each other fuse horizontally when their numel
+   and rnumel match and they read a common buffer the same way (a read through a split/chunk view is a
+   slice, another index), unless one stores into a mutated buffer (measured: transformers' K and V cache
+   writes share the position read and stay apart). dynamic=True (measured), where the symbolic sizes reach
+   the KV cache and the weights (`dynamic_inputs`: the reference decoder passes them as arguments;
+   transformers does not, and launches the same kernels either way): a reduction does not take a scatter
+   store as its epilogue (qwen3's k-norm stays its own persistent reduction and RoPE-k + cache write a
+   pointwise kernel, +1 kernel per layer; static, the three are one kernel), and the hidden-size norms are
+   looped.
+
+Each fused kernel: flops = the sum of its home members' flops (a node inlined into several kernels is
+counted once, in the first); bytes = the group's external reads (distinct realized producers' outputs,
+graph inputs) plus the outputs read outside the group, never more than its home members' eager bytes
+summed; path COMPILED; name `triton_{per|red|poi}:{groups}`; shape keeps numel, rnumel and whether the
+reduction is persistent (one block holds a row). Fused kernels are placed right after the last extern or
+kernel they read, as Inductor's scheduler emits them.
+
+What the eager list does not say (which op reads which) is inferred from the op names workload.py uses
+(`group.step`; a run of consecutive ops with one group prefix is one module: each op reads the previous
+one, the first reads the groups `_FEEDS` names, which a recipe extends with `feeds`); an op whose group is
+not listed reads the previous kernel op (which reduces to "each run between two extern kernels is one
+kernel"). Callers with real data flow pass `reads` instead. An op with shape key `graph_break=1` runs
+eagerly between two compiled regions.
+
+Not modelled (said where it matters): cuBLAS split-K reduce kernels (a property of the GEMM, counted by
+CostModel.gemm_kernels from the GEMM tables, as for eager), Inductor's split reductions for very large
+reductions, CSE of identical ops, and ops that carry a table key (fp8 quant, MoE routing/grouped GEMMs) or
+a fixed time, which are kept unchanged as barriers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Mapping, Sequence
+
+from simulator.common.errors import UserError
+from simulator.model.kernels import LaunchPath, Op, OpClass
+
+REALIZE_READS_THRESHOLD = 4  # torch._inductor.config.realize_reads_threshold: a reused value reading more is stored
+REALIZE_ACC_READS_THRESHOLD = 8  # config.realize_acc_reads_threshold: a value reading more is stored, reused or not
+REALIZE_OPCOUNT_THRESHOLD = 30  # config.realize_opcount_threshold: a reused value with a larger body is stored
+MAX_FUSION_SIZE = 64  # config.max_fusion_size: scheduler nodes in one fused kernel
+# InductorChoices.should_use_persistent_reduction: rnumel <= 1024 for a contiguous (INNER-hinted) reduction, <= 64
+# otherwise. A norm whose only input is the embedding gather over several rows reads through an index (taken as
+# not INNER): measured, the batch-16 static first norm is triton_red, the batch-1 one triton_per, and the later
+# norms that recompute the gather next to a GEMM output stay triton_per.
+PERSISTENT_RNUMEL_INNER, PERSISTENT_RNUMEL_OTHER = 1024, 64
+PERSISTENT_RNUMEL_DYNAMIC = 1023  # measured dynamic=True: head_dim 128 persistent, hidden 1024 looped (triton_red)
+# measured (calibration/measured/h200-round-b/timing.json, qwen3-0.6b batch 16 compiled eager): host 7.736 ms
+# for 453 kernels dynamic vs 6.718 ms for 425 static; beyond the 28 extra launches at the static 15.81 us each,
+# the dynamic wrapper costs (7.736 - 453 * 6.718 / 425) / 453 = 1.28 us more per launch (size arguments from
+# symbolic sizes). Not wired into CostModel (profile field compiled_wrapper_us is one figure); exported here.
+DYNAMIC_WRAPPER_EXTRA_US = (7.736474 - 453 * 6.718204 / 425) / 453 * 1000.0
+
+GRAPH_BREAK = "graph_break"  # shape key: the op runs eagerly outside the compiled graph (kept as it is, a barrier)
+_OPAQUE_KEYS = frozenset({"fp8", "quant", "grouped", "routing"})  # ops a calibrated table prices as they are
+_EXTERN_CLASSES = frozenset({OpClass.GEMM, OpClass.ATTENTION, OpClass.COLLECTIVE, OpClass.SAMPLING})
+
+# group prefix (or a full op name, which wins) -> what its first op reads ('a|b': the most recent of a or b; each
+# alternative a full op name or a group prefix). The names of workload.py's reference decoder and of
+# recipes.py's hf recipe (transformers' modeling code: StaticCache index_copy_, repeat_kv, SDPA's mask).
+_NORMS_IN = "residual_add|embedding|embed_scale"
+_FEEDS: dict[str, tuple[str, ...]] = {
+    "embedding": (), "rotary": (), "rotary_local": (), "mask": (), "sliding_mask": (), "cache": (),
+    "embed_scale": ("embedding",),
+    # the rotary bmm's two operands are both extern inputs (both realized: two kernels where both are copies)
+    "rotary.pos_float": (), "rotary.matmul": ("rotary.inv_freq_float", "rotary.pos_float"),
+    "rotary_local.pos_float": (), "rotary_local.matmul": ("rotary_local.inv_freq_float", "rotary_local.pos_float"),
+    "input_norm": (_NORMS_IN,), "input_layernorm": (_NORMS_IN,),
+    "post_norm": (_NORMS_IN,), "final_norm": (_NORMS_IN,),
+    "post_attention_layernorm": ("residual_add|o_proj",),  # after the residual add; sandwich norms: after o_proj
+    "pre_feedforward_layernorm": ("residual_add",), "post_feedforward_layernorm": ("down_proj",),
+    "q_proj": ("input_norm|input_layernorm",), "k_proj": ("input_norm|input_layernorm",),
+    "v_proj": ("input_norm|input_layernorm",), "qkv_proj": ("input_norm|input_layernorm",),
+    "qkv": ("qkv_proj",),
+    "q_norm": ("q_proj|qkv_proj",), "k_norm": ("k_proj|qkv_proj",),
+    "rope_q": ("q_norm|q_proj|qkv_proj", "rotary"), "rope_k": ("k_norm|k_proj|qkv_proj", "rotary"),
+    "cache_write_k": ("rope_k",), "cache_write_v": ("v_proj|qkv_proj",),
+    "cache.index_copy_k": ("rope_k", "cache.pos_add_"), "cache.index_copy_v": ("v_proj|qkv_proj", "cache.pos_add_"),
+    "cache.cat_k": ("rope_k",), "cache.cat_v": ("v_proj|qkv_proj",),
+    "repeat_kv_k": ("cache.index_copy_k",), "repeat_kv_v": ("cache.index_copy_v",),
+    "sdpa": ("mask|sliding_mask",),
+    "attention": ("rope_q", "repeat_kv_k|cache.index_copy_k|cache.cat_k|cache_write_k",
+                  "repeat_kv_v|cache.index_copy_v|cache.cat_v|cache_write_v", "sdpa"),
+    "attn": ("attention",),
+    "o_proj": ("attn|attention",),
+    "residual_add": ("o_proj|down_proj|post_attention_layernorm|post_feedforward_layernorm", _NORMS_IN),
+    "gate_proj": ("post_norm|post_attention_layernorm|pre_feedforward_layernorm",),
+    "up_proj": ("post_norm|post_attention_layernorm|pre_feedforward_layernorm",),
+    "gate_up_proj": ("post_norm|post_attention_layernorm|pre_feedforward_layernorm",),
+    "silu": ("gate_proj|gate_up_proj",), "act": ("gate_proj|gate_up_proj",),
+    "mul": ("silu|act", "up_proj|gate_up_proj"),
+    "down_proj": ("mul",),
+    "lm_head": ("final_norm",), "logit_softcap": ("lm_head",),
+}
+# steps of one module that read an earlier step of the same run besides the previous one (RMSNorm's x * rsqrt
+# reads the fp32 x; RoPE's sum reads x * cos)
+_STEP_READS = {"mul": ("to_fp32",), "add": ("mul_cos",)}
+_SCATTER_PREFIXES = ("cache_write",)  # copies into a mutated buffer (the static KV cache's index_copy_)
+_SCATTER_NAMES = (".index_copy",)
+
+
+class InductorError(UserError):
+    """An op list the fusion model cannot read (a `reads` entry naming an op that is not before it)."""
+
+
+def _prefix(op: Op) -> str:
+    return op.name.split(".", 1)[0]
+
+
+def _kind(op: Op) -> str:
+    """extern | opaque | reduction | scatter | pointwise | view."""
+    if op.op_class is OpClass.VIEW:
+        return "view"
+    if op.fixed_gpu_s is not None or op.path is LaunchPath.CUSTOM_OP or any(k in _OPAQUE_KEYS for k, _ in op.shape) \
+            or op.dim(GRAPH_BREAK):
+        return "opaque"
+    if op.op_class in _EXTERN_CLASSES:
+        return "extern"
+    if op.op_class is OpClass.REDUCTION:
+        return "reduction"
+    if op.op_class is OpClass.COPY and (_prefix(op).startswith(_SCATTER_PREFIXES) or
+                                        any(t in op.name for t in _SCATTER_NAMES)):
+        return "scatter"
+    if "." in op.name and op.name.endswith("_") and op.op_class in (OpClass.ELEMENTWISE, OpClass.COPY):
+        return "scatter"  # an in-place op on a buffer (StaticCache's position add_): a mutation, stored back
+    return "pointwise"  # ELEMENTWISE, COPY (casts, cat, contiguous), EMBEDDING (a gather)
+
+
+def infer_reads(ops: Sequence[Op], feeds: Mapping[str, tuple[str, ...]] | None = None) -> tuple[tuple[int, ...], ...]:
+    """Which earlier ops each op reads, from the op names (see the module docstring): `feeds` (a group prefix or
+    full op name -> what it reads, 'a|b' = the most recent of a or b) extends and overrides `_FEEDS`. An op
+    whose full name is listed reads what it names; otherwise the first op of a run of one group prefix reads
+    what its prefix names, the others the previous op of the run; an unlisted group's first op reads the
+    previous kernel op. Views read nothing and are read by nobody (they vanish)."""
+    table = {**_FEEDS, **(feeds or {})}
+    reads: list[tuple[int, ...]] = []
+    last_of: dict[str, int] = {}  # group prefix or full op name -> index of its most recent kernel op
+    last_kernel = -1
+    prev_prefix, prev_in_run = None, -1  # the current run of one group prefix and its last kernel op
+    run_ops: dict[str, int] = {}  # the current run's ops by name
+
+    def resolve(entry: tuple[str, ...]) -> tuple[int, ...]:
+        got = []
+        for alts in entry:
+            cands = [last_of[a] for a in alts.split("|") if a in last_of]
+            if cands:
+                got.append(max(cands))
+        return tuple(sorted(set(got)))
+
+    for i, op in enumerate(ops):
+        p = _prefix(op)
+        if op.op_class is OpClass.VIEW:
+            reads.append(())
+            if p != prev_prefix:
+                prev_prefix, prev_in_run, run_ops = p, -1, {}
+            continue
+        if op.name in table:
+            r: tuple[int, ...] = resolve(table[op.name])
+        elif p == prev_prefix and prev_in_run >= 0:
+            step = op.name[len(p) + 1:]
+            extra = [run_ops[f"{p}.{t}"] for t in _STEP_READS.get(step, ()) if f"{p}.{t}" in run_ops]
+            r = tuple(sorted({prev_in_run, *extra}))
+        elif p in table:
+            r = resolve(table[p])
+        else:
+            r = (last_kernel,) if last_kernel >= 0 else ()
+        reads.append(r)
+        if p != prev_prefix:
+            run_ops = {}
+        run_ops[op.name] = i  # noqa: the run's ops by name, for _STEP_READS
+        prev_prefix, prev_in_run = p, i
+        last_of[p] = i
+        last_of[op.name] = i
+        last_kernel = i
+    return tuple(reads)
+
+
+def _out_bytes(op: Op, n_in: int, kind: str, act_bytes: int) -> float:
+    """Bytes of the op's output tensor, from its eager bytes (which count every input and the output)."""
+    if kind in ("extern", "opaque"):
+        if op.op_class is OpClass.GEMM:
+            return act_bytes * op.dim("m") * op.dim("n")
+        if op.op_class is OpClass.ATTENTION:
+            return act_bytes * op.dim("batch") * op.dim("q_len", 1) * op.dim("heads") * op.dim("head_dim")
+        return op.bytes / 2
+    if op.op_class is OpClass.EMBEDDING:
+        return op.bytes  # the gathered rows (eager counts them once)
+    if kind == "reduction" and op.flops > 0:
+        per = op.bytes / op.flops  # in_b + out_b / rnumel per input element: the fraction is the output
+        return op.bytes - op.flops * int(per)
+    return op.bytes / (n_in + 1)  # the output as wide as each input
+
+
+def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[int]] | None = None,
+                feeds: Mapping[str, tuple[str, ...]] | None = None, act_bytes: int = 2,
+                dynamic_inputs: bool | None = None) -> tuple[Op, ...]:
+    """The host ops a torch.compile'd (Inductor, default mode) version of eager `ops` launches.
+
+    `reads[i]`: indices of the earlier ops op i reads (default: inferred from the names, `infer_reads(ops,
+    feeds)`). An op whose shape carries `graph_break=1` runs eagerly between compiled regions: kept as it is,
+    and nothing fuses across it. `act_bytes`: bytes per activation element (an extern's output size).
+    `dynamic_inputs`: whether dynamic=True's symbolic sizes reach the KV cache and the weights, which is what
+    changes the kernels (measured: the reference decoder, which passes weights and cache as arguments, gains the
+    k-norm / cache-write split and looped hidden-size norms; transformers, whose weights are module parameters
+    and whose StaticCache marks its tensors static, launches the same kernels with dynamic True and False).
+    None: dynamic, except for a transformers op list (one with an `input_layernorm`), where False.
+    `dynamic` may be passed by position (workload.py's hf recipe does). Pure: same input, same output."""
+    ops = tuple(ops)
+    n = len(ops)
+    if dynamic_inputs is None:
+        dynamic_inputs = dynamic and not any(_prefix(o) == "input_layernorm" for o in ops)
+    sym = dynamic and dynamic_inputs  # symbolic sizes inside the kernels (the wrapper's cost is dynamic's alone)
+    if reads is not None and feeds is not None:
+        raise InductorError("give reads or feeds, not both: feeds only name-infer reads")
+    R = tuple(tuple(r) for r in (infer_reads(ops, feeds) if reads is None else reads))
+    if len(R) != n:
+        raise InductorError(f"reads has {len(R)} entries for {n} ops")
+    for i, r in enumerate(R):
+        for j in r:
+            if not 0 <= j < i or ops[j].op_class is OpClass.VIEW:
+                raise InductorError(f"reads[{i}] ({ops[i].name}) names op {j}, which is not an earlier non-view op")
+    kind = [_kind(o) for o in ops]
+    users: list[list[int]] = [[] for _ in range(n)]
+    for i, r in enumerate(R):
+        for j in r:
+            users[j].append(i)
+
+    # -- phase 1: lowering -----------------------------------------------------------------------
+    realized = [False] * n
+    leaves: list[frozenset] = [frozenset()] * n  # what an inlined body reads: realized producers, graph inputs
+
+    def opcount(i: int) -> int:
+        """Eager ops in node i's inlined body (each at least one op of Inductor's inner function)."""
+        seen, stack = {i}, [j for j in R[i] if not realized[j]]
+        while stack:
+            j = stack.pop()
+            if j not in seen:
+                seen.add(j)
+                stack.extend(x for x in R[j] if not realized[x])
+        return len(seen)
+    for i in range(n):
+        k = kind[i]
+        if k == "view":
+            continue
+        if k in ("extern", "opaque", "reduction", "scatter"):
+            realized[i] = True
+        elif not users[i] or any(kind[u] in ("extern", "opaque") for u in users[i]):
+            realized[i] = True
+        body = set()
+        for j in R[i]:
+            body |= {("buf", j)} if realized[j] else leaves[j]
+        if not R[i] or ops[i].op_class is OpClass.EMBEDDING:
+            body.add(("in", i))  # a graph input (weights, ids, positions)
+            if ops[i].op_class is OpClass.EMBEDDING:
+                body.add(("ids", i))
+        if kind[i] == "pointwise" and not realized[i]:
+            if len(body) > REALIZE_ACC_READS_THRESHOLD:
+                realized[i] = True
+            elif len(users[i]) > 1 and (len(body) > REALIZE_READS_THRESHOLD or opcount(i) > REALIZE_OPCOUNT_THRESHOLD):
+                realized[i] = True
+        leaves[i] = frozenset(body)
+
+    def inlined_closure(i: int) -> list[int]:
+        """Non-realized pointwise ops whose bodies node i inlines (transitively)."""
+        out, stack, seen = [], list(R[i]), set()
+        while stack:
+            j = stack.pop()
+            if j in seen or realized[j]:
+                continue
+            seen.add(j)
+            out.append(j)
+            stack.extend(R[j])
+        return out
+
+    fusible = [realized[i] and kind[i] in ("pointwise", "reduction", "scatter") for i in range(n)]
+    inl = {i: inlined_closure(i) for i in range(n) if fusible[i]}
+    rnumel = {}
+    for i in range(n):
+        if kind[i] == "reduction":  # rows = the smallest consumer's elements (the mean's `add eps`)
+            cons = [ops[u].flops for u in users[i] if ops[u].flops > 0]
+            rows = min(cons) if cons else 0
+            rnumel[i] = int(round(ops[i].flops / rows)) if rows and rows < ops[i].flops else 0
+    # scheduler-node dependencies (realized producers a realized node reads, through inlined bodies)
+    deps: dict[int, set[int]] = {}
+    for i in range(n):
+        if realized[i]:
+            deps[i] = {j for j in R[i] if realized[j]} | {j2 for j in inl.get(i, []) for j2 in R[j] if realized[j2]}
+
+    # -- phase 2: scheduling (vertical fusion by union-find) -------------------------------------
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def sizes(i: int) -> tuple[float, int]:
+        return ops[i].flops, rnumel.get(i, 0)
+
+    def compatible(p: int, c: int) -> bool:
+        kp, kc = kind[p], kind[c]
+        if kp == "scatter":
+            return False  # its output is the mutated cache, read by attention (extern)
+        ep, ec = ops[p].flops, ops[c].flops
+        if kp == "reduction" and kc == "scatter" and sym:
+            return False
+        if kp == "reduction" and kc == "reduction":
+            return sizes(p) == sizes(c)
+        if ep == ec and ep > 0:  # pointwise<->pointwise, prologue, epilogue: total elements match
+            return True
+        # a pointwise at the reduced size (the numel of the reduction's output), either side
+        if kp == "reduction" and rnumel.get(p, 0) > 0 and ec * rnumel[p] == ep:
+            return True
+        return kc == "reduction" and rnumel.get(c, 0) > 0 and ep * rnumel[c] == ec
+
+    members: dict[int, list[int]] = {i: [i] for i in range(n) if fusible[i]}  # group root -> its nodes
+
+    def reaches(both: set, src: int, dst: int) -> bool:
+        """Does group src depend on group dst through a node outside both? (Reads point to earlier ops, so a
+        path between them never passes below the lowest index of either.)"""
+        lo = min(both)
+        stack = [j for i in members[src] for j in deps[i] if j not in both and j > lo]
+        seen = set()
+        while stack:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            for d in deps.get(j, ()):
+                if d in both and find(d) == dst:
+                    return True
+                if d not in both and d > lo:
+                    stack.append(d)
+        return False
+
+    def creates_cycle(gp: int, gc: int) -> bool:
+        """Would merging groups gp and gc make the group depend on itself via a node outside both?"""
+        both = set(members[gp]) | set(members[gc])
+        return reaches(both, gc, gp) or reaches(both, gp, gc)
+
+    def union(ga: int, gb: int) -> None:
+        parent[gb] = ga
+        members[ga] += members.pop(gb)
+
+    for c in range(n):
+        if not fusible[c]:
+            continue
+        for p in sorted(deps[c]):
+            if not fusible[p] or find(p) == find(c):
+                continue
+            gp, gc = find(p), find(c)
+            if len(members[gp]) + len(members[gc]) <= MAX_FUSION_SIZE and compatible(p, c) \
+                    and not creates_cycle(gp, gc):
+                union(gp, gc)
+
+    # horizontal fusion: two kernels that do not depend on each other, with the same numel and rnumel, reading
+    # the same buffer the same way (Inductor: score_fusion_memory > 0, i.e. a common MemoryDep; "no shared
+    # data" never fuses). A read through a split/chunk view reads a slice: another index, not shared.
+    sliced = set()
+    for i in range(n):
+        if kind[i] != "view":
+            j = i + 1
+            while j < n and kind[j] == "view":
+                if ops[j].name.endswith((".split", ".chunk")):
+                    sliced.add(i)
+                j += 1
+
+    def shared_reads(mem: list[int], g: int) -> set:
+        out = set()
+        for m in mem:
+            for i in [m, *inl[m]]:
+                out.update((j, ops[i].flops) for j in R[i] if realized[j] and j not in sliced
+                           and not (fusible[j] and find(j) == g))
+        return out
+
+    def gsize(mem: list[int]) -> tuple:
+        return max(ops[i].flops for i in mem), max((rnumel.get(i, 0) for i in mem if kind[i] == "reduction"),
+                                                   default=0)
+
+    roots = sorted(members)
+    info = {g: (gsize(members[g]), shared_reads(members[g], g), {d for i in members[g] for d in deps[i]})
+            for g in roots}
+    for a_i, a in enumerate(roots):
+        for b in roots[a_i + 1:]:
+            ga, gb = find(a), find(b)
+            if ga == gb:
+                continue
+            (sa, ra, da), (sb, rb, db) = info[ga], info[gb]
+            if sa != sb or not (ra & rb) or any(kind[i] == "scatter" for i in members[ga] + members[gb]):
+                continue  # measured: kernels storing into a mutated buffer stay apart (hf's K and V cache writes)
+            if any(fusible[d] and find(d) == gb for d in da) or any(fusible[d] and find(d) == ga for d in db):
+                continue  # one reads the other: a vertical pair, decided above
+            if len(members[ga]) + len(members[gb]) <= MAX_FUSION_SIZE and not creates_cycle(ga, gb):
+                union(ga, gb)
+                info[ga] = (sa, ra | rb, da | db)
+
+    # -- emit --------------------------------------------------------------------------------------
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        if fusible[i]:
+            groups.setdefault(find(i), []).append(i)
+    home: dict[int, int] = {}  # inlined op -> the group that counts its flops (its first consumer's)
+    for i in sorted(inl):
+        for j in inl[i]:
+            home.setdefault(j, find(i))
+    n_in = [max(1, len(R[i])) for i in range(n)]  # an op reading no listed op reads one graph input
+    outb = [_out_bytes(ops[i], n_in[i], kind[i], act_bytes) if kind[i] != "view" else 0.0 for i in range(n)]
+
+    def gin_bytes(i: int) -> float:
+        """What op i reads that no listed op wrote (token ids, positions, gathered rows): counted for ops that
+        read no listed op; small weight vectors (norm weights) read by ops with producers are left out."""
+        if ops[i].op_class is OpClass.EMBEDDING:
+            return ops[i].bytes
+        return 0.0 if R[i] else max(0.0, ops[i].bytes - outb[i])
+
+    bodies: dict[int, set[int]] = {}
+    inlined_in: dict[int, set[int]] = {}  # inlined op -> the groups whose kernels recompute it
+    for g, mem in groups.items():
+        bodies[g] = set(mem)
+        for i in mem:
+            bodies[g].update(inl[i])
+            for j in inl[i]:
+                inlined_in.setdefault(j, set()).add(g)
+
+    def read_outside(i: int, g: int) -> bool:
+        """Is member i's buffer read by anything but group g's own kernel?"""
+        return not users[i] or any(u not in bodies[g] or len(inlined_in.get(u, ())) > 1 for u in users[i])
+
+    emitted: dict[int, Op] = {}
+    for g, mem in groups.items():
+        body = bodies[g]
+        home_members = [i for i in sorted(body) if i in mem or home.get(i) == g]
+        ext_reads = {j for i in body for j in R[i] if j not in body}
+        rd = sum(outb[j] for j in ext_reads) + sum(gin_bytes(i) for i in body)
+        wr = sum(outb[i] for i in mem if read_outside(i, g))
+        eager_b = sum(ops[i].bytes for i in home_members)
+        red = [i for i in mem if kind[i] == "reduction"]
+        rn = max((rnumel[i] for i in red), default=0)
+        rows = max(ops[i].flops for i in mem) / rn if rn else 0
+        gathers = rows > 1 and not ext_reads and any(ops[i].op_class is OpClass.EMBEDDING for i in body)
+        bound = (PERSISTENT_RNUMEL_DYNAMIC if sym else
+                 PERSISTENT_RNUMEL_OTHER if gathers else PERSISTENT_RNUMEL_INNER)
+        persistent = int(bool(red) and 0 < rn <= bound)
+        tag = ("per" if persistent else "red") if red else "poi"
+        names = []
+        for i in sorted(body):
+            if _prefix(ops[i]) not in names and (i in mem or home.get(i) == g):
+                names.append(_prefix(ops[i]))
+        cls = (OpClass.REDUCTION if red else
+               OpClass.COPY if all(ops[i].op_class is OpClass.COPY for i in mem) else OpClass.ELEMENTWISE)
+        shape = {"numel": int(max(ops[i].flops for i in mem)), "rnumel": rn, "persistent": persistent}
+        if dynamic:
+            shape["dynamic"] = 1
+        emitted[g] = Op(f"triton_{tag}:{'+'.join(names)}", cls, LaunchPath.COMPILED,
+                               float(sum(ops[i].flops for i in home_members)), float(min(rd + wr, eager_b)),
+                               tuple(sorted(shape.items())))
+    # order: externs keep their places; a fused kernel runs as soon as what it reads is ready (right after the
+    # extern or kernel it waits for last), as Inductor's scheduler places it (measured: q_proj, q-norm+RoPE-q,
+    # k_proj, k-norm+RoPE-k+cache write, v_proj, cache write v)
+    keys: dict[int, tuple] = {}
+
+    def group_key(g: int) -> tuple:
+        if g not in keys:
+            mem = set(groups[g])
+            after = [(d, 0, d) if not fusible[d] else group_key(find(d)) for m in mem for d in deps[m] if d not in mem]
+            last = max(after, default=(-1, 0, -1))
+            keys[g] = (last[0], last[1] + 1, min(mem))
+        return keys[g]
+
+    placed: list[tuple[tuple, Op]] = [(group_key(g), op) for g, op in emitted.items()]
+    pending: list[int] = []  # broadcast (expand) views waiting for the extern that reads them
+    for i, op in enumerate(ops):
+        k = kind[i]
+        if k == "view":
+            if op.name.endswith(".expand"):
+                pending.append(i)
+            continue
+        if k == "extern":
+            if pending and op.op_class is OpClass.GEMM and op.dim("m") > 1 and len(R[i]) < 2 and \
+                    all(_prefix(ops[v]) == _prefix(op) for v in pending):
+                # measured (batch 16 and 64, not batch 1): the extern bmm's broadcast operand, when no listed op
+                # produces it (the reference's inv_freq constant), is materialized by an aten copy
+                # (at::native::elementwise_kernel); fp32 [m, n] written from an [n] vector; no arithmetic.
+                # transformers' .float() copy of it is a Triton kernel that writes the expanded buffer instead.
+                elems = op.dim("m") * op.dim("n")
+                placed.append(((i, -1, i), Op(f"{_prefix(op)}.expand_copy", OpClass.COPY, LaunchPath.COMPILED_EXTERN,
+                                              0.0, float(elems * 4 + op.dim("n") * 4), (("numel", elems),))))
+            pending = []
+            path = LaunchPath.COMPILED_EXTERN if op.op_class in (OpClass.GEMM, OpClass.ATTENTION) else op.path
+            placed.append(((i, 0, i), replace(op, path=path)))
+        elif k == "opaque":
+            placed.append(((i, 0, i), op))
+    out = [op for _, op in sorted(placed, key=lambda t: t[0])]
+    return tuple(out)
