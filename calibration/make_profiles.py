@@ -6,9 +6,11 @@ reads the clean timing process's output (calibration/measured/h200-round-b/timin
 process's output (h200-round-a/counts_eager.json: cuBLAS kernels per GEMM call, CUPTI kernel durations
 for the trace node gap), plus the graph-memory measurements where calibration/build_memory.py exists,
 and, where calibration/measured/h200-engine/engine_loop.json exists, the engine loop's host work
-(calibration/build_engine.py) and the start-up figures (simulator/engine/startup.py `derive`), and, where calibration/measured/h200-round-d/moe_fp8.json exists, the FP8 and MoE tables
+(calibration/build_engine.py) and the start-up figures (calibration/fit_startup.py `derive`), and, where calibration/measured/h200-round-d/moe_fp8.json exists, the FP8 and MoE tables
 (calibration/build_moe_fp8.py), and, where calibration/measured/h200-round-f/verify_timing.json exists, the
 verify-attention (q_len > 1) tables (calibration/build_spec.py), and writes simulator/profiles/h200.json (measured) and h100-sxm.json (derived by datasheet ratios).
+The device sections that are not fitted here (collective figures, device-wide graph-memory constants) and the
+H200 start-up figures carried into h100-sxm and the datasheet-*.json profiles: calibration/device_sections.py.
 Nothing is fitted on decode rows.
 """
 
@@ -22,6 +24,7 @@ from simulator.model.profile import parse_profile
 from .build_engine import engine_section, startup_figures
 from .build_memory import memory_section
 from .build_profile import build, derive_h100, with_decoder_figures, write_json_atomic
+from .device_sections import add_to_measured, carry, datasheets
 
 ROOT = Path(__file__).resolve().parent
 MEASURED = ROOT / "measured"
@@ -70,6 +73,7 @@ def build_h200() -> tuple[dict, str]:
     p["host"]["canary"] = with_slow_state(p["host"]["canary"], [MEASURED / f"h200-round-{r}" for r in "bcde"])
     p, note = with_decoder_figures(p, json.loads(DEPTH.read_text()), compiled_fit_row(timing))
     p["device"]["graph_memory"] = memory_section(MEMORY_DIR)
+    add_to_measured(p, str(MEMORY_DIR.relative_to(ROOT.parent)))  # device.collective, device.graph_memory_constants
     if MOE_FP8.exists():
         from .build_moe_fp8 import add_to_profile
 
@@ -81,7 +85,7 @@ def build_h200() -> tuple[dict, str]:
     if ENGINE.exists():
         p["host"]["engine_step_us"] = engine_section(json.loads(ENGINE.read_text()),
                                                      str(ENGINE.relative_to(ROOT.parent)))
-        from simulator.engine.startup import derive
+        from .fit_startup import derive
 
         # start-up figures: the eager-pass predictions they are scaled on come from this very profile
         p["host"]["startup"] = derive(startup_figures(startup_data()), parse_profile(p, "h200"), startup_source())
@@ -96,9 +100,11 @@ def main() -> None:
     from .build_moe_fp8 import derive_h100_moe
 
     derive_h100_moe(q)
+    carry(q, p)  # H200 start-up / graph-memory constants, by assumption, with their source
     parse_profile(q, "h100-sxm")
     write_json_atomic(q, PROFILES / "h100-sxm.json")
     print(f"wrote {PROFILES / 'h200.json'} and {PROFILES / 'h100-sxm.json'}")
+    print("wrote " + ", ".join(str(f) for f in datasheets(p, PROFILES)))
 
 
 if __name__ == "__main__":

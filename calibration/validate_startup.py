@@ -57,7 +57,9 @@ def summary(rows: list[dict]) -> tuple[list[str], bool]:
 
 def main(argv=None) -> int:
     from simulator.model.profile import load_profile
-    from simulator.engine.startup import figures, validation_rows
+    from simulator.engine.startup import figures
+
+    from .fit_startup import validation_rows
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("engine_loop", nargs="?", default=None,

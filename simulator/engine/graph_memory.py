@@ -12,8 +12,9 @@ calibration/build_memory.py from calibration/child_memory.py runs):
   `source` says "measured". Old profiles without `layouts` use `batch`/`private_pool_bytes` for every
   fusion level (as before this model).
 - `constants`: W, the capture-stream cuBLAS workspace (32 MiB on the H200: the first capture of a
-  process puts it in its pool), alpha and sigma below, with their source. Without a table the defaults
-  `DEFAULT_CONSTANTS` (the H200 fit) apply and the parts say "default".
+  process puts it in its pool), alpha and sigma below, with their source. Without a table (or a table without
+  constants) the profile's device-wide `device.graph_memory_constants` apply and the parts say "default";
+  a profile with neither is refused (GraphMemoryError, one line): no device's constants are assumed.
 Otherwise P(s) comes from the allocator-segment formula (`source = "formula"`):
     live set (T = B tokens, e dtype bytes, H hidden, q/kv widths, I intermediate, V vocab):
     residual, hidden 2 x T*H*e; the larger of attention (T*(q+2kv)*e + T*q*e) and MLP (T*2I*e + T*I*e);
@@ -88,10 +89,6 @@ CAPTURE_SEGMENT = 2 * 1024 * 1024  # a capture's own small segment (see the form
 BLOCK_SIZE = 16  # KV-cache block size (tokens) used for the block-table row width
 DEFAULT_WORKSPACE_BYTES = 1 * GiB  # cuBLAS/attention workspaces + eager activation peak outside graphs
 RETENTIONS = V.values(V.POOL_RETENTIONS)
-DEFAULT_CONSTANTS = GraphMemoryConstants(
-    capture_workspace_bytes=32 * MiB, reuse_fraction=0.32, slack_bytes=0.0,
-    source="default: H200 round a (calibration/measured/h200-round-a/memory_*.json); W = private b1 full minus "
-           "b2 on qwen3-0.6b none; alpha fitted on qwen3-0.6b none only; sigma held at 0")
 
 
 class GraphMemoryError(UserError):
@@ -171,15 +168,27 @@ def _kernel_counts(model: ModelSpec, fusion: str) -> tuple[int, int]:
     return len(ks), sum(1 for o in ks if o.op_class.value == "attention")
 
 
-def _measured_pools(t: GraphMemoryTable | None, fusion: str) -> dict[str, dict[int, float]]:
-    """mode -> {batch: private pool bytes without the capture workspace} for `fusion` from a table."""
+def _constants(profile: Profile, model: ModelSpec, t: GraphMemoryTable | None) -> tuple[GraphMemoryConstants, str]:
+    """(the shared-pool constants for `model`, 'measured' (its own table's) or 'default' (the profile's
+    device-wide section)); refused where the profile has neither."""
+    if t is not None and t.constants is not None:
+        return t.constants, "measured"
+    c = profile.device.graph_memory_constants
+    if c is None:
+        raise GraphMemoryError(f"profile {profile.name} has no device.graph_memory_constants and no measured "
+                               f"graph_memory table with constants for model {model.name}: its graph pools cannot "
+                               f"be given")
+    return c, "default"
+
+
+def _measured_pools(t: GraphMemoryTable | None, fusion: str, w: float) -> dict[str, dict[int, float]]:
+    """mode -> {batch: private pool bytes without the capture workspace `w`} for `fusion` from a table."""
     out: dict[str, dict[int, float]] = {}
     if t is None:
         return out
     if not t.layouts:  # an old profile: one fusion-agnostic table, used for both modes
         d = {int(b): float(p) for b, p in zip(t.batch, t.private_pool_bytes)}
         return {"full": d, "piecewise": d}
-    w = (t.constants or DEFAULT_CONSTANTS).capture_workspace_bytes
     for lay in t.layouts:
         if lay.fusion != fusion:
             continue
@@ -203,9 +212,8 @@ class GraphMemoryModel:
         self.retention = retention
         t = profile.device.graph_memory.get(model.name)
         self.table: GraphMemoryTable | None = t
-        self.constants = t.constants if t is not None and t.constants is not None else DEFAULT_CONSTANTS
-        self.constants_source = "measured" if t is not None and t.constants is not None else "default"
-        self._measured = _measured_pools(t, fusion)
+        self.constants, self.constants_source = _constants(profile, model, t)
+        self._measured = _measured_pools(t, fusion, self.constants.capture_workspace_bytes)
         self._startup = None
         from simulator.engine.routing import graph_kinds
 
@@ -376,5 +384,5 @@ def kv_cache_tokens(model: ModelSpec, kv_bytes: float) -> int:
 
 
 __all__ = ["LayoutMemory", "GraphMemoryModel", "kv_cache_bytes", "kv_cache_tokens", "segment_bytes",
-           "live_tensors", "piece_output_bytes", "retained_bytes", "default_retention", "DEFAULT_CONSTANTS",
+           "live_tensors", "piece_output_bytes", "retained_bytes", "default_retention",
            "DEFAULT_WORKSPACE_BYTES", "RETENTIONS", "GraphMemoryError"]

@@ -194,6 +194,10 @@ class StepSetup:
         m = resolve_model(model, opts.dtype, opts.kv_dtype, getattr(opts, "tensor_parallel_size", 1),
                           opts.assume_family)
         pre = parse_prefill_layout(opts.prefill_layout) if graph != "none" else None
+        if getattr(opts, "host_canary_us", None) is not None:  # the user's host: the profile's host lane rescaled
+            from simulator.model.profile import host_scaled
+
+            profile = host_scaled(resolve(profile)[0], float(opts.host_canary_us))
         spec = None
         if getattr(opts, "spec_tokens", 0) and getattr(opts, "acceptance", None) is not None:
             spec = SpecSetup(opts.spec_tokens, opts.spec_acceptance(), opts.draft, engine=spec_engine)

@@ -5,7 +5,9 @@ One model for every command that reports start-up time (`launchsim startup`, `gr
 
 Measured inputs: `profile.host.startup` (a `StartupFigures`, built by calibration/make_profiles.py from the
 `capture` and `compile` sections of calibration/measured/h200-engine/engine_loop.json: H200, clean process,
-no profiler). A profile without one uses `DEFAULT_STARTUP` (the same H200 figures) and `source` says so.
+no profiler; calibration/fit_startup.py derives them). A profile without that section is refused (StartupError, one
+line): no device's figures are assumed. The shipped derived and datasheet profiles carry the H200 figures, their
+`source` saying "H200 measured, applied to <profile> by assumption" (calibration/device_sections.py).
 
 Per capture pass of one size b (fusion F, context `ctx`, default 512 as measured):
 
@@ -47,7 +49,8 @@ torch.compile (fusion `compiled` only; `--compile static|dynamic`, `--compile-ca
     compile_s = fixed_s + per_node_s * nodes         nodes: the eager (fusion none) kernel count of the step
                                                      being compiled (what dynamo traces)
 
-one line per (mode, cache), least squares over its fit rows. Measured (H200, calibration/measured/h200-round-d
+one line per (mode, cache), least squares over its fit rows (calibration/fit_startup.py fits the constants and
+scores them; this module only applies them). Measured (H200, calibration/measured/h200-round-d
 and -e, one machine, each compile in a fresh process with a fresh Inductor/Triton cache, then again warm):
 Inductor fullgraph at batch 8. dynamic=False: qwen3-0.6b cut to 2 layers and llama3-8b cut to 2 and 8 layers
 are the fit rows; qwen3-0.6b at its full 28 layers and llama3-8b at its full 32 are held out and validate the
@@ -63,31 +66,19 @@ total_s = compile_s + the warm-up and capture of every pass over all sizes.
 
 from __future__ import annotations
 
-import math
 import numbers
-import statistics
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from simulator.common.errors import UserError
 from simulator.common import vocab as V
-from simulator.model.models import ModelSpec, load_model
-from simulator.model.profile import CompileFit, Profile, StartupFigures
+from simulator.model.models import ModelSpec
+from simulator.model.profile import Profile, StartupFigures
+from simulator.model.tables import CLAMP, EXTRAPOLATE, linear
 
 DEFAULT_CTX = 512  # context of the measured warm-ups and captures
 COMPILE_MODES = V.values(V.CompileMode)
 COMPILE_CACHES = V.values(V.CompileCache)
-_H200 = "calibration/measured/h200-engine/engine_loop.json"
-_FIT = dict(nodes=[99, 131, 339], validated_nodes=[1299, 1587], source="default (H200)")
-_DYN = dict(nodes=[131, 1587], source="default (H200)")
-DEFAULT_STARTUP = StartupFigures(
-    warmup_runs=2, capture_host_ratio=1.045639,
-    compile_static_cold=CompileFit(fixed_s=11.354727, per_node_s=0.016936, **_FIT),
-    compile_static_warm=CompileFit(fixed_s=2.974256, per_node_s=0.00161, **_FIT),
-    compile_dynamic_cold=CompileFit(fixed_s=60.524434, per_node_s=0.02955, **_DYN),
-    compile_dynamic_warm=CompileFit(fixed_s=5.027255, per_node_s=0.008499, **_DYN),
-    compile_dynamic_note="measured on qwen3-0.6b 2L, qwen3-0.6b 28L: every row fits the line, none is held out "
-                         "(not validated)",
-    source=f"default: the H200 figures of {_H200} and h200-round-d/-e (profile has no host.startup section)")
 
 
 class StartupError(UserError):
@@ -95,7 +86,9 @@ class StartupError(UserError):
 
 
 # --------------------------------------------------------------------------------------------- eager pass
-_EAGER: dict = {}  # (model, id(profile), fusion, ctx) -> (profile, {batch: (step_s, host_s)})
+EagerFn = Callable[[int], tuple[float, float]]  # batch -> (step_s, host_s) of one eager pass
+# (model, id(profile), fusion, ctx) -> (profile, {batch: (step_s, host_s)})
+_EAGER: dict[tuple[ModelSpec, int, str, int], tuple[Profile, dict[int, tuple[float, float]]]] = {}
 
 
 def _eager_point(model: ModelSpec, profile: Profile, fusion: str, ctx: int, batch: int) -> tuple[float, float]:
@@ -172,9 +165,13 @@ class StartupResult:
 
 
 def figures(profile: Profile) -> tuple[StartupFigures, bool]:
-    """(the profile's start-up figures or DEFAULT_STARTUP, whether they are the profile's own)."""
+    """(the profile's start-up figures, True); a profile without `host.startup` is refused (the bool is kept for
+    callers written when an H200 default stood in: it is always True now)."""
     st = profile.host.startup
-    return (st, True) if st is not None else (DEFAULT_STARTUP, False)
+    if st is None:
+        raise StartupError(f"profile {profile.name} has no host.startup section (warm-up runs, capture ratio, "
+                           f"torch.compile lines): start-up and capture time cannot be given for it")
+    return st, True
 
 
 class StartupModel:
@@ -211,7 +208,7 @@ class StartupModel:
         return m
 
     def __init__(self, model: ModelSpec, profile: Profile, fusion: str = "fused", graph_mode: str = "full",
-                 ctx: int = DEFAULT_CTX, warmup_runs: int | None = None, eager=None):
+                 ctx: int = DEFAULT_CTX, warmup_runs: int | None = None, eager: EagerFn | None = None):
         """`eager(batch) -> (step_s, host_s)` replaces launchsim's eager pass (tests)."""
         from simulator.engine.routing import GRAPH_MODES
         from simulator.model.workload import FUSION_LEVELS
@@ -228,10 +225,10 @@ class StartupModel:
         from simulator.engine.routing import graph_kinds
 
         self.modes = graph_kinds(graph_mode)  # full_decode_only captures full graphs, as full
-        self._eager = eager or (lambda b: eager_pass(model, profile, fusion, b, ctx))
+        self._eager: EagerFn = eager or (lambda b: eager_pass(model, profile, fusion, b, ctx))
         self.setup = None
         t = profile.device.graph_memory.get(model.name)
-        self._table = None
+        self._table: tuple[list[int], list[float]] | None = None
         if t is not None and t.capture_s:
             pts = sorted(zip(t.batch, t.capture_s))
             self._table = ([int(b) for b, _ in pts], [float(c) for _, c in pts])
@@ -300,7 +297,8 @@ class StartupModel:
                 f"torch.compile {mode}, {cache} cache: {fit.fixed_s:.4g} s + {fit.per_node_s * 1e3:.3g} ms x {n} "
                 f"nodes, {where} (one compile; engines that compile per captured size pay it per size)")
 
-    def layout(self, sizes, compile_mode: str = "static", cache: str = "cold", prefill_sizes=None) -> StartupResult:
+    def layout(self, sizes: Iterable[int], compile_mode: str = "static", cache: str = "cold",
+               prefill_sizes: Iterable[int] | None = None) -> StartupResult:
         """`prefill_sizes`: token counts of the prefill piecewise graphs (None: none), captured after the sizes."""
         sizes = tuple(sorted({int(s) for s in sizes}, reverse=True))  # captured largest first
         if not sizes:
@@ -333,148 +331,12 @@ class StartupModel:
 
 
 def _interp(xs: list[int], ys: list[float], x: float) -> float:
-    """Linear interpolation; clamp below; linear extrapolation above the last two points."""
-    if len(xs) == 1 or x <= xs[0]:
-        return float(ys[0])
-    for i in range(1, len(xs)):
-        if x <= xs[i]:
-            return float(ys[i - 1] + (ys[i] - ys[i - 1]) * (x - xs[i - 1]) / (xs[i] - xs[i - 1]))
-    return float(ys[-1] + (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]) * (x - xs[-1]))
+    """Measured capture seconds by batch (simulator/model/tables.py `linear`): clamp below the first size, the
+    last two points' slope carried on above the last."""
+    v = linear(x, xs, ys, below=CLAMP, above=EXTRAPOLATE)
+    assert v is not None  # neither policy refuses
+    return v
 
 
-# --------------------------------------------------------------------------------------------- derivation
-def _spec(name: str, layers: int | None = None) -> ModelSpec:
-    m = load_model(name)
-    return m if layers is None or layers == m.num_hidden_layers else replace(m, num_hidden_layers=int(layers))
-
-
-def _is_fit_row(row: dict) -> bool:
-    """Fit rows are the models cut short; a row at the model's own full depth is held out for validation, unless
-    its (mode, cache) has fewer than two shallow rows (then every row is a fit row)."""
-    return int(row["layers"]) < load_model(row["model"]).num_hidden_layers
-
-
-def _line(pts: list[tuple[int, float]]) -> tuple[float, float]:
-    """(fixed_s, per_node_s) of the least-squares line through (nodes, seconds); slope >= 0, intercept >= 0."""
-    if len({n for n, _ in pts}) < 2:
-        return max(0.0, statistics.fmean(s for _, s in pts)), 0.0
-    mx, my = statistics.fmean(n for n, _ in pts), statistics.fmean(s for _, s in pts)
-    slope = max(0.0, sum((n - mx) * (s - my) for n, s in pts) / sum((n - mx) ** 2 for n, _ in pts))
-    return max(0.0, my - slope * mx), slope
-
-
-def fit_rows(rows: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(rows the compile line is fitted on, held-out rows) of one (mode, cache)."""
-    shallow = [r for r in rows if _is_fit_row(r)]
-    if len({compile_nodes(_spec(r["model"], r["layers"])) for r in shallow}) >= 2:
-        return shallow, [r for r in rows if not _is_fit_row(r)]
-    return list(rows), []
-
-
-def compile_fit(rows: list[dict], source: str) -> dict | None:
-    """A CompileFit (as a dict) of one (mode, cache) from its measured rows, or None without rows."""
-    if not rows:
-        return None
-    fit, held = fit_rows(rows)
-    pts = [(compile_nodes(_spec(r["model"], r["layers"])), float(r["compile_s"])) for r in fit]
-    fixed, slope = _line(pts)
-    desc = ", ".join(f"{r['model']} {r['layers']}L" for r in fit)
-    hdesc = ", ".join(f"{r['model']} {r['layers']}L" for r in held)
-    return {"fixed_s": round(fixed, 6), "per_node_s": round(slope, 6), "nodes": sorted(n for n, _ in pts),
-            "validated_nodes": sorted(compile_nodes(_spec(r["model"], r["layers"])) for r in held),
-            "source": f"{source}: least squares over {desc}" + (f"; held out: {hdesc}" if held else
-                                                               "; every measured row used (no held-out row)")}
-
-
-def derive(startup_rows: dict, profile: Profile, source: str = _H200) -> dict:
-    """The profile's `host.startup` section from calibration/build_engine.startup_figures' rows.
-
-    capture_host_ratio: mean of capture_s / predicted eager host time over the first model's capture rows;
-    compile: see the module docstring. Raises ValueError without usable capture rows."""
-    cap = startup_rows.get("capture", [])
-    if not cap:
-        raise ValueError("no capture rows")
-    first = cap[0]["model"]
-    ratios = []
-    for r in cap:
-        if r["model"] != first:
-            continue
-        host = eager_pass(_spec(r["model"], r.get("layers")), profile, "none", int(r["batch"]), r.get("ctx", DEFAULT_CTX))[1]
-        ratios.append(r["capture_s"] / host)
-    out = {"warmup_runs": 2, "capture_host_ratio": round(statistics.fmean(ratios), 6)}
-    comp = [r for r in startup_rows.get("compile", []) if r.get("compile_s") is not None]
-    for dyn, mode in ((False, "static"), (True, "dynamic")):
-        for cache in COMPILE_CACHES:
-            fit = compile_fit([r for r in comp if bool(r.get("dynamic")) is dyn and r.get("cache") == cache], source)
-            if fit is not None:
-                out[f"compile_{mode}_{cache}"] = fit
-    missing = [r for r in startup_rows.get("compile_not_measured", []) if r.get("dynamic") is True]
-    why = "; ".join(f"{r.get('cache', '')} cache: " + (f"{r['error']}" if r.get("error") else f"skipped ({r['skipped']})")
-                    for r in missing if r.get("error") or r.get("skipped"))
-    if "compile_dynamic_cold" in out or "compile_dynamic_warm" in out:
-        rows = fit_rows([r for r in comp if r.get("dynamic") is True and r.get("cache") == "cold"]
-                        or [r for r in comp if r.get("dynamic") is True])[0]
-        out["compile_dynamic_note"] = ("measured on " + ", ".join(f"{r['model']} {r['layers']}L" for r in rows)
-                                       + ": every row fits the line, none is held out (not validated)")
-    else:
-        out["compile_dynamic_note"] = ("not measured: dynamic=True on the H200 run: " + why) if why else "not measured"
-    out["source"] = (f"{source}: capture rows ({len(cap)}: capture_host_ratio from the {len(ratios)} {first} rows "
-                     f"over launchsim's predicted eager host time), compile rows ({len(comp)})")
-    return out
-
-
-# --------------------------------------------------------------------------------------------- validation
-def validation_rows(data: dict, profile: Profile) -> list[dict]:
-    """Every measured start-up row of an engine_loop.json against the model: kind, model, what, measured_s,
-    model_s, err (model/measured - 1), role (derived: used to make a constant; validation; excluded: why)."""
-    fig, _ = figures(profile)
-    out = []
-    cap = [r for r in data.get("capture", []) if "capture_s" in r]
-    first = cap[0]["model"] if cap else None
-    seen: set = set()  # (model, batch) shapes run in the process before the capture section
-    for r in data.get("loop", []):
-        if "batch" in r:
-            seen.add((r.get("model"), r["batch"]))
-    for r in cap:
-        m = _spec(r["model"], r.get("layers"))
-        step, host = eager_pass(m, profile, r.get("fusion", "none"), int(r["batch"]), r.get("ctx", DEFAULT_CTX))
-        what = f"b{r['batch']} order {r['order']}"
-        for i, w in enumerate(r["warmup_s"]):
-            new = i == 0 and (r["model"], r["batch"]) not in seen
-            role = "excluded: first run of a new shape in the process" if new else "validation"
-            out.append({"kind": "warm-up run", "model": r["model"], "what": f"{what} run {i + 1}", "measured_s": w,
-                        "model_s": step, "role": role})
-        seen.add((r["model"], r["batch"]))
-        out.append({"kind": "capture", "model": r["model"], "what": what, "measured_s": r["capture_s"],
-                    "model_s": fig.capture_host_ratio * host,
-                    "role": "derived (capture_host_ratio)" if r["model"] == first else "validation"})
-    for r in data.get("loop", []):
-        if "capture_s" not in r:
-            continue
-        m = _spec(r["model"], r.get("layers"))
-        step, host = eager_pass(m, profile, r.get("fusion", "none"), int(r["batch"]), r.get("ctx", DEFAULT_CTX))
-        out.append({"kind": "graph (2 warm-ups + capture)", "model": r["model"], "what": f"b{r['batch']} loop",
-                    "measured_s": r["capture_s"], "model_s": 2 * step + fig.capture_host_ratio * host,
-                    "role": "validation"})
-    comp = [r for r in data.get("compile", []) if "compile_s" in r]
-    for dyn, mode in ((False, "static"), (True, "dynamic")):
-        for cache in COMPILE_CACHES:
-            fit = getattr(fig, f"compile_{mode}_{cache}")
-            rows = [r for r in comp if bool(r.get("dynamic")) is dyn and r.get("cache") == cache]
-            if fit is None or not rows:
-                continue
-            used = fit_rows(rows)[0]
-            for r in rows:
-                n = compile_nodes(_spec(r["model"], r["layers"]))
-                out.append({"kind": f"compile {mode} {cache}", "model": r["model"],
-                            "what": f"{r['layers']} layers, {n} nodes", "measured_s": r["compile_s"],
-                            "model_s": fit.fixed_s + fit.per_node_s * n,
-                            "role": "derived (fixed_s, per_node_s)" if r in used else "validation"})
-    for r in out:
-        r["err"] = r["model_s"] / r["measured_s"] - 1 if r["measured_s"] > 0 else math.inf
-    return out
-
-
-__all__ = ["StartupModel", "StartupResult", "PassCost", "StartupError", "DEFAULT_STARTUP", "DEFAULT_CTX",
-           "COMPILE_MODES", "COMPILE_CACHES", "eager_pass", "compile_nodes", "compile_fit", "fit_rows", "derive",
-           "validation_rows", "figures"]
+__all__ = ["StartupModel", "StartupResult", "PassCost", "StartupError", "DEFAULT_CTX",
+           "COMPILE_MODES", "COMPILE_CACHES", "eager_pass", "compile_nodes", "figures"]

@@ -19,6 +19,7 @@ import numpy as np
 
 from simulator.model.kernels import LaunchPath, Op, OpClass
 from simulator.model.profile import Curve, Profile
+from simulator.model.tables import REFUSE, loglog
 
 US = 1e-6
 
@@ -27,18 +28,13 @@ class CostError(UserError):
     """A cost the profile cannot give (e.g. a launch path it has no figure for)."""
 
 
-def _loglog(x: float, xs, ys) -> float:
-    """Interpolate y(x) linearly in log-log space (falls back to linear where a value is <= 0)."""
-    if len(xs) == 1:
-        return float(ys[0])
-    if x <= 0 or min(xs) <= 0 or min(ys) <= 0:
-        return float(np.interp(x, xs, ys))
-    return float(np.exp(np.interp(np.log(x), np.log(xs), np.log(ys))))
+def _loglog(x: float, xs, ys) -> float | None:
+    """y(x) in log-log space (simulator/model/tables.py); these tables (gemm by m, curves by bytes) refuse outside
+    their grid: None, and the caller falls back to the roofline."""
+    return loglog(x, xs, ys, below=REFUSE, above=REFUSE)
 
 
 def _interp_curve(c: Curve, x: float) -> float | None:
-    if x < c.bytes[0] or x > c.bytes[-1]:
-        return None
     return _loglog(x, c.bytes, c.us)
 
 
@@ -73,9 +69,7 @@ class CostModel:
             OpClass.EMBEDDING: d.tables.embedding or d.tables.memcopy,
             OpClass.SAMPLING: d.tables.reduction,
         }
-        from simulator.model.parallel import DEFAULT_COLLECTIVE
-
-        self.collective = d.collective if d.collective is not None else DEFAULT_COLLECTIVE
+        self.collective = d.collective  # None: a tensor-parallel collective is refused (parallel.collective_gpu_s)
         self._gpu_cache: dict[Op, float] = {}
         self._host_cache: dict[tuple[Op, float], float] = {}
         self._kernels_cache: dict[tuple[int, int], int] = {}
@@ -94,9 +88,8 @@ class CostModel:
         if op.op_class is OpClass.GEMM:
             t = self._gemm.get((op.dim("n"), op.dim("k")))
             m = op.dim("m")
-            if t is None or m < t.m[0] or m > t.m[-1]:
-                return None
-            return _loglog(m, t.m, t.us) * US
+            v = None if t is None else _loglog(m, t.m, t.us)
+            return None if v is None else v * US
         if op.op_class is OpClass.ATTENTION:
             if op.dim("verify"):
                 return self.verify_attention_s(op)
@@ -170,7 +163,10 @@ class CostModel:
             if spread is None and op.path is LaunchPath.COMPILED_EXTERN:
                 spread = launch.get(LaunchPath.COMPILED.value)  # profiles before the extern path was measured
             if spread is None and op.path is LaunchPath.COLLECTIVE:
-                spread = launch.get(self.collective.launch_path)  # unmeasured: reuse a measured path's figure
+                from simulator.model.parallel import require_collective
+
+                # unmeasured: reuse a measured path's figure
+                spread = launch.get(require_collective(self.collective, op.dim("ranks", 2)).launch_path)
             if spread is None:
                 raise CostError(f"profile '{self.profile.name}' has no host cost for launch path '{op.path.value}'")
             v = spread.q(quantile) * US

@@ -27,6 +27,8 @@ import dataclasses
 
 import numpy as np
 
+from simulator.model.tables import REFUSE, loglog
+
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
 
@@ -84,18 +86,16 @@ def quant_ops(b, site: str, rows: int, k: int, fusion: str) -> None:
     b.add(f"fp8_quant.scale_cast.{site}", OpClass.ELEMENTWISE, ew, E, E * 3, quant=2, m=rows, k=k)
 
 
-def _loglog(x, xs, ys):
-    if len(xs) == 1:
-        return float(ys[0])
-    return float(np.exp(np.interp(np.log(x), np.log(xs), np.log(ys))))
+def _loglog(x: float, xs, ys) -> float | None:
+    """y(x) in log-log space (simulator/model/tables.py); the FP8 tables (GEMM by m, quant by m and by k) refuse
+    outside their grid: None (roofline)."""
+    return loglog(x, xs, ys, below=REFUSE, above=REFUSE)
 
 
 def fp8_gemm_us(tables, n: int, k: int, m: int) -> float | None:
     """µs of a per-tensor fp8 GEMM (m x k) @ (k x n) from `tables.gemm_fp8`, or None outside the table."""
     for t in tables.gemm_fp8:
         if t.n == n and t.k == k:
-            if m < t.m[0] or m > t.m[-1]:
-                return None
             return _loglog(m, t.m, t.us)
     return None
 
@@ -108,8 +108,6 @@ def quant_us(tables, part: int, m: int, k: int) -> float | None:
         return None
 
     def at(r):
-        if m < r.m[0] or m > r.m[-1]:
-            return None
         return _loglog(m, r.m, r.absmax_us if part == 1 else r.scale_cast_us)
 
     ks = [r.k for r in rows]

@@ -140,8 +140,11 @@ def _kind(op: Op) -> str:
     """extern | opaque | reduction | scatter | pointwise | view."""
     if op.op_class is OpClass.VIEW:
         return "view"
-    if op.fixed_gpu_s is not None or op.path is LaunchPath.CUSTOM_OP or any(k in _OPAQUE_KEYS for k, _ in op.shape) \
-            or op.dim(GRAPH_BREAK):
+    # a fixed GPU time marks an op the pass does not know (an imported trace's kernel), unless a recipe names it
+    # (the hf recipe prices repeat_kv's strided copy at a fixed measured rate: it is still a pointwise copy)
+    known = op.name in _FEEDS
+    if (op.fixed_gpu_s is not None and not known) or op.path is LaunchPath.CUSTOM_OP \
+            or any(k in _OPAQUE_KEYS for k, _ in op.shape) or op.dim(GRAPH_BREAK):
         return "opaque"
     if op.op_class in _EXTERN_CLASSES:
         return "extern"

@@ -27,7 +27,7 @@ the rest are timed by the byte curves like every small kernel. Expert weights: a
 
 from __future__ import annotations
 
-import numpy as np
+from simulator.model.tables import CLAMP, loglog
 
 from simulator.model.kernels import LaunchPath as P
 from simulator.model.kernels import OpClass
@@ -94,11 +94,12 @@ def expected_active_experts(E: int, k: int, B: int) -> float:
     return E * (1.0 - (1.0 - k / E) ** B)
 
 
-def _loglog(x, xs, ys):
-    if len(xs) == 1:
-        return float(ys[0])
-    x = min(max(x, xs[0]), xs[-1])
-    return float(np.exp(np.interp(np.log(x), np.log(xs), np.log(ys))))
+def _loglog(x: float, xs, ys) -> float:
+    """y(x) in log-log space (simulator/model/tables.py); the MoE tables (grouped GEMM by tokens per expert and by
+    experts, routing by batch) clamp to their grid on both sides: outside it, the nearest measured figure."""
+    v = loglog(x, xs, ys, below=CLAMP, above=CLAMP)
+    assert v is not None  # clamp never refuses
+    return v
 
 
 def grouped_gemm_us(tables, n: int, k: int, experts: float, tokens: float) -> float | None:

@@ -23,15 +23,16 @@ Collectives in a step (simulator/model/workload.py adds them when the model's tp
 Each is one op of class `collective` on launch path `collective`; under CUDA graphs it is one graph node (vLLM's
 custom all-reduce and NCCL both capture into graphs).
 
-GPU time (simulator/model/costs.py `CostModel.collective_s`), from `profile.device.collective` or, when a profile has
-none, `DEFAULT_COLLECTIVE` below (measured: false):
+GPU time (simulator/model/costs.py `CostModel.collective_s`), from `profile.device.collective`; a profile without
+that section refuses a tensor-parallel step (no device's figures are assumed). The shipped profiles carry the
+published figures below (calibration/device_sections.py writes them, `measured: false`):
 - all-reduce of b bytes over n GPUs: vLLM's custom all-reduce where it applies (n in 2, 4, 6, 8 and
   b <= custom_max_bytes = 8 MiB, vLLM's `CustomAllreduce(max_size=8192 * 1024)`):
       t = custom_latency(n) + b / custom_algbw(n)
   else NCCL ring:
       t = nccl_latency(n) + 2 (n - 1) / n * b / nccl_busbw(n)
 - all-gather of an output of b bytes: NCCL ring, t = nccl_latency(n) + (n - 1) / n * b / nccl_busbw(n).
-Published figures behind the defaults (all H100 SXM, which has the same NVLink 4 / NVSwitch fabric as the H200):
+Published figures behind the shipped section (all H100 SXM, which has the same NVLink 4 / NVSwitch fabric as the H200):
 - custom all-reduce latency floor 3.7 / 4.8 / 5.9 us at n = 2 / 4 / 8 (512-byte messages, H100, no CUDA graph:
   sgl-project/sglang PR #2904, "custom allreduce" table);
 - custom all-reduce bandwidth term from vLLM's own custom all-reduce rows of the same table, 256 KiB -> 1 MiB:
@@ -71,24 +72,6 @@ from simulator.model.profile import CollectiveSection
 TP_SIZES = (1, 2, 4, 8)
 VOCAB_PADDING = 64  # vLLM DEFAULT_VOCAB_PADDING_SIZE
 
-DEFAULT_COLLECTIVE = CollectiveSection(
-    measured=False,
-    interconnect="NVLink 4 through NVSwitch (HGX H100/H200): 450 GB/s per direction, 900 GB/s bidirectional per GPU",
-    custom_max_bytes=8 * 1024 * 1024,
-    custom_world_sizes=[2, 4, 6, 8],
-    custom_latency_us={2: 3.7, 4: 4.8, 6: 5.35, 8: 5.9},
-    custom_algbw_gbps={2: 57.4, 4: 40.1, 6: 38.85, 8: 37.6},
-    nccl_latency_us={2: 10.0, 4: 12.0, 6: 12.0, 8: 15.0},
-    nccl_busbw_gbps={2: 370.0, 4: 366.0, 6: 370.0, 8: 370.0},
-    launch_path="custom_op",
-    source=("UNMEASURED, published figures (H100 SXM, same NVLink 4/NVSwitch as H200): custom_latency_us = "
-            "sgl-project/sglang PR #2904 custom allreduce 512 B rows (H100, no CUDA graph); custom_algbw_gbps = slope "
-            "of vLLM custom allreduce rows 256 KiB -> 1 MiB in the same PR (n=6 interpolated); custom_max_bytes = "
-            "vLLM CustomAllreduce(max_size=8192 * 1024); nccl_busbw_gbps = NVIDIA/nccl-tests issue #212 (ring "
-            "~370 GB/s effective on NVLink 4) and 366 GB/s all-reduce busbw on 4x H100 (waynehacking8 "
-            "nccl-collectives-bench, 2026-05-31); nccl_latency_us = ASSUMED, no published H100/H200 small-message "
-            "row found; launch_path = custom_op (measured H200 host figure of a C++ custom op, reused)"),
-)
 
 
 class ParallelError(UserError):
@@ -167,11 +150,22 @@ def logits_vocab(model: ModelSpec) -> int:
     return int(getattr(model, "full_vocab_size", 0) or model.vocab_size)
 
 
-def collective_gpu_s(c: CollectiveSection, kind: str, nbytes: float, n: int) -> float:
+def require_collective(c: CollectiveSection | None, n: int) -> CollectiveSection:
+    """The profile's collective section, or a ParallelError naming the missing field (no default is assumed)."""
+    if c is None:
+        raise ParallelError(f"tensor parallelism over {n} GPUs needs collective figures: the profile has no "
+                            f"device.collective section (calibration/device_sections.py writes the published NVLink 4 "
+                            f"figures into the shipped profiles)")
+    return c
+
+
+def collective_gpu_s(c: CollectiveSection | None, kind: str, nbytes: float, n: int) -> float:
     """Seconds of GPU time of one collective (`all_reduce` of an nbytes message, or `all_gather` of an nbytes
-    output) over n GPUs, by the formulas in the module docstring."""
+    output) over n GPUs, by the formulas in the module docstring; `c` None (a profile without
+    `device.collective`) is refused."""
     if n <= 1:
         return 0.0
+    c = require_collective(c, n)
 
     def at(d: dict, key: int) -> float:
         if key in d:
@@ -207,4 +201,4 @@ def sglang_max_capture(tp: int) -> int:
 
 
 __all__ = ["shard", "ShardedModel", "tp_of", "check_tp", "weight_bytes_per_gpu", "kv_bytes_per_token_per_gpu",
-           "collective_gpu_s", "logits_vocab", "collective_measured", "tp_fields", "sglang_max_capture", "DEFAULT_COLLECTIVE", "ParallelError", "TP_SIZES"]
+           "collective_gpu_s", "require_collective", "logits_vocab", "collective_measured", "tp_fields", "sglang_max_capture", "ParallelError", "TP_SIZES"]

@@ -171,7 +171,7 @@ class HostSection(_Strict):
                           "launchsim uses estimates and says so")
     startup: StartupFigures | None = Field(
         None, description="start-up cost: warm-up runs, capture time per graph, torch.compile time (`launchsim "
-                          "startup`); without it simulator/engine/startup.py's H200 defaults apply and say so")
+                          "startup`); without it start-up questions are refused (no device's figures are assumed)")
     canary: HostCanary | None = Field(
         None, description="host tiny-op canary of the calibration process and the machine's fast/slow states "
                           "(`host_scaled` scales the host lane to another machine's canary)")
@@ -299,7 +299,8 @@ class GraphMemoryTable(_Strict):
 
 class CollectiveSection(_Strict):
     """GPU time of tensor-parallel collectives (simulator/model/parallel.py has the formulas). Optional: without it
-    launchsim uses published figures (parallel.DEFAULT_COLLECTIVE) and marks them unmeasured."""
+    a tensor-parallel step (tp > 1) is refused. The shipped profiles carry published NVLink 4 figures
+    (calibration/device_sections.py), `measured` false."""
 
     measured: bool = Field(False, description="true only when these figures were measured on this device")
     interconnect: str = Field("", description="the GPU-to-GPU fabric the figures describe")
@@ -346,7 +347,10 @@ class DeviceSection(_Strict):
     tables: Tables = Field(default_factory=Tables)
     graph_memory: dict[str, GraphMemoryTable] = Field(default_factory=dict)
     collective: CollectiveSection | None = Field(
-        None, description="tensor-parallel collective figures (optional; default: published, unmeasured figures)")
+        None, description="tensor-parallel collective figures (optional: without them tp > 1 is refused)")
+    graph_memory_constants: GraphMemoryConstants | None = Field(
+        None, description="shared-pool formula constants for a model without its own measured graph_memory table "
+                          "(optional: without them such a model's graph memory is refused)")
     source: str = Field("", description="where the device figures came from")
 
 

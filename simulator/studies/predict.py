@@ -74,6 +74,7 @@ def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
         p = predict_setup(setup, shape, sc.engine, sc.replicates, sc.seed)
         d = {"model": sc.model, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "engine": sc.engine,
              "impl": setup.recipe, **p.as_dict(), **tp_fields(m, setup.profile), **dtype_fields(m), **family_info(m)}
+    d.update(_host_fields(setup, sc, p))
     if setup.recipe == "hf":
         d.update(kv_cache=setup.cache, max_cache_len=setup.max_cache_len or sc.ctx + 1 if setup.cache == "static"
                  else None)
@@ -125,3 +126,27 @@ def run_predict_scenario(sc: PredictScenario, out: Path | None) -> dict:
     d = run_predict(sc, out)
     flat = {k: v for k, v in d.items() if not isinstance(v, (list, dict))}
     return {"prediction": d, "rows": [flat], "summary_columns": list(flat)[:12]}
+
+
+def _host_fields(setup, sc: PredictScenario, p) -> dict:
+    """The host state a prediction assumes (`host_canary_us`, `host_state`) and, for a step with eager launches,
+    `step_ms_host_band`: the same step with the profile's host lane at the calibration machine's fast and slow
+    canaries (model/profile.canary_band), the band a host of unknown state lies in."""
+    from simulator.engine.predict import predict_setup
+    from simulator.model.profile import assumed_canary, canary_band, host_scaled, host_state
+
+    prof = setup.profile
+    out: dict = {"host_canary_us": assumed_canary(prof), "host_state": host_state(prof)}
+    if prof.host.canary is None or p.route is None or p.route.mode == "full":
+        return out
+    from dataclasses import replace
+
+    from simulator.engine.setup import StepSetup
+    from simulator.model.workload import StepShape
+
+    shape = StepShape(sc.batch, sc.ctx, sc.prefill_seqs, sc.prefill_len)
+    band = [predict_setup(replace(setup, costs=StepSetup.of(setup.model, host_scaled(prof, c)).costs), shape,
+                          sc.engine).result.step_s * 1e3 for c in canary_band(prof)]
+    out["step_ms_host_band"] = band
+    return out
+

@@ -62,6 +62,7 @@ class Point:
     impl: str | None = None  # the implementation recipe and its cache options (config/stepopts.py); likewise
     kv_cache: str = "static"
     max_cache_len: int | None = None
+    host_canary_us: float | None = None  # the user's host (config/stepopts.py): the profile's host lane rescaled
 
     @classmethod
     def of(cls, *values) -> "Point":
@@ -78,7 +79,12 @@ class Point:
     def step_setup(self, fusion: str, mode: str, sizes: tuple[int, ...]) -> StepSetup:
         """The `StepSetup` (engine/setup.py) of this point's step at `fusion` under graph mode `mode` with captured
         `sizes` (the point's own, or a baseline's)."""
-        _, costs, digest = load_cached_profile(self.profile)
+        prof, costs, digest = load_cached_profile(self.profile)
+        if self.host_canary_us is not None:
+            from simulator.engine.setup import resolve
+            from simulator.model.profile import host_scaled
+
+            _, costs, digest = resolve(host_scaled(prof, self.host_canary_us))
         graphed = mode != "none"
         cap = Capture(mode, sizes if graphed else (), self.prefill_sizes if graphed else None,
                       self.attention_backend)
@@ -137,7 +143,7 @@ class Point:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(Point))
-_ROUTING_FIELDS = ("attention_backend", "prefill_sizes", "impl", "kv_cache", "max_cache_len")  # outside base_key
+_ROUTING_FIELDS = ("attention_backend", "prefill_sizes", "impl", "kv_cache", "max_cache_len", "host_canary_us")  # outside base_key
 _DEFAULTS = {f.name: f.default for f in fields(Point) if f.name in _ROUTING_FIELDS}
 _KEY_FIELDS = tuple((k, ("" if i == 0 else ", ") + json.dumps(k) + ": ")
                     for i, k in enumerate(sorted([f.name for f in fields(Point) if f.name not in _ROUTING_FIELDS]
@@ -172,7 +178,8 @@ def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> Ex
     """Expected figures over the distribution (and the mixed share) for one fusion level and graph mode
     (`stepcost.expected_step`: the optimizer reports the same figures from the same function)."""
     key = (p.model, p.profile_digest, fusion, mode, sizes if mode != "none" else (), p.dist_sizes,
-           p.dist_weights, p.ctx, p.mixed, p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len)
+           p.dist_weights, p.ctx, p.mixed, p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len,
+           p.host_canary_us)
     hit = _EXPECT.get(key)
     if hit is None:
         if len(_EXPECT) > 100_000:
@@ -190,7 +197,7 @@ def evaluate_point(p: Point) -> dict:
     only in their budget share one row but for `budget_bytes` and `fits_budget` (memoised per process)."""
     bkey = (p.model, p.profile, p.profile_digest, p.fusion, p.graph, p.layout, p.sizes, p.distribution, p.dist_sizes,
             p.dist_weights, p.ctx, p.mixed, p.shared_pool, p.gpu_util, p.workspace_bytes,
-            p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len, type(p.ctx), type(p.shared_pool), type(p.gpu_util), type(p.workspace_bytes))  # 1 == 1.0 == True
+            p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len, p.host_canary_us, type(p.ctx), type(p.shared_pool), type(p.gpu_util), type(p.workspace_bytes))  # 1 == 1.0 == True
     base = _ROWS.get(bkey)
     if base is None:
         if len(_ROWS) > 20_000:

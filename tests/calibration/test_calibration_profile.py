@@ -39,7 +39,10 @@ def test_h100_is_derived_and_marked():
     h = load_profile("h200")
     assert p.source == "derived" and p.derived_from == "h200"
     assert p.device.hbm_tbps == pytest.approx(3.35)
-    assert p.host == h.host  # same host section
+    # same host section; its start-up figures are the H200's, their source naming the assumption
+    assert p.host.model_copy(update={"startup": None}) == h.host.model_copy(update={"startup": None})
+    assert p.host.startup.model_dump(exclude={"source"}) == h.host.startup.model_dump(exclude={"source"})
+    assert p.host.startup.source.startswith("H200 measured, applied to h100-sxm by assumption")
     assert p.device.peak_bf16_tflops == h.device.peak_bf16_tflops  # same compute
     # a bandwidth-bound point (decode attention at a long context) got slower, the floor did not
     a, b = p.device.tables.attention[0], h.device.tables.attention[0]

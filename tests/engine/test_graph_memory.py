@@ -73,10 +73,10 @@ def test_full_and_piecewise_doubles():
 def test_capture_time_is_the_startup_model():
     # capture time of a size = warm-up runs x launchsim's eager step + capture ratio x its eager host time
     # (simulator/engine/startup.py); piecewise is one pass per size, full_and_piecewise two
-    from simulator.engine.startup import DEFAULT_STARTUP, eager_pass
+    from simulator.engine.startup import eager_pass
 
     p = prof()
-    f = DEFAULT_STARTUP  # the datasheet profile has no host.startup section
+    f = p.host.startup  # the datasheet profile carries the H200 figures (calibration/device_sections.py)
     one = sum(f.warmup_runs * eager_pass(HAND, p, "fused", b)[0] + f.capture_host_ratio * eager_pass(HAND, p, "fused", b)[1]
               for b in (1, 8, 64))
     for mode, passes in (("full", 1), ("piecewise", 1), ("full_and_piecewise", 2)):
@@ -155,7 +155,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as hs  # noqa: E402
 
 from calibration.build_memory import memory_section  # noqa: E402
-from simulator.engine.graph_memory import DEFAULT_CONSTANTS, default_retention, piece_output_bytes  # noqa: E402
+from simulator.engine.graph_memory import default_retention, piece_output_bytes  # noqa: E402
 from simulator.model.models import load_model  # noqa: E402
 
 MEASURED = "calibration/measured/h200-round-a"
@@ -249,7 +249,7 @@ def test_cli_graph_memory_json_parts():
     assert sum(v["bytes"] for v in d["parts"].values()) == pytest.approx(d["total_bytes"])
     assert d["measured_bytes"] + d["derived_bytes"] == pytest.approx(d["total_bytes"])
     assert d["parts"]["capture_workspace"]["source"] == "default"
-    assert d["parts"]["capture_workspace"]["bytes"] == DEFAULT_CONSTANTS.capture_workspace_bytes
+    assert d["parts"]["capture_workspace"]["bytes"] == load_profile("datasheet-h200").device.graph_memory_constants.capture_workspace_bytes
     r2 = runner.invoke(app, ["graph-memory", "--model", "qwen3-0.6b", "--layout", "sglang", "--profile",
                              "datasheet-h200", "--json", "--retention", "drop", "--private"])
     d2 = json.loads(r2.stdout)

@@ -10,7 +10,7 @@ from simulator.cli import app
 from simulator.model.costs import CostModel
 from simulator.model.kernels import OpClass
 from simulator.model.models import PRESETS
-from simulator.model.parallel import DEFAULT_COLLECTIVE, ParallelError, collective_gpu_s, kv_bytes_per_token_per_gpu, shard, tp_of, weight_bytes_per_gpu
+from simulator.model.parallel import ParallelError, collective_gpu_s, kv_bytes_per_token_per_gpu, shard, tp_of, weight_bytes_per_gpu
 from simulator.engine.predict import predict
 from simulator.model.profile import load_profile
 from simulator.model.workload import FUSION_LEVELS, build_step, decode
@@ -114,7 +114,7 @@ def test_all_reduce_time_by_hand():
     # custom all-reduce (<= 8 MiB, n = 4): 4.8 us + 1 MiB / 40.1 GB/s
     assert costs.gpu_s(ar) == pytest.approx(4.8e-6 + 1_048_576 / 40.1e9, rel=1e-12)
     # above 8 MiB: NCCL ring, 15 us + 2 * 7/8 * 16 MiB / 370 GB/s at n = 8
-    assert collective_gpu_s(DEFAULT_COLLECTIVE, "all_reduce", 16 << 20, 8) == pytest.approx(
+    assert collective_gpu_s(costs.collective, "all_reduce", 16 << 20, 8) == pytest.approx(
         15e-6 + 2 * 7 / 8 * (16 << 20) / 370e9, rel=1e-12)
     # the logits all-gather: NCCL ring, 12 us + 3/4 * (64 x 128256 x 2) / 366 GB/s at n = 4
     ag = next(o for o in st.ops if o.name == "lm_head.all_gather")
@@ -125,9 +125,22 @@ def test_all_reduce_time_by_hand():
 
 
 def test_collective_figures_are_marked_unmeasured():
-    assert DEFAULT_COLLECTIVE.measured is False
-    assert "UNMEASURED" in DEFAULT_COLLECTIVE.source and "ASSUMED" in DEFAULT_COLLECTIVE.source
-    assert load_profile("h200").device.collective is None  # no shipped profile claims measured collectives
+    from simulator.model.profile import available_profiles
+
+    for f in available_profiles():  # every shipped profile carries the published figures; none claims measured
+        c = load_profile(str(f)).device.collective
+        assert c is not None and c.measured is False, f
+        assert "UNMEASURED" in c.source and "ASSUMED" in c.source
+
+
+def test_profile_without_collective_refuses_tp():
+    p = load_profile("h200")
+    bare = p.model_copy(update={"device": p.device.model_copy(update={"collective": None})})
+    costs = CostModel(bare)
+    ar = next(o for o in build_step(shard(L70, 4), decode(8, 128), "fused").ops if o.name == "o_proj.all_reduce")
+    with pytest.raises(ParallelError, match="no device.collective section"):
+        costs.gpu_s(ar)
+    assert collective_gpu_s(None, "all_reduce", 1024, 1) == 0.0  # tp 1: no collective, nothing needed
 
 
 # step seconds and kernels of today's single-GPU model (computed on the commit before tensor parallelism,

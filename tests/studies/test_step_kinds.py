@@ -90,3 +90,19 @@ def test_impl_changes_the_step_and_says_so():
     gm_ref = _cli_json(["graph-memory", "--model", "qwen3-0.6b", "--fusion", "none"])
     gm_hf = _cli_json(["graph-memory", "--model", "qwen3-0.6b", "--fusion", "none", "--impl", "hf"])
     assert gm_hf["capture_s"] > gm_ref["capture_s"]  # more nodes captured, longer warm-ups
+
+
+def test_host_canary_scales_the_host_lane_and_the_band_brackets_it():
+    """--host-canary-us: an eager (CPU-bound) step moves with the host, a full-graph step barely; the eager band is
+    the step at the calibration machine's fast and slow canaries."""
+    fast = _cli_json(["predict", "--model", "qwen3-0.6b"])
+    lo, hi = fast["step_ms_host_band"]
+    assert fast["host_canary_us"] == pytest.approx(6.49) and lo == pytest.approx(fast["step_ms"], rel=1e-12)
+    slow = _cli_json(["predict", "--model", "qwen3-0.6b", "--host-canary-us", "9.808"])
+    assert slow["host_canary_us"] == pytest.approx(9.808)
+    assert slow["step_ms"] == pytest.approx(hi, rel=1e-9)  # the slow end of the band is the slow host
+    assert slow["step_ms"] / fast["step_ms"] == pytest.approx(9.808 / 6.49, rel=0.02)  # CPU-bound: ~ the ratio
+    g_fast = _cli_json(["predict", "--model", "qwen3-0.6b", "--graph", "full"])
+    g_slow = _cli_json(["predict", "--model", "qwen3-0.6b", "--graph", "full", "--host-canary-us", "9.808"])
+    assert "step_ms_host_band" not in g_fast
+    assert g_slow["step_ms"] / g_fast["step_ms"] - 1 < 0.01  # one replay: host cost is a few µs

@@ -216,8 +216,9 @@ def test_point_key_is_the_documented_hash(budget, ctx, util, shared, mixed, name
         routing = {k: d.pop(k) for k in ("attention_backend", "prefill_sizes")}
         # the recipe fields (config/stepopts.py) sit outside base_key like the routing fields; off their
         # defaults they follow the routing fields in the suffix's JSON
-        recipe = {k: d.pop(k) for k in ("impl", "kv_cache", "max_cache_len")}
-        off = {k: v for k, v in recipe.items() if v != {"impl": None, "kv_cache": "static", "max_cache_len": None}[k]}
+        recipe = {k: d.pop(k) for k in ("impl", "kv_cache", "max_cache_len", "host_canary_us")}
+        off = {k: v for k, v in recipe.items()
+               if v != {"impl": None, "kv_cache": "static", "max_cache_len": None, "host_canary_us": None}[k]}
         want = hashlib.sha256(json.dumps({**d, "v": CACHE_VERSION}, sort_keys=True).encode()).hexdigest()[:24]
         if routing != {"attention_backend": "flashinfer", "prefill_sizes": None} or off:  # see Point.key
             want = hashlib.sha256((want + json.dumps({**routing, **off})).encode()).hexdigest()[:24]
