@@ -193,10 +193,11 @@ READING = """## Reading (round f, 2026-12-01)
 - **Eager** rows are not a clean host measurement: verify_timing.json lost its end canary and its rerun failed the
   canary (ratio 1.25); medians of neighbouring rows move by up to 2x (round f README). Target 12 %: not assessable
   with these rows (the model under-predicts them by 10-56 %, MAPE 42 %; the q_len-1 rows of the same process by 38 %).
-- **transformers' Qwen3-0.6B** (hf recipe, simulator/model/recipes.py): its q_len > 1 attention (SDPA with a boolean
-  mask over all 1536 StaticCache slots, repeat_kv) has no measured table, so the recipe's attention falls back to
-  the roofline; full-graph rows are 4-19 % under (MAPE 14 %), and plain-decode rows of the same process -0.5 to
-  -20 %: the hf recipe's own figures (impl's), not the verify step's, dominate.
+- **transformers' Qwen3-0.6B** (hf recipe, simulator/model/recipes.py): plain-decode rows of the same process are
+  within 2.6 % under full graphs, but q_len >= 2 rows are 6-7 % under at batch 8-64 and 13-18 % under at batch 1
+  (MAPE 8.8 %): its verify attention (SDPA with a boolean mask over all 1536 StaticCache slots, repeat_kv) has no
+  measured table (round f timed the reference's lower-right-causal SDPA over ctx keys), so the recipe's attention
+  falls back to the roofline at q_len > 1. Target 5 %: not met.
 - **Draft loop** (one graph = 1-layer step + argmax + ids copy, replayed k times): within 3.7 % at every batch and k
   (MAPE 1.3 %; target 7 %: met).
 - **Kernels per verify step**: reference within 0.1 % at batch 1 and 1.7-4.8 % over at batch 64 (cuBLAS drops
