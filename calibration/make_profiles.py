@@ -7,7 +7,8 @@ process's output (h200-round-a/counts_eager.json: cuBLAS kernels per GEMM call, 
 for the trace node gap), plus the graph-memory measurements where calibration/build_memory.py exists,
 and, where calibration/measured/h200-engine/engine_loop.json exists, the engine loop's host work
 (calibration/build_engine.py) and the start-up figures (calibration/fit_startup.py `derive`), and, where calibration/measured/h200-round-d/moe_fp8.json exists, the FP8 and MoE tables
-(calibration/build_moe_fp8.py), and writes simulator/profiles/h200.json (measured) and h100-sxm.json (derived by datasheet ratios).
+(calibration/build_moe_fp8.py), and, where calibration/measured/h200-round-f/verify_timing.json exists, the
+verify-attention (q_len > 1) tables (calibration/build_spec.py), and writes simulator/profiles/h200.json (measured) and h100-sxm.json (derived by datasheet ratios).
 The device sections that are not fitted here (collective figures, device-wide graph-memory constants) and the
 H200 start-up figures carried into h100-sxm and the datasheet-*.json profiles: calibration/device_sections.py.
 Nothing is fitted on decode rows.
@@ -49,6 +50,8 @@ def startup_source() -> str:
 
 
 MOE_FP8 = MEASURED / "h200-round-d" / "moe_fp8.json"  # calibration/scripts/moe_fp8.py (FP8 / MoE tables, build_moe_fp8)
+SPEC = (MEASURED / "h200-round-f" / "verify_timing.json",  # round_f.py: verify attention q_len > 1 (build_spec)
+        MEASURED / "h200-round-f" / "attention_llama3-8b_8192.json")
 COMPILED_FIT = {"model": "qwen3-0.6b", "fusion": "compiled", "dynamic": False, "batch": 1, "ctx": 512}
 
 
@@ -75,6 +78,10 @@ def build_h200() -> tuple[dict, str]:
         from .build_moe_fp8 import add_to_profile
 
         add_to_profile(p, json.loads(MOE_FP8.read_text()))
+    if SPEC[0].exists():
+        from .build_spec import add_to_profile as add_verify_attention
+
+        add_verify_attention(p, [json.loads(f.read_text()) for f in SPEC if f.exists()])
     if ENGINE.exists():
         p["host"]["engine_step_us"] = engine_section(json.loads(ENGINE.read_text()),
                                                      str(ENGINE.relative_to(ROOT.parent)))

@@ -535,7 +535,7 @@ def issue22_cases() -> list[Case]:
         Case("i22:predict-sampling-no-steps", ["predict", "--model", "qwen3-0.6b", "--sampling", "top_p"],
              needles=("--sampling", "--steps")),
         Case("i22:startup-compile-not-compiled", ["startup", "--model", "qwen3-0.6b", "--compile", "dynamic"],
-             needles=("--compile", "--fusion")),
+             needles=("--compile", "fusion")),  # the rule names the field fusion (its flag was not given)
         Case("i22:profile-elementwise-0us", ["predict", "--model", "qwen3-0.6b", "--profile", "{d}/p0.json"],
              needles=("p0.json", "elementwise"), files={"p0.json": json.dumps(zero, indent=1)}),
         Case("i22:profile-launch-path-typo", ["predict", "--model", "qwen3-0.6b", "--profile", "{d}/pt.json"],
@@ -572,13 +572,43 @@ def issue22_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     cases = (scenario_cases() + yaml_structure_cases() + flag_cases() + out_cases() + profile_cases() + config_cases()
-             + trace_cases() + workload_cases() + csv_cases() + valid_cases() + issue22_cases())
+             + trace_cases() + workload_cases() + csv_cases() + valid_cases() + issue22_cases() + spec_cases())
     seen = {}
     for c in cases:  # unique ids
         n = seen.get(c.id, 0)
         seen[c.id] = n + 1
         if n:
             c.id = f"{c.id}#{n}"
+    return cases
+
+
+# -- speculative decoding (issue 21): --spec-tokens / --draft on buckets, graph-memory, startup -------------------
+def spec_cases() -> list[Case]:
+    cases = []
+    for v in BAD_INTS + ["-1", "65"]:
+        cases.append(Case(f"spec:buckets:--spec-tokens={v[:20]}", ["buckets", "vllm", "--spec-tokens", v],
+                          needles=("--spec-tokens",)))
+        cases.append(Case(f"spec:startup:--spec-tokens={v[:20]}",
+                          ["startup", "--model", "qwen3-0.6b", "--layout", "vllm", "--spec-tokens", v],
+                          needles=("--spec-tokens",)))
+    gm = ["graph-memory", "--model", "qwen3-0.6b", "--layout", "vllm", "--spec-tokens", "2"]
+    cases += [
+        Case("spec:buckets:not-an-engine", ["buckets", "seed", "--spec-tokens", "2"], needles=("--spec-tokens",)),
+        Case("spec:buckets:layout", ["buckets", "--layout", "1,2", "--spec-tokens", "2"], needles=("--spec-tokens",)),
+        Case("spec:buckets:nothing-left", ["buckets", "vllm", "--spec-tokens", "4", "--max-size", "4"],
+             needles=("--spec-tokens",)),
+        Case("spec:graph-memory:layout", gm[:4] + ["1,2"] + gm[5:], needles=("--layout",)),
+        Case("spec:graph-memory:draft-missing", gm + ["--draft", "nope"], needles=("--draft",)),
+        Case("spec:graph-memory:draft-folder", gm + ["--draft", "{d}/folder"], needles=("--draft",)),
+        Case("spec:graph-memory:draft-vocab", gm + ["--draft", "llama3-8b"], needles=("--draft", "vocab")),
+        Case("spec:graph-memory:draft-empty", gm + ["--draft", ""], needles=("--draft",)),
+        Case("spec:startup:draft", ["startup", "--model", "qwen3-0.6b", "--layout", "sglang", "--spec-tokens", "2",
+                                    "--draft", "{d}/binary.bin"], needles=("--draft",)),
+        Case("ok:buckets-spec", ["buckets", "sglang", "--spec-tokens", "3", "--json"], 0),
+        Case("ok:graph-memory-spec", gm + ["--json"], 0),
+        Case("ok:startup-spec", ["startup", "--model", "qwen3-0.6b", "--layout", "trtllm", "--spec-tokens", "1",
+                                 "--draft", "mtp", "--json"], 0),
+    ]
     return cases
 
 

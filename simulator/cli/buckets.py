@@ -28,6 +28,10 @@ def buckets(
                                          "| a vLLM compilation_config JSON | '--cuda-graph-bs 1 2 4'"),
     max_size: Optional[int] = typer.Option(None, "--max-size", help="largest capture size (preset default if unset)"),
     max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="vllm: max = min(2 x this, 512)"),
+    spec_tokens: Optional[int] = typer.Option(None, "--spec-tokens", help="speculative decoding: k draft tokens per "
+                                              "sequence; prints the engine's verify capture sizes in tokens (vllm, "
+                                              "sglang, trtllm presets)"),
+    tp: int = typer.Option(1, "--tp", help="tensor-parallel GPUs (sglang: max batch 512 at tp >= 4)"),
     as_json: bool = typer.Option(False, "--json", help='print {"sizes": [...]}'),
 ) -> None:
     """Print the capture sizes of a layout preset (or any layout) and the same sizes in each engine's syntax."""
@@ -37,6 +41,9 @@ def buckets(
 
     if (preset is None) == (layout is None):
         raise UserError("give a preset name or --layout LAYOUT")
+    if spec_tokens is not None:
+        _spec_buckets(preset, layout, spec_tokens, max_size, max_num_seqs, tp, as_json)
+        return
     with named("preset" if layout is None else "--layout"):
         name = (preset.value if layout is None else layout).strip()
         sizes = (preset_sizes(name, max_size, max_num_seqs) if layout is None
@@ -48,6 +55,32 @@ def buckets(
         from .tables import raw_lines
 
         raw_lines(engine_lines(sizes))
+
+
+def _spec_buckets(preset, layout, k, max_size, max_num_seqs, tp, as_json) -> None:
+    """`buckets ENGINE --spec-tokens k`: the engine's verify capture sizes (simulator/layouts/spec.py)."""
+    from simulator.layouts.spec import MAX_SPEC_TOKENS, SPEC_ENGINES, spec_layout
+    from simulator.model.parallel import check_tp
+    from .checks import count, named
+
+    count("--spec-tokens", k, MAX_SPEC_TOKENS, low=0)
+    check_tp(tp, "--tp")
+    if layout is not None or preset.value not in SPEC_ENGINES:
+        raise UserError(f"--spec-tokens applies to the {', '.join(SPEC_ENGINES)} presets (each engine's own rule), "
+                        f"not {'--layout' if layout is not None else repr(preset.value)}")
+    with named("--spec-tokens"):
+        L = spec_layout(preset.value, k, max_size, max_num_seqs, tp=tp)
+    if as_json:
+        print(dumps(L.as_dict()))
+        return
+    unit = "tokens (max_cudagraph_capture_size)" if L.engine == "vllm" else "requests x (1 + k) tokens"
+    print(f"{L.engine} --spec-tokens {k}: query length {L.query_len}, {len(L.tokens)} target graphs, sizes in {unit}:")
+    print(f"  tokens:    {', '.join(map(str, L.tokens))}")
+    print(f"  sequences: {', '.join(map(str, L.requests))}")
+    for name, sizes in L.draft.items():
+        print(f"  {name} ({len(sizes)} graphs): {', '.join(map(str, sizes))}")
+    if L.note:
+        print(f"  ({L.note})")
 
 
 @app.command()
@@ -114,10 +147,19 @@ def _graph_memory(given: dict, flags: dict, as_json: bool = False) -> None:
               + ("" if b is None else f"   budget {b / MiB:.1f} MiB: {'ok' if fits else 'OVER BUDGET'}"))
         print(f"  capture time    {d['capture_s']:10.2f} s")
         print(f"  ({V.defaults_note(d['fusion'], d['graph'])})")
+        if d.get("spec_tokens"):
+            print(f"  spec k={d['spec_tokens']} ({d['spec_engine']}): target sizes in tokens (multiples of "
+                  f"{d['spec_tokens'] + 1}); draft '{d['draft']}' in {d['draft_graph_mode']} graphs, {d['draft_graphs']} "
+                  "graphs (own shared pool per family: an upper bound, engines share the target's pool)")
+            print(f"  draft graphs    {d['draft_total_bytes'] / MiB:10.1f} MiB, capture {d['draft_capture_s']:.2f} s, "
+                  f"weights {d['draft_weights_bytes'] / MiB:.0f} MiB")
+            print(f"  pinned + draft  {d['total_with_draft_bytes'] / MiB:10.1f} MiB")
         print(f"  KV cache        {kv / MiB:10.1f} MiB = {d['kv_tokens']} tokens "
-              f"(after {d['weights_bytes'] / MiB:.0f} MiB weights, graphs and workspace)")
+              f"(after {d['weights_bytes'] / MiB:.0f} MiB weights, graphs and workspace"
+              + (", the draft's graphs, weights and its KV per token)" if d.get("spec_tokens") else ")"))
     if not fits:
-        print(f"launchsim: graph memory {d['total_bytes']:.0f} bytes exceeds the budget {b} bytes", file=sys.stderr)
+        total = d.get("total_with_draft_bytes", d["total_bytes"])
+        print(f"launchsim: graph memory {total:.0f} bytes exceeds the budget {b} bytes", file=sys.stderr)
         raise typer.Exit(1)
     if kv <= 0:
         print("launchsim: no memory left for the KV cache", file=sys.stderr)

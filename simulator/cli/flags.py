@@ -11,7 +11,6 @@ import re
 from simulator.common.errors import UserError
 
 _FIELD = re.compile(r"field '([^']*)': ")
-_PROSE = {"engine", "model", "profile", "layout", "report", "name", "description", "kind", "private", "compile"}
 
 
 def _flag_for(path: str, flags: dict[str, str], given: dict[str, object]) -> str | None:
@@ -41,9 +40,9 @@ def scenario_from_flags(kind: type, data: dict, flags: dict[str, str], given: di
             text = msg[m.end():].removeprefix("Value error, ")
             named = [flags[f] for f in sorted(flags, key=len, reverse=True)
                      if re.search(rf"\b{f}\b", text) and given.get(f) is not None]
-            # field names in the rule's text become their flags; words that read as English ("the engine loop")
-            # become flags only where the user gave that flag
-            for f in sorted((f for f in flags if given.get(f) is not None or f not in _PROSE), key=len, reverse=True):
+            # the fields the user gave (and steps, which these rules ask for) are named by their flags; the others
+            # stay field names (single words such as "engine" or "draft" also read as English)
+            for f in sorted((f for f in flags if given.get(f) is not None or f == "steps"), key=len, reverse=True):
                 text = re.sub(rf"(?<![-\w.]){f}(?![-\w])", flags[f].split("/")[0], text)
             raise UserError(f"{where}: {text}" if not named else text) from None
         flag = _flag_for(m.group(1), flags, given) if m else None

@@ -25,6 +25,11 @@ def _startup(given: dict, flags: dict, as_json: bool = False) -> None:
     for k, label in (("compile_s", "compile"), ("warmup_s", "warm-up"), ("capture_s", "capture"),
                      ("total_s", "total")):
         print(f"  {label:<11} {d[k]:9.2f} s")
+    if d.get("spec_tokens"):
+        print(f"  spec k={d['spec_tokens']} ({d['spec_engine']}): target sizes in tokens; draft '{d['draft']}' "
+              f"({d['draft_graph_mode']} graphs): {d['draft_graphs']} capture passes, compile {d['draft_compile_s']:.2f} "
+              f"s, warm-up {d['draft_warmup_s']:.2f} s, capture {d['draft_capture_s']:.2f} s")
+        print(f"  total+draft {d['total_with_draft_s']:9.2f} s")
     from simulator.common import vocab as V
 
     print(f"  ({V.defaults_note(d['fusion'], d['graph'])})")

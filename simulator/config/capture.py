@@ -4,7 +4,7 @@ generate their flags from these fields (simulator/cli/generated.py); the studies
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional, Union
+from typing import ClassVar, Annotated, Literal, Optional, Union
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -27,6 +27,9 @@ ByteSize = Annotated[Union[int, str], AfterValidator(_bytes)]  # parsed once: th
 
 class CaptureScenario(ShardedStepOptions):
     """A model and a capture layout."""
+
+    spec_ok: ClassVar[bool] = True  # studies/capture.py: layout vllm|sglang|trtllm at spec_tokens + the draft's graphs
+    spec_needs_acceptance: ClassVar[bool] = False
 
     name: str = Field("capture", description="scenario name, used in reports")
     description: str = Field("", description="free text shown in the report")

@@ -5,7 +5,7 @@ loop, optionally padded to a capture layout. `launchsim predict`'s flags are gen
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -50,12 +50,17 @@ class PredictScenario(ShardedStepOptions):
     report: str | None = Field(None, description="with steps: write an HTML page (.html) with the loop's two-lane "
                                                  "CPU/GPU timeline across its steps")
 
+    spec_ok: ClassVar[bool] = True  # studies/predict.run_predict prices the verify step and the draft loop
+
     @model_validator(mode="after")
     def _consistent(self):
         if self.steps > DES_MAX_STEPS and self.engine == "des":
             raise ValueError(f"steps {self.steps} with engine des: the SimPy reference engine keeps every event of "
                              f"the loop in memory (about 0.7 MB per step of an eager 0.6B model); at most "
                              f"{DES_MAX_STEPS} steps with it. engine fast gives the same figures for any count")
+        if self.spec_tokens and (self.steps or self.prefill_seqs):
+            raise ValueError("spec_tokens prices one verify step and its draft loop: it needs steps 0 and no "
+                             "prefill rows (the engine loop and mixed verify steps are not modelled)")
         if (self.prefill_seqs > 0) != (self.prefill_len > 0):
             raise ValueError("prefill_seqs and prefill_len must both be positive (a mixed step) or both 0")
         if not self.steps:

@@ -8,7 +8,7 @@ its test; every study, every YAML kind and every command that builds a setup fro
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal, Optional, Sequence
+from typing import Annotated, ClassVar, Literal, Optional, Sequence, Union
 
 from pydantic import Field, model_validator
 
@@ -51,7 +51,18 @@ class StepOptions(Strict):
         None, description="read a config.json whose model_type/architectures is not a supported family as this "
                           "family (said in the output); without it such a config is refused")
 
+    spec_tokens: int = Field(0, ge=0, le=64, description="speculative decoding: k draft tokens verified per sequence "
+                                                       "per step (the target runs 1 + k query tokens; capture sizes "
+                                                       "count tokens: simulator/layouts/spec.py); 0: plain decode")
+    draft: str = Field("eagle", description="with spec_tokens: the draft, eagle | mtp (a one-layer head with the "
+                                            "target's dimensions) or a draft model preset / config.json")
+    acceptance: Union[float, list[float], str, None] = Field(
+        None, description="with spec_tokens: per-token acceptance probability, or k per-position (conditional) "
+                          "probabilities '0.9,0.7,0.5'; tokens per step = 1 + sum of their running products")
+
     decode_only: ClassVar[bool] = False  # kinds that price decode-only steps: the mixed-step knobs cannot matter
+    spec_ok: ClassVar[bool] = False  # kinds whose study runs speculative steps (the others refuse spec_tokens)
+    spec_needs_acceptance: ClassVar[bool] = True  # capture kinds (graph memory, start-up) do not
 
     @model_validator(mode="after")
     def _recipe_knobs(self):
@@ -70,7 +81,29 @@ class StepOptions(Strict):
             if self.prefill_layout is not None:
                 raise ValueError("prefill_layout only changes mixed (prefill + decode) steps, which this kind does "
                                  "not run: leave it out")
+        if self.spec_tokens:
+            if not self.spec_ok:
+                raise ValueError(f"spec_tokens: kind '{getattr(self, 'kind', '?')}' does not run speculative steps "
+                                 "yet (predict does)")
+            if not self.spec_needs_acceptance:
+                if self.acceptance is not None:
+                    raise ValueError("acceptance does not change what a layout captures or pins: leave it out")
+            elif self.acceptance is None:
+                raise ValueError("spec_tokens needs acceptance (a probability or one per draft token)")
+            else:
+                self.spec_acceptance()  # refuses a bad value or a list of the wrong length here
+        elif self.acceptance is not None or self.draft != "eagle":
+            raise ValueError("acceptance and draft apply to speculative decoding: they need spec_tokens > 0")
         return self
+
+    def spec_acceptance(self):
+        """The acceptance model (simulator/model/spec.py Acceptance) of spec_tokens draft tokens."""
+        from simulator.model.spec import Acceptance, SpecError
+
+        try:
+            return Acceptance.parse(self.acceptance, self.spec_tokens)
+        except SpecError as e:
+            raise ValueError(str(e)) from None
 
     def prefill_sizes(self) -> tuple[int, ...] | None:
         from simulator.layouts.prefill import parse_prefill_layout
@@ -86,8 +119,9 @@ class ShardedStepOptions(StepOptions):
 
 
 def build_setup(opts: StepOptions, model, profile, fusion: str, graph: str = "none",
-                sizes: Sequence[int] | None = None):
-    """The `StepSetup` of one configuration (`engine.setup.StepSetup.from_options`: the options read whole)."""
+                sizes: Sequence[int] | None = None, spec_engine: str = "vllm"):
+    """The `StepSetup` of one configuration (`engine.setup.StepSetup.from_options`: the options read whole; with
+    spec_tokens, `sizes` count verify tokens and `spec_engine` names whose draft routing applies)."""
     from simulator.engine.setup import StepSetup
 
-    return StepSetup.from_options(opts, model, profile, fusion, graph, sizes)
+    return StepSetup.from_options(opts, model, profile, fusion, graph, sizes, spec_engine)

@@ -135,8 +135,10 @@ def route(graph: str, sizes: Sequence[int] | None, rows: int, pure_decode: bool 
 
 
 def step_rows(shape) -> int:
-    """The rows a step pads by: sequences of a decode-only step, all tokens of a mixed step."""
-    return shape.tokens if not shape.is_pure_decode else shape.decode_seqs
+    """The rows a step pads by: sequences of a decode-only step, all tokens of a mixed step or of a speculative
+    verify step (q_len = 1 + k tokens per sequence: engines count verify capture sizes in tokens,
+    simulator/layouts/spec.py)."""
+    return shape.tokens if not shape.is_pure_decode or getattr(shape, "q_len", 1) > 1 else shape.decode_seqs
 
 
 def route_shape(graph: str, sizes: Sequence[int] | None, shape, *, backend: str = DEFAULT_BACKEND,

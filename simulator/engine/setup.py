@@ -115,9 +115,44 @@ class Capture:
         return replace(self, graph=graph, sizes=_sizes(sizes))
 
 
+DRAFT_GRAPH = {"vllm": "piecewise", "sglang": "full", "trtllm": "full"}  # the draft's graph mode per engine
+# (vLLM's drafters run piecewise graphs, PRs #17211, #25109; SGLang captures full draft and draft-extend graphs,
+# speculative/eagle_draft_cuda_graph_runner.py; TensorRT-LLM's one-model drafters run inside the target's graph)
+
+
+@dataclass(frozen=True)
+class SpecSetup:
+    """Speculative decoding of a step (simulator/engine/spec.py): k draft tokens, the acceptance model
+    (simulator/model/spec.py), the draft (eagle | mtp | a model preset or config.json), whose capture and routing
+    rules apply (`engine`: vllm, sglang, trtllm) and the draft's graph mode (None: the engine's, DRAFT_GRAPH)."""
+
+    k: int
+    acceptance: object  # simulator.model.spec.Acceptance (frozen, hashable)
+    draft: str = "eagle"
+    engine: str = "vllm"
+    draft_graph: str | None = None
+
+    def __post_init__(self):
+        from simulator.model.spec import check_k
+
+        check_k(self.k)
+        if getattr(self.acceptance, "k", None) != self.k:
+            raise SetupError(f"acceptance has {getattr(self.acceptance, 'k', '?')} per-position probabilities for "
+                             f"spec_tokens {self.k}")
+        if self.engine not in DRAFT_GRAPH:
+            raise SetupError(f"engine must be one of {', '.join(DRAFT_GRAPH)}, got '{self.engine}'")
+        if self.draft_graph is not None:
+            check_mode(self.draft_graph)
+
+    @property
+    def draft_mode(self) -> str:
+        return self.draft_graph or DRAFT_GRAPH[self.engine]
+
+
 @dataclass(frozen=True)
 class StepSetup:
-    """One step configuration, passed whole: model (sharded, dtyped), costs, fusion, implementation, capture."""
+    """One step configuration, passed whole: model (sharded, dtyped), costs, fusion, implementation, capture, and
+    speculative decoding (`spec`, None: plain decode; `capture.sizes` then count verify tokens)."""
 
     model: ModelSpec
     costs: CostModel = field(compare=False, hash=False, repr=False)
@@ -127,6 +162,7 @@ class StepSetup:
     capture: Capture = field(default_factory=Capture)
     cache: str = "static"  # impl hf: transformers' StaticCache or DynamicCache
     max_cache_len: int | None = None  # impl hf, static cache: slots (None: the step's context + 1)
+    spec: SpecSetup | None = None  # speculative decoding (engine/spec.py); None: plain decode
     recipe: str = field(default="", init=False, compare=False)  # the implementation built: impl, or the implied one
 
     def __post_init__(self):
@@ -137,19 +173,21 @@ class StepSetup:
 
     @classmethod
     def of(cls, model: ModelSpec, profile=None, fusion: str = "none", capture: Capture | None = None,
-           impl: str | None = None, cache: str = "static", max_cache_len: int | None = None) -> "StepSetup":
+           impl: str | None = None, cache: str = "static", max_cache_len: int | None = None,
+           spec: SpecSetup | None = None) -> "StepSetup":
         """A setup from a model and a profile name / path / Profile / CostModel (None: the default profile)."""
         _, costs, digest = resolve(profile)
-        return cls(model, costs, digest, fusion, impl, capture or Capture(), cache, max_cache_len)
+        return cls(model, costs, digest, fusion, impl, capture or Capture(), cache, max_cache_len, spec)
 
     @classmethod
     def from_options(cls, opts, model, profile, fusion: str, graph: str = "none",
-                     sizes: Sequence[int] | None = None) -> "StepSetup":
+                     sizes: Sequence[int] | None = None, spec_engine: str = "vllm") -> "StepSetup":
         """The setup of one configuration from a scenario's step options (config/stepopts.StepOptions, read by
         field name: dtype, kv_dtype, tensor_parallel_size, assume_family, attention_backend, prefill_layout, impl,
-        kv_cache, max_cache_len): `model` (name, path or ModelSpec) resolved (model/resolve.py), `profile` (name,
-        path, Profile or CostModel), `fusion`, and the capture: `graph`, decode `sizes` (None: every size
-        captured), the prefill sizes and attention backend."""
+        kv_cache, max_cache_len, spec_tokens, acceptance, draft): `model` (name, path or ModelSpec) resolved
+        (model/resolve.py), `profile` (name, path, Profile or CostModel), `fusion`, and the capture: `graph`, decode
+        `sizes` (None: every size captured; with spec_tokens they count verify tokens), the prefill sizes and
+        attention backend; with spec_tokens the speculative setup (`spec_engine`: whose draft routing applies)."""
         from simulator.layouts.prefill import parse_prefill_layout
         from simulator.model.resolve import resolve_model
 
@@ -160,8 +198,11 @@ class StepSetup:
             from simulator.model.profile import host_scaled
 
             profile = host_scaled(resolve(profile)[0], float(opts.host_canary_us))
+        spec = None
+        if getattr(opts, "spec_tokens", 0) and getattr(opts, "acceptance", None) is not None:
+            spec = SpecSetup(opts.spec_tokens, opts.spec_acceptance(), opts.draft, engine=spec_engine)
         return cls.of(m, profile, fusion, Capture.of(graph, sizes, pre, opts.attention_backend), impl=opts.impl,
-                      cache=opts.kv_cache, max_cache_len=opts.max_cache_len)
+                      cache=opts.kv_cache, max_cache_len=opts.max_cache_len, spec=spec)
 
     @property
     def profile(self):

@@ -57,7 +57,11 @@ class CostModel:
         self.compiled_entry_s = h.compiled_entry_us * US
         self.compiled_wrapper_s = h.compiled_wrapper_us * US
         self._gemm = {(t.n, t.k): t for t in d.tables.gemm}
-        self._attn = {(t.heads, t.kv_heads, t.head_dim): t for t in d.tables.attention}
+        self._attn = {(t.heads, t.kv_heads, t.head_dim): t for t in d.tables.attention if t.q_len == 1}
+        self._attn_q: dict[tuple[int, int, int], dict[int, object]] = {}  # verify tables by q_len (q_len > 1)
+        for t in d.tables.attention:
+            if t.q_len > 1:
+                self._attn_q.setdefault((t.heads, t.kv_heads, t.head_dim), {})[t.q_len] = t
         self._curves = {
             OpClass.ELEMENTWISE: d.tables.elementwise,
             OpClass.REDUCTION: d.tables.reduction or d.tables.elementwise,
@@ -87,6 +91,8 @@ class CostModel:
             v = None if t is None else _loglog(m, t.m, t.us)
             return None if v is None else v * US
         if op.op_class is OpClass.ATTENTION:
+            if op.dim("verify"):
+                return self.verify_attention_s(op)
             t = self._attn.get((op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim")))
             if t is None or op.dim("q_len", 1) != 1:
                 return None
@@ -96,6 +102,33 @@ class CostModel:
             return None
         v = _interp_curve(curve, op.bytes)
         return None if v is None else v * US
+
+    def verify_attention_s(self, op: Op) -> float | None:
+        """A speculative verify step's attention (q_len = 1 + k queries per sequence) from the profile's measured
+        q_len tables (`device.tables.attention[]` rows with `q_len` > 1): bilinear in (batch, ctx) at each measured
+        q_len, linear in q_len between the two measured q_lens around it. A profile without a table at or around
+        this q_len refuses (CostError): verify attention is never extrapolated from the q_len-1 decode table.
+        Outside the (batch, ctx) grid: None (the roofline), as for every table."""
+        q = op.dim("q_len")
+        key = (op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim"))
+        by_q = self._attn_q.get(key, {})
+        qs = sorted(by_q)
+        if not qs or q < qs[0] or q > qs[-1]:
+            have = f"measured q_len {', '.join(map(str, qs))}" if qs else "no q_len > 1 tables"
+            raise CostError(f"profile '{self.profile.name}' has no verify-attention table for q_len {q} at heads "
+                            f"{key[0]}/{key[1]}, head_dim {key[2]} ({have}; device.tables.attention[].q_len): "
+                            "speculative verify steps need it measured, not extrapolated from q_len 1")
+        if q in by_q:
+            t = by_q[q]
+            return _bilinear(t.batch, t.ctx, t.us, op.dim("batch"), op.dim("ctx"))
+        i = bisect.bisect_left(qs, q)
+        lo, hi = by_q[qs[i - 1]], by_q[qs[i]]
+        a = _bilinear(lo.batch, lo.ctx, lo.us, op.dim("batch"), op.dim("ctx"))
+        b = _bilinear(hi.batch, hi.ctx, hi.us, op.dim("batch"), op.dim("ctx"))
+        if a is None or b is None:
+            return None
+        w = (q - qs[i - 1]) / (qs[i] - qs[i - 1])
+        return a * (1 - w) + b * w
 
     def gpu_s(self, op: Op) -> float:
         if op.fixed_gpu_s is not None:

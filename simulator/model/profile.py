@@ -215,6 +215,8 @@ class AttentionTable(_Strict):
     heads: int
     kv_heads: int
     head_dim: int
+    q_len: int = Field(1, ge=1, description="query tokens per sequence (1: decode; 1 + k: a speculative verify "
+                                            "step); ctx counts keys, past + these q_len")
     batch: list[int] = Field(min_length=1)
     ctx: list[int] = Field(min_length=1)
     us: list[list[float]] = Field(description="us[i][j] for batch[i], ctx[j]")

@@ -41,23 +41,26 @@ class StepShape:
     dummy rows up to a captured graph's size (`routing.padded_shape`). Padding rows run every token-wise
     kernel (GEMMs, norms, elementwise, KV write, lm_head) but attend to nothing: vLLM gives a padded slot
     seq_len 0 and an empty query (`seq_lens[num_reqs:].fill(0)`, `query_start_loc` padded flat in
-    gpu_model_runner._prepare_inputs), so the attention kernel reads the real rows' KV only."""
+    gpu_model_runner._prepare_inputs), so the attention kernel reads the real rows' KV only.
+    `q_len` > 1: a speculative verify step, each decode sequence runs 1 + k query tokens (its last token and k
+    draft tokens, causal among themselves; simulator/model/spec.py) and takes logits for each of them."""
 
     decode_seqs: int
     ctx: int
     prefill_seqs: int = 0
     prefill_len: int = 0
     padding: int = 0
+    q_len: int = 1
 
     @property
     def tokens(self) -> int:
         """Rows the token-wise kernels run: real tokens + padding rows."""
-        return self.decode_seqs + self.prefill_seqs * self.prefill_len + self.padding
+        return self.decode_seqs * self.q_len + self.prefill_seqs * self.prefill_len + self.padding
 
     @property
     def attn_tokens(self) -> int:
         """Query rows the attention kernel runs (padding rows excluded)."""
-        return self.decode_seqs + self.prefill_seqs * self.prefill_len
+        return self.decode_seqs * self.q_len + self.prefill_seqs * self.prefill_len
 
     @property
     def seqs(self) -> int:
@@ -151,16 +154,20 @@ class _Builder:
         m, s, e = self.m, self.s, self.e
         hd, H, KV = m.head_dim, m.num_attention_heads, m.num_key_value_heads
         # decode rows: one query each over ctx past keys + its own (just written) key (a sliding layer: at most
-        # the window); prefill rows: causal over ctx + own chunk.
-        keys = min(s.ctx + 1, m.sliding_window) if m.sliding_at(layer) else s.ctx + 1
+        # the window); verify rows (q_len > 1): query i of a sequence over ctx + i + 1 keys (causal among the 1 + k
+        # new tokens); prefill rows: causal over ctx + own chunk.
+        q = s.q_len
+        keys = min(s.ctx + q, m.sliding_window) if m.sliding_at(layer) else s.ctx + q
         kv_len_pref = s.ctx + s.prefill_len
-        flops = 4.0 * H * hd * (s.decode_seqs * keys + s.prefill_seqs * s.prefill_len * (s.ctx + s.prefill_len / 2))
+        dec_pairs = q * s.ctx + q * (q + 1) / 2  # query-key pairs per decode sequence (= ctx + 1 at q_len 1)
+        flops = 4.0 * H * hd * (s.decode_seqs * dec_pairs + s.prefill_seqs * s.prefill_len * (s.ctx + s.prefill_len / 2))
         kv_read = 2 * KV * hd * e * (s.decode_seqs * keys + s.prefill_seqs * kv_len_pref)
         qo = 2 * s.attn_tokens * H * hd * e  # padding rows attend to nothing (StepShape)
+        extra = {"verify": 1} if q > 1 else {}  # costs.py: verify attention needs the profile's q_len tables
         self.add(
             "attention", OpClass.ATTENTION, path, flops, kv_read + qo,
             batch=s.seqs, q_len=max(1, s.attn_tokens // max(1, s.seqs)), ctx=keys,
-            heads=H, kv_heads=KV, head_dim=hd,
+            heads=H, kv_heads=KV, head_dim=hd, **extra,
         )
 
 
@@ -313,7 +320,7 @@ def _check_options(impl: str, cache: str, max_cache_len: int | None, shape: Step
         raise WorkloadError(f"unknown cache '{cache}': use one of {', '.join(R.CACHES)}")
     if impl != "hf" and (cache != "static" or max_cache_len is not None):
         raise WorkloadError(f"cache / max_cache_len are options of implementation 'hf', not '{impl}'")
-    need = shape.ctx + max(1, shape.prefill_len)
+    need = shape.ctx + max(1, shape.prefill_len, shape.q_len)
     if max_cache_len is None:
         return need
     if isinstance(max_cache_len, bool) or not isinstance(max_cache_len, int) or max_cache_len <= 0:
@@ -344,10 +351,15 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
         raise WorkloadError(f"context must be a positive integer, got {shape.ctx}")
     if shape.prefill_seqs and shape.prefill_len <= 0:
         raise WorkloadError(f"prefill_len must be positive, got {shape.prefill_len}")
-    total_ctx = shape.ctx + max(1, shape.prefill_len)
+    if isinstance(shape.q_len, bool) or not isinstance(shape.q_len, int) or shape.q_len < 1:
+        raise WorkloadError(f"q_len (1 + spec_tokens) must be a positive integer, got {shape.q_len!r}")
+    if shape.q_len > 1 and shape.prefill_seqs:
+        raise WorkloadError("a speculative verify step (q_len > 1) mixed with prefill rows is not modelled")
+    new = max(1, shape.prefill_len, shape.q_len)
+    total_ctx = shape.ctx + new
     if total_ctx > model.max_position_embeddings:
         raise WorkloadError(
-            f"context {shape.ctx} (+{max(1, shape.prefill_len)} new) exceeds {model.name}'s "
+            f"context {shape.ctx} (+{new} new) exceeds {model.name}'s "
             f"max_position_embeddings {model.max_position_embeddings}"
         )
     slots = _check_options(impl, cache, max_cache_len, shape)
@@ -387,7 +399,8 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
             _layer_fused(b, layer=i)
 
     _layers(b, model, shape, layer, fresh_first=fusion == "compiled")
-    last = shape.seqs + shape.padding  # logits for each sequence's last token (and each padding row)
+    # logits for each sequence's last token (each of a verify sequence's q_len tokens) and each padding row
+    last = shape.decode_seqs * shape.q_len + shape.prefill_seqs + shape.padding
     if eager:
         R.norm(b, "final_norm", T, H)
         b.gemm("lm_head", last, model.vocab_size, H)
@@ -399,14 +412,15 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
         b.gemm("lm_head", last, model.vocab_size, H)
     b.all_gather_logits(last)
     R.softcap(b, last, path=P.EAGER_ELEMENTWISE)
-    label = f"{model.name} {fusion} seqs={shape.seqs} tokens={T} ctx={shape.ctx}"
+    label = f"{model.name} {fusion} seqs={shape.seqs} tokens={T} ctx={shape.ctx}" + (
+        f" q_len={shape.q_len}" if shape.q_len > 1 else "")
     return Step(tuple(b.ops), label=label, layers=model.num_hidden_layers, tokens=T)
 
 
 def layers_repeat(model: ModelSpec, shape: StepShape, slots: int | None = None) -> bool:
     """Layers 1..L-1 build the same ops at this shape (what layer tiling assumes): false where sliding-window
     layers read fewer keys than full ones (gemma2 past its window, say). `slots`: an hf static cache's length."""
-    keys = max(slots or 0, shape.ctx + max(1, shape.prefill_len))
+    keys = max(slots or 0, shape.ctx + max(1, shape.prefill_len, shape.q_len))
     kinds = {model.sliding_at(i) and model.sliding_window < keys for i in range(1, model.num_hidden_layers)}
     return len(kinds) <= 1
 
@@ -417,7 +431,7 @@ def _layers(b: _Builder, model: ModelSpec, shape: StepShape, layer, fresh_first:
     L = model.num_hidden_layers
     built: dict[bool, list] = {}
     for i in range(L):
-        kind = model.sliding_at(i) and model.sliding_window < shape.ctx + max(1, shape.prefill_len)
+        kind = model.sliding_at(i) and model.sliding_window < shape.ctx + max(1, shape.prefill_len, shape.q_len)
         if i > 0 and kind in built:
             b.ops.extend(built[kind])
             continue

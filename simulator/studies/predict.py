@@ -11,15 +11,44 @@ from simulator.config.predict import PredictScenario
 
 
 def setup_of(sc: PredictScenario):
-    """The scenario's `StepSetup` (config/stepopts.build_setup) with its capture layout parsed."""
+    """The scenario's `StepSetup` (config/stepopts.build_setup) with its capture layout parsed. With spec_tokens a
+    layout naming an engine (vllm, sglang, trtllm) means that engine's verify capture sizes in tokens
+    (simulator/layouts/spec.py) and its draft routing; any other layout's sizes count verify tokens as given."""
     from simulator.config.stepopts import build_setup
 
-    sizes = None
+    sizes, engine = None, "vllm"
     if sc.layout is not None:
         from simulator.layouts.buckets import parse_layout
 
-        sizes = parse_layout(sc.layout)
-    return build_setup(sc, sc.model, sc.profile, sc.fusion, sc.graph, sizes)
+        if sc.spec_tokens and isinstance(sc.layout, str) and sc.layout in ("vllm", "sglang", "trtllm"):
+            from simulator.layouts.spec import spec_layout
+
+            engine = sc.layout
+            sizes = list(spec_layout(engine, sc.spec_tokens, tp=sc.tensor_parallel_size,
+                                     graph="piecewise" if sc.graph == "piecewise" else "full",
+                                     draft=sc.draft if sc.draft in ("eagle", "mtp") else "model").tokens)
+        else:
+            sizes = parse_layout(sc.layout)
+    return build_setup(sc, sc.model, sc.profile, sc.fusion, sc.graph, sizes, spec_engine=engine)
+
+
+def _spec(sc: PredictScenario, setup) -> tuple[dict, object]:
+    """The speculative step: the verify step's figures (the record's step fields) and the per-token ones
+    (simulator/engine/spec.py), against plain decode at the layout's plain sizes."""
+    from simulator.engine.spec import predict_spec_setup
+
+    base_sizes = None
+    if sc.layout is not None:
+        from simulator.layouts.buckets import parse_layout
+
+        base_sizes = parse_layout(sc.layout, tp=sc.tensor_parallel_size) if isinstance(sc.layout, str) \
+            else parse_layout(sc.layout)
+    sp = predict_spec_setup(setup, sc.batch, sc.ctx, sc.engine, sc.replicates, sc.seed, baseline_sizes=base_sizes)
+    d = {**sp.verify.as_dict(), **sp.as_dict(), "draft": sc.draft, "acceptance": sc.acceptance,
+         "spec_engine": setup.spec.engine, "q_len": 1 + sc.spec_tokens}
+    d.pop("draft_passes")
+    d["draft_passes"] = sp.draft_passes
+    return d, sp
 
 
 def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
@@ -31,14 +60,20 @@ def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
 
     setup = setup_of(sc)
     m = setup.model
-    extra = sc.prefill_len if sc.prefill_len > 1 else 1
+    extra = max(sc.prefill_len, 1 + sc.spec_tokens, 1)
     if sc.ctx + extra > m.max_position_embeddings:
         raise UserError(f"field 'ctx': {sc.ctx} (+{extra} new token(s)) exceeds {m.name}'s max_position_embeddings "
                         f"{m.max_position_embeddings}")
     shape = StepShape(sc.batch, sc.ctx, sc.prefill_seqs, sc.prefill_len)
-    p = predict_setup(setup, shape, sc.engine, sc.replicates, sc.seed)
-    d = {"model": sc.model, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "engine": sc.engine,
-         "impl": setup.recipe, **p.as_dict(), **tp_fields(m, setup.profile), **dtype_fields(m), **family_info(m)}
+    if setup.spec is not None:  # the verify step (q_len 1 + k) and its draft loop: engine/spec.py
+        sd, sp = _spec(sc, setup)
+        p = sp.verify
+        d = {"model": sc.model, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "engine": sc.engine,
+             "impl": setup.recipe, **sd, **tp_fields(m, setup.profile), **dtype_fields(m), **family_info(m)}
+    else:
+        p = predict_setup(setup, shape, sc.engine, sc.replicates, sc.seed)
+        d = {"model": sc.model, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "engine": sc.engine,
+             "impl": setup.recipe, **p.as_dict(), **tp_fields(m, setup.profile), **dtype_fields(m), **family_info(m)}
     d.update(_host_fields(setup, sc, p))
     if setup.recipe == "hf":
         d.update(kv_cache=setup.cache, max_cache_len=setup.max_cache_len or sc.ctx + 1 if setup.cache == "static"
