@@ -20,7 +20,7 @@ and log s is the inverse-distance mean (power 1) of the NN = 2 measured tables n
 
 The floor is the fastest measured GEMM at that M (cuBLAS's launch-to-finish floor of a small GEMM, 4-5 us on the
 H200; a roofline far below it is never reached). Tables of a degenerate shape (n or k below MIN_DIM, e.g. the MoE
-router's 64 x 1) take no part. M outside the tables' common grid: None (the caller's roofline), as for a
+router's 64 x 1) take no part, and such a shape is not priced (None: the roofline). M outside the tables' common grid: None (the caller's roofline), as for a
 measured shape outside its own grid.
 
 Kernel count (cuBLAS's split-K: a GEMM and its reduce kernel) of the table nearest in (ln(n k), W_K ln(k / n)),
@@ -78,7 +78,7 @@ class GemmFallback:
 
     def time_s(self, n: int, k: int, m: int) -> float | None:
         """Predicted seconds of one GEMM (m x k) @ (k x n), or None (no tables, or m outside their grid)."""
-        if not self.tables or n <= 0 or k <= 0 or not (self.m_lo <= m <= self.m_hi):
+        if not self.tables or n < MIN_DIM or k < MIN_DIM or not (self.m_lo <= m <= self.m_hi):
             return None
         x = _coord(n, k, W)
         d = [math.hypot(x[0] - a, x[1] - b) for a, b in self._x]
@@ -93,7 +93,7 @@ class GemmFallback:
 
     def kernels(self, n: int, k: int, m: int) -> int:
         """cuBLAS kernels per call (2: split-K plus its reduce) of the nearest table recording counts; else 1."""
-        if not self._counted or n <= 0 or k <= 0:
+        if not self._counted or n < MIN_DIM or k < MIN_DIM:
             return 1
         x = _coord(n, k, W_K)
         i = min(range(len(self._xk)), key=lambda j: (math.hypot(x[0] - self._xk[j][0], x[1] - self._xk[j][1]), j))

@@ -62,6 +62,9 @@ def test_degenerate_tables_take_no_part():
     a = GemmTable(n=64, k=1, m=[1], us=[2.0])
     assert GemmFallback([a], F, B).time_s(2048, 2048, 1) is None
     assert GemmFallback([], F, B).time_s(2048, 2048, 1) is None
+    b = GemmTable(n=1024, k=1024, m=[1], us=[5.0], kernels=[2])
+    assert GemmFallback([b], F, B).time_s(5, 7, 1) is None  # a shape below MIN_DIM is not priced: the roofline
+    assert GemmFallback([b], F, B).kernels(5, 7, 1) == 1
 
 
 @pytest.fixture(scope="module")
