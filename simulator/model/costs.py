@@ -3,7 +3,8 @@
 GPU time: a measured table where the profile has one for the op's class and shape (log-log
 interpolation between grid points: kernel time is close to a power law in bytes and tokens between
 neighbouring points, so this is exact for both the flat small-kernel floor and the linear
-bandwidth-bound tail), else a roofline with efficiency:
+bandwidth-bound tail); a GEMM whose (n, k) no table holds is priced from the measured tables' slowdowns
+over the roofline, interpolated across shapes (simulator/model/gemm_model.py); else a roofline with efficiency:
     t = max(flops / (peak * gemm_efficiency), bytes / (hbm * bw_efficiency), min_kernel).
 Host time: the profile's per-launch-path distribution at a quantile (0.5 = median).
 Everything the engines consume goes through `CostModel`; swapping the profile swaps every figure.
@@ -88,7 +89,9 @@ class CostModel:
         if op.op_class is OpClass.GEMM:
             t = self._gemm.get((op.dim("n"), op.dim("k")))
             m = op.dim("m")
-            v = None if t is None else _loglog(m, t.m, t.us)
+            if t is None:
+                return self.gemm_fallback_s(op)
+            v = _loglog(m, t.m, t.us)  # refuses outside the table's grid (model/tables.py POLICIES)
             return None if v is None else v * US
         if op.op_class is OpClass.ATTENTION:
             if op.dim("verify"):
@@ -189,7 +192,9 @@ class CostModel:
         if op.op_class is not OpClass.GEMM:
             return 1 if op.launches_kernel else 0
         t = self._gemm.get((op.dim("n"), op.dim("k")))
-        if t is None or t.kernels is None:
+        if t is None:
+            return self.gemm_fallback_kernels(op)
+        if t.kernels is None:
             return 1
         m = op.dim("m")
         key = (id(t), m)  # tables live as long as the cost model: their ids are stable keys
@@ -197,6 +202,31 @@ class CostModel:
         if v is None:
             i = int(np.argmin([abs(np.log(max(m, 1) / mm)) for mm in t.m]))
             v = self._kernels_cache[key] = int(t.kernels[i])
+        return v
+
+    # -- GEMM shapes the tables lack (simulator/model/gemm_model.py) ------------------------------------
+    @property
+    def gemm_fallback(self):
+        """The model of unmeasured GEMM shapes, built once from this profile's GEMM tables."""
+        fb = self.__dict__.get("_gemm_fb")
+        if fb is None:
+            from simulator.model.gemm_model import GemmFallback
+
+            fb = self.__dict__["_gemm_fb"] = GemmFallback(self.profile.device.tables.gemm, self.peak_flops, self.bw)
+        return fb
+
+    def gemm_fallback_s(self, op: Op) -> float | None:
+        """Time of a GEMM whose (n, k) no table holds: interpolated from the tables' measured slowdowns over
+        the roofline (gemm_model.py); None (the roofline) where the profile has no tables or m is off their grid."""
+        return self.gemm_fallback.time_s(op.dim("n"), op.dim("k"), op.dim("m"))
+
+    def gemm_fallback_kernels(self, op: Op) -> int:
+        """Kernels of a GEMM whose (n, k) no table holds: the split-K count of the nearest table (gemm_model.py)."""
+        m = op.dim("m")
+        key = ("fb", op.dim("n"), op.dim("k"), m)
+        v = self._kernels_cache.get(key)
+        if v is None:
+            v = self._kernels_cache[key] = self.gemm_fallback.kernels(op.dim("n"), op.dim("k"), m)
         return v
 
     def step_kernels(self, ops) -> int:
