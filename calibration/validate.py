@@ -100,7 +100,7 @@ def validate(measured: dict, profile, replicates: int = 60, source: str = "") ->
     """Prediction rows for every measured row, graph mode and regime, plus the summary per mode."""
     from simulator.model.costs import CostModel
 
-    costs = CostModel(profile)
+    CostModel(profile)  # validates the profile's tables before any row is read
     out = []
     for r in measured["rows"]:
         for graph, key in (("none", "eager"), ("full", "full")):
@@ -138,7 +138,7 @@ def kernel_rows(counts: dict, compiled: list[dict], profile) -> list[dict]:
     from simulator.model.models import load_model
     from simulator.model.workload import build_step, decode
 
-    costs = CostModel(profile)
+    CostModel(profile)  # validates the profile's tables before any row is read
     rows = []
     for r in list(counts.get("rows", [])) + [x for c in compiled for x in c.get("rows", [])]:
         if r.get("graph") != "none":

@@ -521,7 +521,6 @@ def attention_table(T, quick, shapes=None, ctxs=None):
 
 def draft_loop(T, quick):
     """1-layer reference decoder (qwen3-0.6b shape) + lm_head; one graph = step + argmax fed back into ids."""
-    import torch
 
     from ..reference_decoder import Runner, make_weights
 
@@ -645,7 +644,6 @@ def job_verify_hf(out_dir, quick):
 def _trace_of(fn, steps, layer_modules=None, shapes=True):
     """Profile `steps` calls of fn, each in a record_function('round_f_step{i}'), decoder layers annotated
     'round_f_layer{j}' by forward hooks. Returns (path of the exported Chrome trace, events)."""
-    import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
     hooks, stack = [], []

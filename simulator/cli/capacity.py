@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from . import app, choices
+from . import app
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import dumps

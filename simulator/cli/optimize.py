@@ -3,7 +3,6 @@ memory and capture-time budgets, compared with the engines' presets."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Optional

@@ -159,7 +159,6 @@ def export_trace_cmd(
 def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, engine, replicates, seed,
                          prefill_seqs, as_json) -> None:
     """`launchsim predict --workload W`: the imported step under graph / fusion / batch what-ifs."""
-    import json
 
     from simulator.traces.predict import predict_workload, result_dict
 

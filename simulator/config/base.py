@@ -8,8 +8,6 @@ model from flags do not pay for PyYAML).
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt
 
-from .base import Batch, Strict, Tokens
+from .base import Tokens
 from .stepopts import StepOptions
 from simulator.common import limits as L
 from simulator.common import vocab as V

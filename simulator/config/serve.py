@@ -13,7 +13,7 @@ from simulator.common import limits as L
 from simulator.common import vocab as V
 from .step import FusionName, GraphName
 
-from .specs import ATTENTION_BACKEND_HELP, PREFILL_LAYOUT_HELP, LayoutSizes, PrefillLayout
+from .specs import LayoutSizes
 
 
 class LengthModel(Strict):

@@ -9,7 +9,6 @@ from pydantic import Field, PositiveInt, model_validator
 
 from .base import Batch, Seed, Strict, Tokens
 from .stepopts import ShardedStepOptions
-from simulator.common import limits as L
 from simulator.common import vocab as V
 
 MAX_STEP_SIMULATIONS = 50_000  # about a minute of fast-engine steps

@@ -19,15 +19,14 @@ kernels are not in the step (the engine loop's sampling, simulator/engine/steplo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from simulator.common.errors import UserError
-from simulator.engine.predict import predict, simulate
+from simulator.engine.predict import simulate
 from simulator.engine.routing import DEFAULT_BACKEND, lowered_pure, route
 from simulator.engine.setup import DRAFT_GRAPH, SetupError, SpecSetup  # noqa: F401 (re-exported)
-from simulator.model.costs import CostModel
 from simulator.model.models import ModelSpec, load_model
 from simulator.model.profile import Profile, load_profile
-from simulator.model.spec import Acceptance, Draft, check_k, draft_for, draft_loop, draft_step
+from simulator.model.spec import Acceptance, Draft, draft_for, draft_loop, draft_step
 from simulator.model.workload import StepShape
 
 SpecStepError = SetupError  # a speculative setting that cannot be honoured
@@ -64,7 +63,7 @@ class SpecPrediction:
     draft_passes: list = field(default_factory=list)  # [{"tokens", "count", "padded", "mode", "ms"}]
     verify_graph: str = ""  # the graph mode verify steps ran in (verify_graph_mode)
     notes: list = field(default_factory=list)
-    verify: object = None  # the verify step's engine.predict.Prediction
+    verify: Any = None  # the verify step's engine.predict.Prediction
 
     @property
     def step_ms(self) -> float:

@@ -199,7 +199,7 @@ def infer_reads(ops: Sequence[Op], feeds: Mapping[str, tuple[str, ...]] | None =
         reads.append(r)
         if p != prev_prefix:
             run_ops = {}
-        run_ops[op.name] = i  # noqa: the run's ops by name, for _STEP_READS
+        run_ops[op.name] = i  # the run's ops by name, for _STEP_READS
         prev_prefix, prev_in_run = p, i
         last_of[p] = i
         last_of[op.name] = i

@@ -13,7 +13,6 @@ from simulator.common.jsonfile import validate_versioned
 from simulator.model.profile_check import check_profile, read_profile_file
 from simulator.model.profile_moe import Fp8QuantTable, GroupedGemmTable, RoutingTable
 
-import json
 from pathlib import Path
 from typing import Literal
 

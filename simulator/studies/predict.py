@@ -5,6 +5,7 @@ two-lane report. Returns the JSON record the command prints; the CLI only fills 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from simulator.common.errors import UserError
 from simulator.config.predict import PredictScenario
@@ -32,7 +33,7 @@ def setup_of(sc: PredictScenario):
     return build_setup(sc, sc.model, sc.profile, sc.fusion, sc.graph, sizes, spec_engine=engine)
 
 
-def _spec(sc: PredictScenario, setup) -> tuple[dict, object]:
+def _spec(sc: PredictScenario, setup) -> tuple[dict, Any]:
     """The speculative step: the verify step's figures (the record's step fields) and the per-token ones
     (simulator/engine/spec.py), against plain decode at the layout's plain sizes."""
     from simulator.engine.spec import predict_spec_setup

@@ -30,7 +30,6 @@ def test_canary_zero_start_fails():
 def test_timing_modules_never_import_the_profiler():
     """The timing process's modules reach no profiling code (counts live in child_counts.py)."""
     import ast
-    from pathlib import Path
 
     root = ROOT / "calibration"
     for name in ("child_timing.py", "depth_sweep.py", "microbench.py", "tables.py", "streams.py",

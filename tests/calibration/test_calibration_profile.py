@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
-from calibration.build_profile import build, derive_h100
+from calibration.build_profile import derive_h100
 from simulator.model.profile import DEFAULT_PROFILE, PROFILE_DIR, ProfileError, load_profile, parse_profile
 from tests.paths import ROOT
 

@@ -5,7 +5,6 @@ and no NaN / Infinity in JSON."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

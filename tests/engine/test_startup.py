@@ -3,7 +3,6 @@ row against its target, the `startup` command, and that graph-memory / optimizer
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

@@ -4,7 +4,6 @@ fusion level, config.json MoE fields, refusals, and the CLI / scenario field end
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings

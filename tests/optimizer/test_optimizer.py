@@ -3,7 +3,6 @@ arithmetic equal to GraphMemoryModel, CLI errors and output, and a golden scenar
 
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest

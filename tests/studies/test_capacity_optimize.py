@@ -4,7 +4,6 @@ point; the preset stays a candidate, so the optimized answer never loses to it, 
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import yaml

@@ -4,7 +4,6 @@ LAUNCHSIM_REGEN_GOLDEN=1 when the model changes, and say why in the commit)."""
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 

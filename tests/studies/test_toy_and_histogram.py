@@ -4,7 +4,6 @@ from the seed's arithmetic (s13_cuda_graphs.py: 32 layers, 6 µs per launch, 0.8
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import yaml

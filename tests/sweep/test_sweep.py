@@ -2,7 +2,6 @@
 resumability from the on-disk cache, local processes == inline == Ray, and the `sweep` scenario kind."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 from hypothesis import given, settings

@@ -397,7 +397,7 @@ _CLASSES = [OpClass.GEMM, OpClass.ATTENTION, OpClass.ELEMENTWISE, OpClass.REDUCT
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(_CLASSES), st.floats(0.5, 50.0), st.booleans()), min_size=1, max_size=40))
 def test_fusion_invariants(items):
-    seq = [(f"aten::index_copy_" if m and c is OpClass.ELEMENTWISE else f"k{i}", c, t,
+    seq = [("aten::index_copy_" if m and c is OpClass.ELEMENTWISE else f"k{i}", c, t,
             "gpu_memcpy" if m and c is OpClass.COPY else "kernel") for i, (c, t, m) in enumerate(items)]
     merged = fuse(seq)
     assert [i for f in merged for i in f.members] == list(range(len(seq)))  # every kernel once, in order
