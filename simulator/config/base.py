@@ -33,7 +33,8 @@ Micros = Annotated[float, Field(ge=0, le=L.MAX_US)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # defer_build: a model's validator is built on its first use, so loading the package builds only the kinds used
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 def format_loc(loc: tuple) -> str:
