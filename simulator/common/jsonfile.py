@@ -197,8 +197,96 @@ def finite(obj):
 
 
 def dumps(obj, **kw) -> str:
-    """json.dumps that never writes NaN or Infinity (they become null)."""
+    """json.dumps that never writes NaN or Infinity (they become null).
+
+    Without keyword arguments, and with `indent=2` alone (what `write_json` writes), the text is the same as
+    `json.dumps(finite(obj), allow_nan=False, default=_default, **kw)` character for character, made in time
+    linear in the size of `obj`: the C encoder writes each container of plain values (`indent=2` would otherwise
+    run json's pure-Python encoder), and `finite`'s copy is made only where a NaN or infinity is found."""
+    if not kw:
+        try:
+            return _COMPACT.encode(obj)
+        except ValueError:  # a non-finite float somewhere: the copy with None in its place
+            return json.dumps(finite(obj), allow_nan=False, default=_default)
+    if kw == {"indent": 2}:
+        parts: list[str] = []
+        _indented(obj, 0, parts)
+        return "".join(parts)
     return json.dumps(finite(obj), allow_nan=False, default=_default, **kw)
+
+
+_COMPACT = json.JSONEncoder(allow_nan=False, default=lambda o: _default(o))
+_PLAIN = (str, int, float, type(None))  # bool is an int; subclasses (numpy float64, str enums) encode alike
+_ENC: dict[int, json.JSONEncoder] = {}  # depth -> encoder whose item separator is json's indent=2 line break
+
+
+def _flat_encoder(depth: int) -> json.JSONEncoder:
+    e = _ENC.get(depth)
+    if e is None:
+        e = _ENC[depth] = json.JSONEncoder(allow_nan=False, separators=(",\n" + "  " * (depth + 1), ": "))
+    return e
+
+
+def _key(k) -> str:
+    """A dict key as json writes it (str, or float/int/bool/None turned into a string)."""
+    if isinstance(k, str):
+        return json.encoder.encode_basestring_ascii(k)
+    if isinstance(k, (int, float)) or k is None:
+        return json.encoder.encode_basestring_ascii(json.dumps(k, allow_nan=False))
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
+
+
+def _indented(obj, depth: int, out: list[str]) -> None:
+    """Append `json.dumps(finite(obj), indent=2, allow_nan=False, default=_default)`'s text for `obj` at `depth`."""
+    if isinstance(obj, _PLAIN):
+        if isinstance(obj, float) and not math.isfinite(obj):
+            out.append("null")
+        else:
+            out.append(_COMPACT.encode(obj))
+        return
+    if isinstance(obj, dict):
+        if not obj:
+            out.append("{}")
+            return
+        if all(isinstance(v, _PLAIN) for v in obj.values()):  # one C call: '{"a": 1,\n    "b": 2}'
+            try:
+                text = _flat_encoder(depth).encode(obj)
+            except ValueError:  # a non-finite value: written one by one below
+                pass
+            else:
+                pad = "  " * (depth + 1)
+                out.append("{\n" + pad + text[1:-1] + "\n" + "  " * depth + "}")
+                return
+        pad = "\n" + "  " * (depth + 1)
+        first = True
+        for k, v in obj.items():
+            out.append(("{" if first else ",") + pad + _key(k) + ": ")
+            first = False
+            _indented(v, depth + 1, out)
+        out.append("\n" + "  " * depth + "}")
+        return
+    if isinstance(obj, (list, tuple)):
+        if not obj:
+            out.append("[]")
+            return
+        if all(isinstance(v, _PLAIN) for v in obj):
+            try:
+                text = _flat_encoder(depth).encode(list(obj))
+            except ValueError:
+                pass
+            else:
+                out.append("[\n" + "  " * (depth + 1) + text[1:-1] + "\n" + "  " * depth + "]")
+                return
+        pad = "\n" + "  " * (depth + 1)
+        for i, v in enumerate(obj):
+            out.append(("[" if i == 0 else ",") + pad)
+            _indented(v, depth + 1, out)
+        out.append("\n" + "  " * depth + "]")
+        return
+    if hasattr(obj, "tolist") or hasattr(obj, "item") or hasattr(obj, "model_dump"):
+        _indented(_default(obj), depth, out)
+        return
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")  # as _default says
 
 
 def write_json(path: str | Path, obj) -> Path:

@@ -111,6 +111,17 @@ def _first(rows: list[dict], **fixed) -> list[dict]:
     return [r for r in rows if all(r[k] == v for k, v in fixed.items())]
 
 
+def budget_lines(fig: go.Figure, xs: list[float]) -> None:
+    """One dashed vertical line with a "budget X MiB" label per x, set in one layout update: the same shapes and
+    annotations as `fig.add_vline(x, line_dash="dash", annotation_text=...)` per x, whose cost grows with the
+    square of the number of lines (each call re-validates every shape already there)."""
+    shapes = [dict(type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="y domain", line=dict(dash="dash"))
+              for x in xs]
+    notes = [dict(text=f"budget {x:g} MiB", x=x, xref="x", y=1, yref="y domain", showarrow=False, xanchor="left",
+                  yanchor="top") for x in xs]
+    fig.update_layout(shapes=list(fig.layout.shapes) + shapes, annotations=list(fig.layout.annotations) + notes)
+
+
 def figures(rows: list[dict]) -> list[go.Figure]:
     if not rows:
         return []
@@ -128,8 +139,7 @@ def figures(rows: list[dict]) -> list[go.Figure]:
             x=[r["graph_bytes"] / MiB for r in rs], y=[100 * r["waste"] for r in rs], mode="markers", name=lay,
             marker=dict(size=10, symbol=[symbols[models.index(r["model"]) % len(symbols)] for r in rs]),
             text=[f"{r['model']} {r['fusion']}/{r['graph']} {r['distribution']}" for r in rs]))
-    for b in sorted({r["budget_bytes"] for r in rows}):
-        f1.add_vline(x=b / MiB, line_dash="dash", annotation_text=f"budget {b / MiB:g} MiB")
+    budget_lines(f1, sorted({r["budget_bytes"] / MiB for r in rows}))
     f1.update_layout(title="Padding waste vs pinned graph memory, per layout (marker shape: model)",
                      xaxis_title="pinned graph memory (MiB)", yaxis_title="padded rows / all rows (%)", height=480)
     figs.append(f1)
