@@ -209,9 +209,7 @@ def dumps(obj, **kw) -> str:
         except ValueError:  # a non-finite float somewhere: the copy with None in its place
             return json.dumps(finite(obj), allow_nan=False, default=_default)
     if kw == {"indent": 2}:
-        parts: list[str] = []
-        _indented(obj, 0, parts)
-        return "".join(parts)
+        return indented(obj)
     return json.dumps(finite(obj), allow_nan=False, default=_default, **kw)
 
 
@@ -236,8 +234,22 @@ def _key(k) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
 
 
-def _indented(obj, depth: int, out: list[str]) -> None:
+def indented(obj, known: dict[int, str] | None = None) -> str:
+    """`dumps(obj, indent=2)`. `known`: id(value) -> `indented(value)` already made for a value inside `obj` (a
+    sweep's rows, written alone and inside result.json): its text is reused, indented to its depth (JSON strings
+    hold no raw line breaks, so every line break in it is the layout's)."""
+    parts: list[str] = []
+    _indented(obj, 0, parts, known or {})
+    return "".join(parts)
+
+
+def _indented(obj, depth: int, out: list[str], known: dict[int, str] | None = None) -> None:
     """Append `json.dumps(finite(obj), indent=2, allow_nan=False, default=_default)`'s text for `obj` at `depth`."""
+    if known:
+        text = known.get(id(obj))
+        if text is not None:
+            out.append(text.replace("\n", "\n" + "  " * depth) if depth else text)
+            return
     if isinstance(obj, _PLAIN):
         if isinstance(obj, float) and not math.isfinite(obj):
             out.append("null")
@@ -262,7 +274,7 @@ def _indented(obj, depth: int, out: list[str]) -> None:
         for k, v in obj.items():
             out.append(("{" if first else ",") + pad + _key(k) + ": ")
             first = False
-            _indented(v, depth + 1, out)
+            _indented(v, depth + 1, out, known)
         out.append("\n" + "  " * depth + "}")
         return
     if isinstance(obj, (list, tuple)):
@@ -280,17 +292,18 @@ def _indented(obj, depth: int, out: list[str]) -> None:
         pad = "\n" + "  " * (depth + 1)
         for i, v in enumerate(obj):
             out.append(("[" if i == 0 else ",") + pad)
-            _indented(v, depth + 1, out)
+            _indented(v, depth + 1, out, known)
         out.append("\n" + "  " * depth + "]")
         return
     if hasattr(obj, "tolist") or hasattr(obj, "item") or hasattr(obj, "model_dump"):
-        _indented(_default(obj), depth, out)
+        _indented(_default(obj), depth, out, known)
         return
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")  # as _default says
 
 
-def write_json(path: str | Path, obj) -> Path:
-    return atomic_write_text(path, dumps(obj, indent=2) + "\n")
+def write_json(path: str | Path, obj, known: dict[int, str] | None = None) -> Path:
+    """`obj` as `dumps(obj, indent=2)` plus a line break; `known`: as `indented`'s."""
+    return atomic_write_text(path, (indented(obj, known) if known else dumps(obj, indent=2)) + "\n")
 
 
 def _default(o):

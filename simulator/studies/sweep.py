@@ -15,7 +15,7 @@ from simulator.config.sweep import NamedDistribution, SweepScenario
 from simulator.layouts.distribution import BatchDistribution
 from simulator.model.models import load_model
 from simulator.report.html import table_html, write_csv, write_html
-from simulator.common.jsonfile import write_json
+from simulator.common.jsonfile import indented, write_json
 from simulator.sweep.grid import Point, point_for, run_points
 
 MiB = 1 << 20
@@ -83,8 +83,9 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
     }
     if out is not None:
         write_csv(out / "results.csv", rows)
-        write_json(out / "results.json", rows)
-        write_json(out / "result.json", result)
+        rows_text = indented(rows)  # written twice: alone and inside result.json
+        write_json(out / "results.json", rows, {id(rows): rows_text})
+        write_json(out / "result.json", result, {id(rows): rows_text})
         write_html(out / "report.html", f"launchsim: {sc.name}", figures(rows),
                    [memory_table(rows), table_html(rows, "All grid points")],
                    intro=f"{sc.description} {len(points)} points ({run.computed} computed, {run.cached} from "

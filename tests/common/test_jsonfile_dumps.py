@@ -70,3 +70,13 @@ def test_errors_as_before():
                 assert type(e) is want
             else:
                 raise AssertionError(f"{bad!r} was written")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.dictionaries(st.text(max_size=4), scalars, max_size=4), max_size=6), values)
+def test_known_text_reused_at_any_depth(rows, other):
+    from simulator.common.jsonfile import indented
+
+    known = {id(rows): indented(rows)}
+    for obj in (rows, {"a": other, "rows": rows}, [other, {"x": [rows]}]):
+        assert indented(obj, known) == reference(obj, indent=2)
