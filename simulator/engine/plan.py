@@ -83,9 +83,11 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
     return lower(step, costs, mode, quantile)
 
 
-def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5) -> LaunchPlan:
+def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: dict | None = None) -> LaunchPlan:
     """Lower a step to launches under a *plan mode* (`none`, `full`, `piecewise`: what `routing.route` decided;
-    no second routing pass). `quantile` picks host costs from the profile."""
+    no second routing pass). `quantile` picks host costs from the profile. `memo` (optional, owned by the caller,
+    e.g. a run's StepCostCache): keeps each Op object's costs under this cost model between calls, so a step
+    lowered in several plan modes is costed once (the same figures: the cost model's functions of the op)."""
     if mode not in PLAN_MODES:
         raise PlanError(f"unknown plan mode '{mode}': use one of {', '.join(PLAN_MODES)}")
     ops = step.ops
@@ -95,22 +97,29 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5) -> Lau
     extra = 0
     # layers repeat the same Op objects: each object is costed once (by id: the step holds every op);
     # a kernel's entry is (gpu s, extra kernels, name, trace-timed); the costs' figures are read once per call
-    km: dict[int, tuple] = {}
-    hm: dict[int, float] = {}
+    if memo is None:
+        km: dict[int, tuple] = {}
+        hm: dict[int, tuple] = {}
+    else:  # entries hold the op (and the memo the cost model), so the ids stay theirs while they are kept
+        hit = memo.get(id(costs))
+        if hit is None:
+            hit = memo[id(costs)] = (costs, {}, {})
+        km = hit[1]
+        hm = hit[2] if quantile == 0.5 else {}
     cost_gpu, cost_kernels, cost_host = costs.gpu_s, costs.gemm_kernels, costs.host_s
     eager_gap = costs.eager_gap_s
 
     def kernel(o) -> tuple:
         v = km.get(id(o))
         if v is None:
-            v = km[id(o)] = (cost_gpu(o), cost_kernels(o) - 1, o.name, o.fixed_gpu_s is not None)
+            v = km[id(o)] = (cost_gpu(o), cost_kernels(o) - 1, o.name, o.fixed_gpu_s is not None, o)
         return v
 
     def host_of(o) -> float:
         v = hm.get(id(o))
         if v is None:
-            v = hm[id(o)] = cost_host(o, quantile)
-        return v
+            v = hm[id(o)] = (cost_host(o, quantile), o)
+        return v[0]
 
     pending_host = 0.0
     compiled = any(o.path in _COMPILED_PATHS for o in ops)
@@ -124,7 +133,7 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5) -> Lau
         labels.append(f"graph replay ({n} nodes)")
         first = True
         for o in seg:
-            g, x, name, traced = kernel(o)
+            g, x, name, traced, _ = kernel(o)
             node = node_trace_s if traced else node_s
             gpu.append(g)
             extra += x
@@ -146,7 +155,7 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5) -> Lau
                 host.append(host_of(o))
                 counts.append(1)
                 labels.append(o.name)
-                g, x, name, _ = kernel(o)
+                g, x, name, _, _ = kernel(o)
                 gpu.append(g)
                 extra += x
                 gap.append(eager_gap + x * eager_gap)
@@ -162,7 +171,7 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5) -> Lau
             if o.launches_kernel:
                 host.append(pending_host)
                 pending_host = 0.0
-                g, x, name, _ = kernel(o)
+                g, x, name, _, _ = kernel(o)
                 gpu.append(g)
                 extra += x
                 gap.append(eager_gap + x * eager_gap)
