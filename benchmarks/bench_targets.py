@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import cpu_name  # noqa: E402  (benchmarks/machine.py)
+from machine import cpu_name  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -114,7 +114,7 @@ def run_process(cmd: list[str]) -> tuple[float, float, str]:
     """(wall s, CPU s of the process and its waited-for children, stdout) of one fresh process."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
@@ -169,13 +169,14 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown target(s) {', '.join(unknown)}: use {', '.join(TARGETS)}")
     now = dt.datetime.now(dt.timezone.utc)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            check=False).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
+                           text=True, check=False).stdout.strip()
     lines = [f"launchsim speed targets (issue 24), {now:%Y-%m-%d %H:%M} UTC, commit {commit}{' (modified)' if dirty else ''}",
-             f"machine: {cpu_name()} ({platform.machine()}), {os.cpu_count()} cores (nproc), python "
-             f"{platform.python_version()}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')}; "
-             f"load average at start {os.getloadavg()[0]:.2f}; median of {a.repeats} fresh processes per target"]
+             (f"machine: {cpu_name()} ({platform.machine()}), {os.cpu_count()} cores (nproc), python "
+              f"{platform.python_version()}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')}; "
+              f"load average at start {os.getloadavg()[0]:.2f}; median of {a.repeats} fresh processes per target")]
     hdr = f"{'target':<10} {'goal':>11} {'wall (median)':>14} {'CPU (median)':>13} {'met wall':>8} {'met CPU':>8}  note"
     lines += [hdr, "-" * (len(hdr) + 30)]
     for ln in lines:

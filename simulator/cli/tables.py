@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # rich is imported on the first table or line printed (`--jso
     from rich.console import Console
 
 
-def _console(stderr: bool = False) -> "Console":
+def _console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
@@ -36,7 +36,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _out() -> "Console":
+def _out() -> Console:
     return __getattr__("console") if "console" not in globals() else globals()["console"]
 
 # dropped first when a table is too wide for the terminal (columns not listed go next, from the right)
@@ -90,7 +90,7 @@ def _is_num(v) -> bool:
 
 
 def print_rows(rows: list[dict], title: str, columns: list[str] | None = None, limit: int | None = 60,
-               where: str | None = None, more: str | None = None, out: "Console | None" = None) -> None:
+               where: str | None = None, more: str | None = None, out: Console | None = None) -> None:
     """A table of `rows` (first `limit`; None or 0: all). `where` names the file holding every row and column;
     `more` says how to print every row (e.g. "--rows 0")."""
     if not rows:
@@ -125,7 +125,7 @@ def print_rows(rows: list[dict], title: str, columns: list[str] | None = None, l
     out.print(t)
 
 
-def print_record(d: dict, title: str, keys: list[str] | None = None, out: "Console | None" = None) -> None:
+def print_record(d: dict, title: str, keys: list[str] | None = None, out: Console | None = None) -> None:
     """One result as a two-column key/value table (every field visible at any terminal width)."""
     from rich.table import Table
     from rich.text import Text

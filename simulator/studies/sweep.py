@@ -116,10 +116,10 @@ def budget_lines(fig: go.Figure, xs: list[float]) -> None:
     """One dashed vertical line with a "budget X MiB" label per x, set in one layout update: the same shapes and
     annotations as `fig.add_vline(x, line_dash="dash", annotation_text=...)` per x, whose cost grows with the
     square of the number of lines (each call re-validates every shape already there)."""
-    shapes = [dict(type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="y domain", line=dict(dash="dash"))
-              for x in xs]
-    notes = [dict(text=f"budget {x:g} MiB", x=x, xref="x", y=1, yref="y domain", showarrow=False, xanchor="left",
-                  yanchor="top") for x in xs]
+    shapes = [{"type": "line", "x0": x, "x1": x, "xref": "x", "y0": 0, "y1": 1, "yref": "y domain",
+               "line": {"dash": "dash"}} for x in xs]
+    notes = [{"text": f"budget {x:g} MiB", "x": x, "xref": "x", "y": 1, "yref": "y domain", "showarrow": False,
+              "xanchor": "left", "yanchor": "top"} for x in xs]
     fig.update_layout(shapes=list(fig.layout.shapes) + shapes, annotations=list(fig.layout.annotations) + notes)
 
 
