@@ -138,7 +138,7 @@ def kernel_rows(counts: dict, compiled: list[dict], profile) -> list[dict]:
     from simulator.model.models import load_model
     from simulator.model.workload import build_step, decode
 
-    CostModel(profile)  # validates the profile's tables before any row is read
+    costs = CostModel(profile)
     rows = []
     for r in list(counts.get("rows", [])) + [x for c in compiled for x in c.get("rows", [])]:
         if r.get("graph") != "none":

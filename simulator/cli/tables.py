@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:  # rich is imported on the first table or line printed (`--json` output never imports it)
+    from rich.console import Console
 
 
 def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     tty = stream.isatty()
     # not a terminal (a pipe, a file): wide enough not to wrap, no colour codes; COLUMNS still wins
@@ -26,7 +28,16 @@ def _console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, width=width, highlight=False, markup=False, emoji=False)
 
 
-console = _console()
+def __getattr__(name: str):
+    """`console` (stdout) is made on first use, so that importing this module does not import rich."""
+    if name == "console":
+        c = globals()["console"] = _console()
+        return c
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _out() -> Console:
+    return __getattr__("console") if "console" not in globals() else globals()["console"]
 
 # dropped first when a table is too wide for the terminal (columns not listed go next, from the right)
 LOW_VALUE = ["runs", "graphs", "capture_s", "graph_gib", "kv_gib", "budgets", "graph_MiB", "host_calls",
@@ -82,9 +93,12 @@ def print_rows(rows: list[dict], title: str, columns: list[str] | None = None, l
                where: str | None = None, more: str | None = None, out: Console | None = None) -> None:
     """A table of `rows` (first `limit`; None or 0: all). `where` names the file holding every row and column;
     `more` says how to print every row (e.g. "--rows 0")."""
-    out = out or console
     if not rows:
         return
+    from rich.table import Table
+    from rich.text import Text
+
+    out = out or _out()
     cols = columns or [k for k in rows[0] if not isinstance(rows[0][k], (list, dict))]
     shown = rows if not limit else rows[:limit]
     table = {c: [cell(r.get(c)) for r in shown] for c in cols}
@@ -113,7 +127,10 @@ def print_rows(rows: list[dict], title: str, columns: list[str] | None = None, l
 
 def print_record(d: dict, title: str, keys: list[str] | None = None, out: Console | None = None) -> None:
     """One result as a two-column key/value table (every field visible at any terminal width)."""
-    out = out or console
+    from rich.table import Table
+    from rich.text import Text
+
+    out = out or _out()
     t = Table(title=Text(title), title_justify="left", show_header=False)
     t.add_column("field", no_wrap=True)
     t.add_column("value", overflow="fold")
@@ -132,4 +149,6 @@ def raw_lines(lines) -> None:
 
 def say(msg: str) -> None:
     """A plain line on stdout, through the console (no markup; soft-wrapped only by the terminal)."""
-    console.print(Text(msg), soft_wrap=True)
+    from rich.text import Text
+
+    _out().print(Text(msg), soft_wrap=True)

@@ -197,41 +197,113 @@ def finite(obj):
 
 
 def dumps(obj, **kw) -> str:
-    """json.dumps that never writes NaN or Infinity (they become null). Tries the plain encoder first (C, one
-    pass) and walks the value to replace non-finite numbers only when there are some."""
-    try:
-        if not kw:
-            return _ENC.encode(obj)
-        return json.dumps(obj, allow_nan=False, default=_default, **kw)
-    except ValueError:
-        return json.dumps(finite(obj), allow_nan=False, default=_default, **kw)
+    """json.dumps that never writes NaN or Infinity (they become null).
+
+    Without keyword arguments, and with `indent=2` alone (what `write_json` writes), the text is the same as
+    `json.dumps(finite(obj), allow_nan=False, default=_default, **kw)` character for character, made in time
+    linear in the size of `obj`: the C encoder writes each container of plain values (`indent=2` would otherwise
+    run json's pure-Python encoder), and `finite`'s copy is made only where a NaN or infinity is found."""
+    if not kw:
+        try:
+            return _COMPACT.encode(obj)
+        except ValueError:  # a non-finite float somewhere: the copy with None in its place
+            return json.dumps(finite(obj), allow_nan=False, default=_default)
+    if kw == {"indent": 2}:
+        return indented(obj)
+    return json.dumps(finite(obj), allow_nan=False, default=_default, **kw)
 
 
-_ENC = json.JSONEncoder(allow_nan=False, default=lambda o: _default(o))  # one compact encoder, reused
-LONG_LIST = 200  # write_json puts each element of a longer list on one line of its own
+_COMPACT = json.JSONEncoder(allow_nan=False, default=lambda o: _default(o))
+_PLAIN = (str, int, float, type(None))  # bool is an int; subclasses (numpy float64, str enums) encode alike
+_ENC: dict[int, json.JSONEncoder] = {}  # depth -> encoder whose item separator is json's indent=2 line break
 
 
-def _long(v) -> bool:
-    return isinstance(v, (list, tuple)) and len(v) > LONG_LIST
+def _flat_encoder(depth: int) -> json.JSONEncoder:
+    e = _ENC.get(depth)
+    if e is None:
+        e = _ENC[depth] = json.JSONEncoder(allow_nan=False, separators=(",\n" + "  " * (depth + 1), ": "))
+    return e
 
 
-def write_json(path: str | Path, obj) -> Path:
-    """JSON indented by 2; a long list (a sweep's rows: 100k points) one compact element per line instead: the
-    indenting encoder is pure Python (seconds per 10 MB), the compact one C, and the file stays one row a line."""
-    if _long(obj) or (isinstance(obj, dict) and any(_long(v) for v in obj.values())):
-        return atomic_write_text(path, _rows_text(obj) + "\n")
-    return atomic_write_text(path, dumps(obj, indent=2) + "\n")
+def _key(k) -> str:
+    """A dict key as json writes it (str, or float/int/bool/None turned into a string)."""
+    if isinstance(k, str):
+        return json.encoder.encode_basestring_ascii(k)
+    if isinstance(k, (int, float)) or k is None:
+        return json.encoder.encode_basestring_ascii(json.dumps(k, allow_nan=False))
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
 
 
-def _rows_text(obj) -> str:
-    if _long(obj):
-        return "[\n" + ",\n".join("  " + dumps(x) for x in obj) + "\n]"
-    parts = []
-    for k, v in obj.items():
-        body = ("[\n" + ",\n".join("    " + dumps(x) for x in v) + "\n  ]" if _long(v)
-                else dumps(v, indent=2).replace("\n", "\n  "))
-        parts.append(f"  {json.dumps(str(k))}: {body}")
-    return "{\n" + ",\n".join(parts) + "\n}"
+def indented(obj, known: dict[int, str] | None = None) -> str:
+    """`dumps(obj, indent=2)`. `known`: id(value) -> `indented(value)` already made for a value inside `obj` (a
+    sweep's rows, written alone and inside result.json): its text is reused, indented to its depth (JSON strings
+    hold no raw line breaks, so every line break in it is the layout's)."""
+    parts: list[str] = []
+    _indented(obj, 0, parts, known or {})
+    return "".join(parts)
+
+
+def _indented(obj, depth: int, out: list[str], known: dict[int, str] | None = None) -> None:
+    """Append `json.dumps(finite(obj), indent=2, allow_nan=False, default=_default)`'s text for `obj` at `depth`."""
+    if known:
+        text = known.get(id(obj))
+        if text is not None:
+            out.append(text.replace("\n", "\n" + "  " * depth) if depth else text)
+            return
+    if isinstance(obj, _PLAIN):
+        if isinstance(obj, float) and not math.isfinite(obj):
+            out.append("null")
+        else:
+            out.append(_COMPACT.encode(obj))
+        return
+    if isinstance(obj, dict):
+        if not obj:
+            out.append("{}")
+            return
+        if all(isinstance(v, _PLAIN) for v in obj.values()):  # one C call: '{"a": 1,\n    "b": 2}'
+            try:
+                text = _flat_encoder(depth).encode(obj)
+            except ValueError:  # a non-finite value: written one by one below
+                pass
+            else:
+                pad = "  " * (depth + 1)
+                out.append("{\n" + pad + text[1:-1] + "\n" + "  " * depth + "}")
+                return
+        pad = "\n" + "  " * (depth + 1)
+        first = True
+        for k, v in obj.items():
+            out.append(("{" if first else ",") + pad + _key(k) + ": ")
+            first = False
+            _indented(v, depth + 1, out, known)
+        out.append("\n" + "  " * depth + "}")
+        return
+    if isinstance(obj, (list, tuple)):
+        if not obj:
+            out.append("[]")
+            return
+        if all(isinstance(v, _PLAIN) for v in obj):
+            try:
+                text = _flat_encoder(depth).encode(list(obj))
+            except ValueError:
+                pass
+            else:
+                out.append("[\n" + "  " * (depth + 1) + text[1:-1] + "\n" + "  " * depth + "]")
+                return
+        pad = "\n" + "  " * (depth + 1)
+        for i, v in enumerate(obj):
+            out.append(("[" if i == 0 else ",") + pad)
+            _indented(v, depth + 1, out, known)
+        out.append("\n" + "  " * depth + "]")
+        return
+    if hasattr(obj, "tolist") or hasattr(obj, "item") or hasattr(obj, "model_dump"):
+        _indented(_default(obj), depth, out, known)
+        return
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")  # as _default says
+
+
+def write_json(path: str | Path, obj, known: dict[int, str] | None = None) -> Path:
+    """`obj` as `dumps(obj, indent=2)` plus a line break; `known`: as `indented`'s."""
+    return atomic_write_text(path, (indented(obj, known) if known else dumps(obj, indent=2)) + "\n")
 
 
 def _default(o):

@@ -65,7 +65,8 @@ class Strict(BaseModel):
     """Unknown keys refused, frozen, no NaN; and true/false refused where a number is meant (pydantic would read
     `batch: true` or `tensor_parallel_size: true` as 1)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # defer_build: a model's validator is built on its first use, so loading the package builds only the kinds used
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     @model_validator(mode="before")
     @classmethod

@@ -44,12 +44,13 @@ def _model(name: str, assume_family: str | None = None):
 
 
 def _profile(name):
-    from simulator.model.profile import load_profile
+    # the run loads the same profile through this cache: the check's load is the run's, not a second one
+    from simulator.engine.setup import load_cached_profile
 
     def check():
         if name is not None and not str(name).strip():
             raise UserError("empty profile name")
-        return load_profile(name)
+        return load_cached_profile(name)[0]
     return check
 
 

@@ -83,53 +83,63 @@ def build_plan(step: Step, costs: CostModel, graph: str = "none", quantile: floa
     return lower(step, costs, mode, quantile)
 
 
-def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5) -> LaunchPlan:
+def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: dict | None = None) -> LaunchPlan:
     """Lower a step to launches under a *plan mode* (`none`, `full`, `piecewise`: what `routing.route` decided;
-    no second routing pass). `quantile` picks host costs from the profile."""
+    no second routing pass). `quantile` picks host costs from the profile. `memo` (optional, owned by the caller,
+    e.g. a run's StepCostCache): keeps each Op object's costs under this cost model between calls, so a step
+    lowered in several plan modes is costed once (the same figures: the cost model's functions of the op)."""
     if mode not in PLAN_MODES:
         raise PlanError(f"unknown plan mode '{mode}': use one of {', '.join(PLAN_MODES)}")
     ops = step.ops
     if not any(o.launches_kernel for o in ops):
         raise PlanError("step has no kernels")
     host, counts, gpu, gap, labels, names = [], [], [], [], [], []
-    extra = [0]
-    # layers repeat the same Op objects: each object is costed once (by id: the step holds every op)
-    hm: dict[int, float] = {}
-    gm: dict[int, float] = {}
-    km: dict[int, int] = {}
+    extra = 0
+    # layers repeat the same Op objects: each object is costed once (by id: the step holds every op);
+    # a kernel's entry is (gpu s, extra kernels, name, trace-timed); the costs' figures are read once per call
+    if memo is None:
+        km: dict[int, tuple] = {}
+        hm: dict[int, tuple] = {}
+    else:  # entries hold the op (and the memo the cost model), so the ids stay theirs while they are kept
+        hit = memo.get(id(costs))
+        if hit is None:
+            hit = memo[id(costs)] = (costs, {}, {})
+        km = hit[1]
+        hm = hit[2] if quantile == 0.5 else {}
+    cost_gpu, cost_kernels, cost_host = costs.gpu_s, costs.gemm_kernels, costs.host_s
+    eager_gap = costs.eager_gap_s
+
+    def kernel(o) -> tuple:
+        v = km.get(id(o))
+        if v is None:
+            v = km[id(o)] = (cost_gpu(o), cost_kernels(o) - 1, o.name, o.fixed_gpu_s is not None, o)
+        return v
 
     def host_of(o) -> float:
         v = hm.get(id(o))
         if v is None:
-            v = hm[id(o)] = costs.host_s(o, quantile)
-        return v
-
-    def gpu_of(o) -> float:
-        v = gm.get(id(o))
-        if v is None:
-            v = gm[id(o)] = costs.gpu_s(o)
-        return v
-
-    def add_gap(o, g: float, inner: float) -> None:
-        n = km.get(id(o))
-        if n is None:
-            n = km[id(o)] = costs.gemm_kernels(o) - 1
-        extra[0] += n
-        gap.append(g + n * inner)
+            v = hm[id(o)] = (cost_host(o, quantile), o)
+        return v[0]
 
     pending_host = 0.0
     compiled = any(o.path in _COMPILED_PATHS for o in ops)
+    node_s, node_trace_s, latency_s = costs.graph_node_s, costs.graph_node_trace_s, costs.graph_launch_latency_s
 
     def graph_segment(seg):
+        nonlocal extra
         n = len(seg)
         host.append(costs.graph_launch_s(n))
         counts.append(n)
         labels.append(f"graph replay ({n} nodes)")
-        for k, o in enumerate(seg):
-            gpu.append(gpu_of(o))
-            node = costs.graph_node_trace_s if o.fixed_gpu_s is not None else costs.graph_node_s
-            add_gap(o, costs.graph_launch_latency_s if k == 0 else node, node)
-            names.append(o.name)
+        first = True
+        for o in seg:
+            g, x, name, traced, _ = kernel(o)
+            node = node_trace_s if traced else node_s
+            gpu.append(g)
+            extra += x
+            gap.append((latency_s if first else node) + x * node)
+            names.append(name)
+            first = False
 
     if mode == "full":
         graph_segment([o for o in ops if o.launches_kernel])
@@ -145,9 +155,11 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5) -> Lau
                 host.append(host_of(o))
                 counts.append(1)
                 labels.append(o.name)
-                gpu.append(gpu_of(o))
-                add_gap(o, costs.eager_gap_s, costs.eager_gap_s)
-                names.append(o.name)
+                g, x, name, _, _ = kernel(o)
+                gpu.append(g)
+                extra += x
+                gap.append(eager_gap + x * eager_gap)
+                names.append(name)
             else:
                 seg.append(o)
         if seg:
@@ -159,11 +171,13 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5) -> Lau
             if o.launches_kernel:
                 host.append(pending_host)
                 pending_host = 0.0
-                counts.append(1)
-                labels.append(o.name)
-                gpu.append(gpu_of(o))
-                add_gap(o, costs.eager_gap_s, costs.eager_gap_s)
-                names.append(o.name)
+                g, x, name, _, _ = kernel(o)
+                gpu.append(g)
+                extra += x
+                gap.append(eager_gap + x * eager_gap)
+                names.append(name)
+        labels = names.copy()
+        counts = [1] * len(names)
     return LaunchPlan(
         host_s=np.asarray(host, dtype=float),
         kernels_per_launch=np.asarray(counts, dtype=np.int64),
@@ -175,7 +189,7 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5) -> Lau
         kernel_names=names,
         host_calls=len(ops) if mode == "none" else len(counts),
         graph_mode=mode,
-        extra_kernels=extra[0],
+        extra_kernels=extra,
     )
 
 

@@ -121,12 +121,14 @@ class StepCostCache:
     def __init__(self):
         self._steps: dict[tuple, StepResult] = {}  # (setup.cost_key, plan mode, shape) -> result
         self._small: dict[tuple, object] = {}  # (setup.build_key, layers, shape) -> Step (tiling's cut builds)
+        self._ops: dict[int, tuple] = {}  # plan.lower's memo of those steps' op costs (shared by the plan modes)
         self._axis: dict[tuple, dict[int, tuple]] = {}  # (setup, ctx, step kind) -> batch -> _COLUMNS
         self.stats = {"lookups": 0, "simulated": 0}
 
     def clear(self) -> None:
         self._steps.clear()
         self._small.clear()
+        self._ops.clear()
         self._axis.clear()
         self.stats.update(lookups=0, simulated=0)
 
@@ -145,7 +147,8 @@ class StepCostCache:
                 self._steps.clear()
             if len(self._small) > 8192:
                 self._small.clear()
-            r = self._steps[key] = summarize(simulate_fast(tiled_lower(setup, shape, mode, self._small)))
+                self._ops.clear()  # its entries keep the cleared steps' ops alive
+            r = self._steps[key] = summarize(simulate_fast(tiled_lower(setup, shape, mode, self._small, self._ops)))
             self.stats["simulated"] += 1
             STATS["simulated"] += 1
         return r

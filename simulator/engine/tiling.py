@@ -56,10 +56,10 @@ def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel
             or build_plan(build_step(model, shape, fusion), costs, mode, pure_decode=pure_decode))
 
 
-def tiled_lower(setup, shape: StepShape, mode: str, small: dict | None = None) -> LaunchPlan:
+def tiled_lower(setup, shape: StepShape, mode: str, small: dict | None = None, ops: dict | None = None) -> LaunchPlan:
     """The plan of `setup`'s step of `shape` under plan mode `mode` (routed already: no second pass), built by
     layer tiling: bitwise `plan.lower(setup.build(shape), setup.costs, mode)`. `small`: a memo of the 1- and
-    2-layer steps (the caller's `StepCostCache` owns it)."""
+    2-layer steps, `ops`: `lower`'s memo of their ops' costs (the caller's `StepCostCache` owns both)."""
     L = setup.model.num_hidden_layers
     costs = setup.costs
     if L <= 3 or not layers_repeat(setup.model, shape, setup.max_cache_len):  # sliding layers unlike full ones
@@ -73,7 +73,7 @@ def tiled_lower(setup, shape: StepShape, mode: str, small: dict | None = None) -
             st = memo[key] = setup.with_layers(k).build(shape)
         return st
 
-    p1, p2 = lower(cut(1), costs, mode), lower(cut(2), costs, mode)
+    p1, p2 = lower(cut(1), costs, mode, memo=ops), lower(cut(2), costs, mode, memo=ops)
     return _tile(p1, p2, L, costs, mode) or lower(setup.build(shape), costs, mode)
 
 

@@ -13,9 +13,8 @@ import plotly.graph_objects as go
 from simulator.layouts.buckets import parse_layout
 from simulator.config.sweep import NamedDistribution, SweepScenario
 from simulator.layouts.distribution import BatchDistribution
-from simulator.report import charts
 from simulator.report.html import table_html, write_csv, write_html
-from simulator.common.jsonfile import write_json
+from simulator.common.jsonfile import indented, write_json
 from simulator.sweep.grid import Point, point_for, run_points
 
 MiB = 1 << 20
@@ -85,8 +84,9 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
     }
     if out is not None:
         write_csv(out / "results.csv", rows)
-        write_json(out / "results.json", rows)
-        write_json(out / "result.json", result)
+        rows_text = indented(rows)  # written twice: alone and inside result.json
+        write_json(out / "results.json", rows, {id(rows): rows_text})
+        write_json(out / "result.json", result, {id(rows): rows_text})
         write_html(out / "report.html", f"launchsim: {sc.name}", figures(rows),
                    [memory_table(rows), table_html(rows, "All grid points", limit=TABLE_ROWS, rest="results.csv")],
                    intro=f"{sc.description} {len(points)} points ({run.computed} computed, {run.cached} from "
@@ -113,6 +113,17 @@ def _first(rows: list[dict], **fixed) -> list[dict]:
     return [r for r in rows if all(r[k] == v for k, v in fixed.items())]
 
 
+def budget_lines(fig: go.Figure, xs: list[float]) -> None:
+    """One dashed vertical line with a "budget X MiB" label per x, set in one layout update: the same shapes and
+    annotations as `fig.add_vline(x, line_dash="dash", annotation_text=...)` per x, whose cost grows with the
+    square of the number of lines (each call re-validates every shape already there)."""
+    shapes = [{"type": "line", "x0": x, "x1": x, "xref": "x", "y0": 0, "y1": 1, "yref": "y domain",
+               "line": {"dash": "dash"}} for x in xs]
+    notes = [{"text": f"budget {x:g} MiB", "x": x, "xref": "x", "y": 1, "yref": "y domain", "showarrow": False,
+              "xanchor": "left", "yanchor": "top"} for x in xs]
+    fig.update_layout(shapes=list(fig.layout.shapes) + shapes, annotations=list(fig.layout.annotations) + notes)
+
+
 def figures(rows: list[dict]) -> list[go.Figure]:
     if not rows:
         return []
@@ -130,10 +141,7 @@ def figures(rows: list[dict]) -> list[go.Figure]:
             x=[r["graph_bytes"] / MiB for r in rs], y=[100 * r["waste"] for r in rs], mode="markers", name=lay,
             marker=dict(size=10, symbol=[symbols[models.index(r["model"]) % len(symbols)] for r in rs]),
             text=[f"{r['model']} {r['fusion']}/{r['graph']} {r['distribution']}" for r in rs]))
-    budgets = sorted({r["budget_bytes"] for r in rows})
-    top = max([100 * r["waste"] for r in graphs] + [1.0])
-    charts.vlines(f1, [b / MiB for b in budgets], 0.0, top, "memory budgets", color="#888888", dash="dash",
-                  labels=[f"budget {b / MiB:g} MiB" for b in budgets])
+    budget_lines(f1, sorted({r["budget_bytes"] / MiB for r in rows}))
     f1.update_layout(title="Padding waste vs pinned graph memory, per layout (marker shape: model)",
                      xaxis_title="pinned graph memory (MiB)", yaxis_title="padded rows / all rows (%)", height=480)
     figs.append(f1)
