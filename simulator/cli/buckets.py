@@ -37,14 +37,14 @@ def buckets(
     """Print the capture sizes of a layout preset (or any layout) and the same sizes in each engine's syntax."""
     from simulator.layouts.buckets import LAYOUT_PRESETS
     from simulator.layouts.engine_syntax import engine_lines, engine_syntax
-    from .checks import named
+    from .checks import as_flags, named
 
     if (preset is None) == (layout is None):
         raise UserError("give a preset name or --layout LAYOUT")
     if spec_tokens is not None:
         _spec_buckets(preset, layout, spec_tokens, max_size, max_num_seqs, tp, as_json)
         return
-    with named("preset" if layout is None else "--layout"):
+    with named("preset" if layout is None else "--layout"), as_flags({"max_size": "--max-size", "max_num_seqs": "--max-num-seqs"}):
         name = (preset.value if layout is None else layout).strip()
         sizes = (preset_sizes(name, max_size, max_num_seqs) if layout is None
                  else parse_layout(name, max_size, max_num_seqs))
@@ -93,10 +93,10 @@ def pad(
 ) -> None:
     """Pad a batch to the smallest captured size >= it (padded null: no captured size fits, no graph)."""
     from simulator.common import limits as L
-    from .checks import count, named
+    from .checks import as_flags, count, named
 
     count("batch", batch, L.MAX_BATCH)
-    with named("--layout"):
+    with named("--layout"), as_flags({"max_size": "--max-size", "max_num_seqs": "--max-num-seqs"}):
         sizes = parse_layout(layout, max_size, max_num_seqs)
     p = _pad(batch, sizes)
     if as_json:

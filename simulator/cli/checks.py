@@ -47,6 +47,21 @@ def named(flag: str):
         raise UserError(f"{flag}: {e}") from None
 
 
+@contextmanager
+def as_flags(fields: dict[str, str]):
+    """Name flags where a lower layer's error names the fields they fill (`max_size must be ...` ->
+    `--max-size must be ...`): layers below cli/ speak in fields (tests/test_architecture.py)."""
+    import re
+
+    try:
+        yield
+    except UserError as e:
+        msg = str(e)
+        for f in sorted(fields, key=len, reverse=True):
+            msg = re.sub(rf"(?<![-\w.]){f}(?![-\w])", fields[f], msg)
+        raise UserError(msg) from None
+
+
 def model_flag(flag: str, v: str | None):
     """Load a --model value (preset or config.json) with errors naming the flag."""
     if v is None:

@@ -60,7 +60,10 @@ def import_trace_cmd(
         from .checks import model_flag
 
         spec = model_flag("--model", model)
-    wl, imp = workload_from_trace(trace, steps, batch, host_time, prof, spec, ctx)
+    from .checks import as_flags
+
+    with as_flags({"steps": "--steps"}):
+        wl, imp = workload_from_trace(trace, steps, batch, host_time, prof, spec, ctx)
     cols = ["step", "label", "kernels", "host_ms", "gpu_ms", "step_ms", "sync_ms"]
     print_rows(imp.step_rows, f"{trace.name}: {len(imp.step_rows)} step(s), {imp.method}", cols)
     classes = Counter(k.op_class for k in wl.kernels)
@@ -177,7 +180,10 @@ def predict_workload_cmd(model, workload, batch, ctx, fusion, graph, profile, en
 
         wl0 = load_workload(workload)
     prof = profile_flag("--profile", profile)
-    p, wi, wl = predict_workload(wl0, batch, ctx, fusion, graph, prof, engine, replicates, seed)
+    from .checks import as_flags
+
+    with as_flags({"batch": "--batch", "ctx": "--ctx"}):
+        p, wi, wl = predict_workload(wl0, batch, ctx, fusion, graph, prof, engine, replicates, seed)
     d = result_dict(p, wi, wl, batch, ctx, fusion, prof)
     if graph == "none" and fusion == "none":
         from simulator.traces.predict import host_state_band

@@ -268,15 +268,15 @@ class StartupModel:
         """(compile_s, measured, note) of torch.compile for this model (0 unless fusion is `compiled`); measured is
         False where the node count lies outside the measured rows' (an extrapolation of the fit)."""
         if mode not in COMPILE_MODES:
-            raise StartupError(f"--compile: unknown mode {mode!r}: use {V.one_of(V.CompileMode)}")
+            raise StartupError(f"compile: unknown mode {mode!r}: use {V.one_of(V.CompileMode)}")
         if cache not in COMPILE_CACHES:
-            raise StartupError(f"--compile-cache: unknown state {cache!r}: use {V.one_of(V.CompileCache)}")
+            raise StartupError(f"compile_cache: unknown state {cache!r}: use {V.one_of(V.CompileCache)}")
         if self.fusion != "compiled":
             return 0.0, True, f"fusion {self.fusion} runs without torch.compile: compile_s is 0"
         if mode == "dynamic":
             fit = self.fig.compile_dynamic_cold if cache == "cold" else self.fig.compile_dynamic_warm
             if fit is None:
-                raise StartupError(f"--compile dynamic: {self.fig.compile_dynamic_note or 'not measured'}; launchsim "
+                raise StartupError(f"compile dynamic: {self.fig.compile_dynamic_note or 'not measured'}; launchsim "
                                    f"has no figure for it: use --compile static")
         else:
             fit = self.fig.compile_static_cold if cache == "cold" else self.fig.compile_static_warm

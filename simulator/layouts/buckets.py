@@ -35,10 +35,10 @@ def preset_sizes(name: str, max_size: int | None = None, max_num_seqs: int | Non
     """The capture sizes of a preset. `max_size` caps the list (each preset has its own default; sglang's depends
     on the tensor-parallel size `tp`)."""
     if max_size is not None and max_size <= 0:
-        raise BucketError(f"--max-size must be a positive integer, got {max_size}")
+        raise BucketError(f"max_size must be a positive integer, got {max_size}")
     if max_num_seqs is not None and max_num_seqs <= 0:
-        raise BucketError(f"--max-num-seqs must be a positive integer, got {max_num_seqs}")
-    for what, v in (("--max-size", max_size), ("--max-num-seqs", max_num_seqs)):
+        raise BucketError(f"max_num_seqs must be a positive integer, got {max_num_seqs}")
+    for what, v in (("max_size", max_size), ("max_num_seqs", max_num_seqs)):
         if v is not None and v > MAX_BATCH:
             raise BucketError(f"{what} {v:,} is above the limit of {MAX_BATCH:,} (the largest batch launchsim models)")
     if name == "vllm":

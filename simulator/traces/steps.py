@@ -155,13 +155,13 @@ def find_steps(kernels, markers: list[Event], steps: str | int = "auto", where: 
         try:
             k = int(steps)
         except (TypeError, ValueError):
-            raise TraceError(f"--steps must be 'auto' or a positive integer, got {steps!r}") from None
+            raise TraceError(f"steps must be 'auto' or a positive integer, got {steps!r}") from None
         if k <= 0:
-            raise TraceError(f"--steps must be 'auto' or a positive integer, got {k}")
+            raise TraceError(f"steps must be 'auto' or a positive integer, got {k}")
         if n % k:
-            raise TraceError(f"{where}: {n} kernels do not split into {k} equal steps (use --steps auto)")
+            raise TraceError(f"{where}: {n} kernels do not split into {k} equal steps (use steps auto)")
         per = n // k
-        return [_window(kernels, i * per, (i + 1) * per, f"step {i}") for i in range(k)], f"--steps {k}"
+        return [_window(kernels, i * per, (i + 1) * per, f"step {i}") for i in range(k)], f"steps {k} (given)"
     prof = [m for m in markers if m.name.startswith("ProfilerStep#")]
     if prof:
         w = _from_markers(kernels, prof)

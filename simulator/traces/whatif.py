@@ -67,9 +67,9 @@ def workload_step(wl: Workload, costs: CostModel, batch: int | None = None, ctx:
     if fusion not in WORKLOAD_FUSIONS:
         raise WhatIfError(f"fusion '{fusion}' is not available for an imported workload: use none or compiled")
     if batch is not None and batch <= 0:
-        raise WhatIfError(f"--batch must be a positive integer, got {batch}")
+        raise WhatIfError(f"batch must be a positive integer, got {batch}")
     if ctx is not None and ctx <= 0:
-        raise WhatIfError(f"--ctx must be a positive integer, got {ctx}")
+        raise WhatIfError(f"ctx must be a positive integer, got {ctx}")
     rt = retarget(wl, costs, batch, ctx)
     gpu, unscaled, ks = rt.gpu_us, [], rt.kernels
     b = batch or wl.batch or 1
