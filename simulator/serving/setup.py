@@ -136,6 +136,8 @@ def start_rate(cfg: ServeConfig, prep: Prepared, run) -> float:
     mean_ctx = int(_mean_len(run.prompt) + mean_out / 2)
     n = min(64, cfg.max_num_seqs)
     step = prep.timer.decode(n, max(1, min(mean_ctx, cfg.model.max_position_embeddings - 1))).step_s
+    if cfg.spec is not None:  # a speculative step emits the acceptance model's expected tokens per sequence
+        step /= cfg.spec.acceptance.tokens_per_step
     return max(0.5 * n / step / max(mean_out, 1.0), 1e-3)
 
 

@@ -196,7 +196,9 @@ class StepTimer:
             self._draft = draft_for(self.setup.model, sp.draft)
         for st, cnt in draft_loop(self._draft, sp.k, n, cb, self.fusion):
             qq = st.tokens // n
-            dr = route(sp.draft_mode, cap.sizes, st.tokens, True, backend=cap.backend)
+            # the draft's own graph mode (engine/setup.py DRAFT_GRAPH); an eager target (graph none) drafts eagerly
+            dr = route(sp.draft_mode if cap.graph != "none" else "none", cap.sizes, st.tokens, True,
+                       backend=cap.backend)
             run = draft_step(self._draft, n, cb if qq > 1 else cb + sp.k + 1, self.fusion, q_len=qq,
                              padding=dr.padding) if dr.padding else st
             res, _ = simulate(run, self.costs, dr.mode, pure_decode=lowered_pure(dr.mode, True))
