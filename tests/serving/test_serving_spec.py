@@ -197,3 +197,23 @@ def test_capacity_refuses_optimize_layouts_with_spec():
 def test_capacity_cli_refusal_is_one_line(capsys):
     err = cli_error(capsys, ["capacity", "--model", MODEL, "--slo-tpot-ms", "5", "--spec-tokens", "2"])
     assert "acceptance" in err
+
+
+def test_capacity_req_s_at_a_tpot_slo_includes_speculation():
+    """An SLO between speculation's TPOT and plain decode's at a light load (both measured here, not assumed): plain
+    decode meets it at no rate, speculation at some."""
+    from simulator.studies.capacity import run_capacity_scenario
+
+    light = dict(rate=0.5, duration_s=30.0)
+    slo = 0.5 * (metrics(**light)["tpot_p99_ms"] + metrics(spec_tokens=3, acceptance=0.8, **light)["tpot_p99_ms"])
+
+    def cap(**kw):
+        sc = CapacityScenario(kind="capacity", name="c", models=[MODEL], profiles=[PROFILE], graph=["full_and_piecewise"],
+                              slo={"tpot_ms": slo}, duration_s=30.0, curve_fractions=[],
+                              search={"rate_min": 0.1, "rate_max": 200.0, "max_runs": 10}, **kw)
+        return run_capacity_scenario(sc, None)["summary"][0]
+
+    plain, spec = cap(), cap(spec_tokens=3, acceptance=0.8)
+    assert plain["best_rate"] is None
+    assert spec["best_rate"] is not None and spec["best_rate"] > 0.5
+    assert spec["tpot_p99_ms"] <= slo
