@@ -217,3 +217,19 @@ def test_capacity_req_s_at_a_tpot_slo_includes_speculation():
     assert plain["best_rate"] is None
     assert spec["best_rate"] is not None and spec["best_rate"] > 0.5
     assert spec["tpot_p99_ms"] <= slo
+
+
+@pytest.mark.parametrize("name", ["serve_qwen3_0p6b.yaml", "capacity_qwen3_0p6b.yaml"])
+def test_serve_and_capacity_scenarios_take_spec_tokens(name):
+    """The shipped serve / capacity scenarios accept spec_tokens (the refusal lifted: their studies run it)."""
+    import yaml
+
+    from simulator.config import parse_scenario
+    from tests.paths import ROOT
+
+    data = yaml.safe_load((ROOT / "scenarios" / name).read_text())
+    data.update(spec_tokens=2, acceptance=0.5)
+    if "layouts" in data:  # an optimize layout is refused with spec_tokens (test_capacity_refuses_optimize_...)
+        data["layouts"] = [lay for lay in data["layouts"] if "optimize" not in lay]
+    sc = parse_scenario(data)
+    assert sc.spec_tokens == 2 and sc.spec_acceptance().tokens_per_step == pytest.approx(1.75)
