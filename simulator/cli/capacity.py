@@ -14,14 +14,15 @@ from . import app
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import dumps
-from .serve import ENGINE_FLAGS, LENGTH_HELP, length_spec
+from .serve import ENGINE_FLAGS, LENGTH_HELP, SPEC_FLAGS, length_spec, spec_over
 
 FLAGS = {"models": "--model", "profiles": "--profile", "fusion": "--fusion", "graph": "--graph",
          "layouts": "--layout", "slo.percentile": "--slo-percentile", "slo.tpot_ms": "--slo-tpot-ms",
          "slo.ttft_s": "--slo-ttft-s", "slo": "--slo-tpot-ms / --slo-ttft-s", "target_rate": "--target-rate",
          "duration_s": "--duration", "seed": "--seed", "search.rate_min": "--rate-min",
          "search.rate_max": "--rate-max", "search.tolerance": "--tolerance", "search.max_runs": "--max-runs",
-         "tensor_parallel_size": "--tensor-parallel-size (alias --tp)", "workers": "--workers", **ENGINE_FLAGS}
+         "tensor_parallel_size": "--tensor-parallel-size (alias --tp)", "workers": "--workers", **ENGINE_FLAGS,
+         **SPEC_FLAGS}
 
 
 @app.command()
@@ -69,6 +70,13 @@ def capacity(
     workers: Optional[int] = typer.Option(None, "--workers", help="processes (default 1; 0: one per core)"),
     out: Optional[Path] = typer.Option(None, "--out", help="write result.json, capacity.csv, curves.csv, "
                                        "report.html"),
+    spec_tokens: Optional[int] = typer.Option(None, "--spec-tokens", help="speculative decoding: k draft tokens "
+                                              "verified per sequence per step (0: plain decode; with a layout "
+                                              "preset vllm, sglang or trtllm its verify capture sizes in tokens)"),
+    draft: Optional[str] = typer.Option(None, "--draft", help="with --spec-tokens: eagle | mtp (a one-layer head) "
+                                        "or a draft model preset / config.json (default eagle)"),
+    acceptance: Optional[str] = typer.Option(None, "--acceptance", help="with --spec-tokens: per-token acceptance "
+                                             "probability, or k per-position probabilities '0.9,0.7,0.5'"),
     as_json: bool = typer.Option(False, "--json", help="print the summary rows as one JSON object"),
 ) -> None:
     """Highest SLO-meeting (and stable) arrival rate per configuration, and replicas for a target rate."""
@@ -128,6 +136,7 @@ def capacity(
 
         over["layouts"] = [{"label": layout if "," not in layout else "given", "sizes": _layout(layout)}]
     data.update({k: v for k, v in over.items() if v is not None})
+    data.update(spec_over(spec_tokens, draft, acceptance))
     given = {"models": model, "profiles": profile, "fusion": fusion, "graph": graph, "layouts": layout,
              "slo.percentile": slo_percentile, "slo.tpot_ms": slo_tpot_ms, "slo.ttft_s": slo_ttft_s,
              "slo": slo_tpot_ms or slo_ttft_s, "target_rate": target_rate, "duration_s": duration, "seed": seed,
@@ -135,7 +144,7 @@ def capacity(
              "search.max_runs": max_runs, "tensor_parallel_size": tp, "workers": workers,
              "engine.max_num_seqs": max_num_seqs, "engine.max_num_batched_tokens": max_num_batched_tokens,
              "engine.gpu_memory_utilization": gpu_memory_utilization, "prompt": prompt_len, "output": output_len,
-             "replications": replications}
+             "replications": replications, "spec_tokens": spec_tokens, "draft": draft, "acceptance": acceptance}
     sc = scenario_from_flags(CapacityScenario, data, FLAGS, given, where)
     t0 = time.perf_counter()
     if out is None:

@@ -19,6 +19,14 @@ FLAGS = {"scheduling": "--scheduling", "model": "--model", "profile": "--profile
          "rate": "--rate", "duration_s": "--duration", "seed": "--seed", "arrivals.trace": "--trace",
          "tensor_parallel_size": "--tensor-parallel-size (alias --tp)", "dtype": "--dtype", "kv_dtype": "--kv-dtype",
          "attention_backend": "--attention-backend", "prefill_layout": "--prefill-layout"}
+# speculative decoding's fields and flags (serve and capacity)
+SPEC_FLAGS = {"spec_tokens": "--spec-tokens", "draft": "--draft", "acceptance": "--acceptance"}
+
+
+def spec_over(spec_tokens, draft, acceptance) -> dict:
+    """The speculative-decoding fields the flags set (None: not given)."""
+    return {k: v for k, v in (("spec_tokens", spec_tokens), ("draft", draft), ("acceptance", acceptance))
+            if v is not None}
 # the serving knobs, under the engines' names (vLLM's flags), with their YAML fields
 ENGINE_FLAGS = {"engine.max_num_seqs": "--max-num-seqs", "engine.max_num_batched_tokens": "--max-num-batched-tokens",
                 "engine.gpu_memory_utilization": "--gpu-memory-utilization (alias --gpu-util)",
@@ -106,6 +114,13 @@ def serve(
     replications: Optional[int] = typer.Option(None, "--replications", help="independent runs (default 1)"),
     dtype: Optional[V.Dtype] = choices.option(V.Dtype, None, "--dtype", help="weights (default bf16; sets dtype)", what="dtype", field="dtype"),
     kv_dtype: Optional[V.Dtype] = choices.option(V.Dtype, None, "--kv-dtype", help="KV cache (default bf16)", what="KV-cache dtype", field="kv_dtype"),
+    spec_tokens: Optional[int] = typer.Option(None, "--spec-tokens", help="speculative decoding: k draft tokens "
+                                              "verified per sequence per step (0: plain decode; with a layout "
+                                              "preset vllm, sglang or trtllm its verify capture sizes in tokens)"),
+    draft: Optional[str] = typer.Option(None, "--draft", help="with --spec-tokens: eagle | mtp (a one-layer head) "
+                                        "or a draft model preset / config.json (default eagle)"),
+    acceptance: Optional[str] = typer.Option(None, "--acceptance", help="with --spec-tokens: per-token acceptance "
+                                             "probability, or k per-position probabilities '0.9,0.7,0.5'"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Simulate one GPU replica serving requests (continuous batching); print throughput, TTFT/TPOT, busy shares."""
@@ -140,6 +155,7 @@ def serve(
             "scheduling": scheduling, "tensor_parallel_size": tp, "dtype": dtype, "kv_dtype": kv_dtype,
             "attention_backend": attention_backend, "prefill_layout": prefill_layout}
     data.update({k: v for k, v in over.items() if v is not None})
+    data.update(spec_over(spec_tokens, draft, acceptance))
     if trace is not None:
         data["arrivals"] = {**dict(data.get("arrivals") or {}), "process": "trace", "trace": str(trace)}
     eng = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
@@ -164,8 +180,8 @@ def serve(
              "prefill_layout": prefill_layout, "engine.max_num_seqs": max_num_seqs,
              "engine.max_num_batched_tokens": max_num_batched_tokens,
              "engine.gpu_memory_utilization": gpu_memory_utilization, "prompt": prompt_len, "output": output_len,
-             "replications": replications}
-    sc = scenario_from_flags(ServeScenario, data, {**FLAGS, **ENGINE_FLAGS}, given, where)  # a flag's error names the flag and the field it fills
+             "replications": replications, "spec_tokens": spec_tokens, "draft": draft, "acceptance": acceptance}
+    sc = scenario_from_flags(ServeScenario, data, {**FLAGS, **ENGINE_FLAGS, **SPEC_FLAGS}, given, where)  # a flag's error names the flag and the field it fills
     if out is None:
         result = run_serve(sc)
         result.pop("_samples")

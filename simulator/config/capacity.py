@@ -100,4 +100,7 @@ class CapacityScenario(RunModel):
                 raise ValueError(f"layout '{lay.label}': optimize.against must be the label of a layout with "
                                  f"sizes ({', '.join(sorted(fixed)) or 'none here'}), got "
                                  f"'{lay.optimize.against}'")
+            if lay.optimize is not None and self.spec_tokens:
+                raise ValueError(f"layout '{lay.label}': optimize with spec_tokens is not modelled (the optimizer "
+                                 "sizes plain decode batches, not verify tokens): give the layout's sizes")
         return self

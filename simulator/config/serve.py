@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import AliasChoices, Field, PositiveFloat, PositiveInt, model_validator
 
@@ -118,6 +118,10 @@ class StabilitySpec(Strict):
 
 class RunModel(StepOptions):
     """Timing and seeds common to `serve` and `capacity`."""
+
+    # serving runs speculative steps (simulator/serving/: verify + draft priced per step, tokens per step drawn per
+    # sequence from the acceptance model, k + 1 KV slots per sequence per step)
+    spec_ok: ClassVar[bool] = True
 
     duration_s: PositiveFloat = Field(60.0, le=L.MAX_SECONDS, description="seconds of arrivals to simulate")
     warmup_frac: float = Field(0.1, ge=0, lt=1, description="leading share of the run left out of the metrics")

@@ -10,10 +10,18 @@ holding `kv0` tokens when the counter read G0 holds `base + G` tokens after step
 It needs a new block at step G exactly when `(base + G) % block_size == 1`, so counting members per
 residue `base % block_size` gives each step's block demand in O(1) and a run of k steps in O(block_size),
 without touching the requests one by one.
+
+Speculative decoding (`rate` = k + 1): each verify step reserves k + 1 slots per sequence (vLLM allocates slots for
+the 1 + k verified tokens each step; simulator/model/spec.py `kv_slots_per_step`), so a member holds
+`base + rate * G` slots. A member of residue x = (base + rate * G) % block_size takes
+`ceil(x'/bs) - ceil((x' - rate)/bs)` blocks at step G (x' = x plus any multiple of bs), and the demand is periodic
+in G with period bs / gcd(rate, bs): the same closed forms over that period. This is an upper bound on what vLLM
+holds: it reuses a rejected draft's slots the next step, here they stay held until the request finishes.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 
@@ -51,11 +59,14 @@ class KVCapacity:
 def kv_capacity(model: ModelSpec, profile: Profile, fusion: str, graph: str, sizes: list[int],
                 gpu_util: float = 0.9, workspace_bytes: float = DEFAULT_WORKSPACE_BYTES,
                 block_size: int = BLOCK_SIZE, blocks_override: int | None = None, *,
-                prefill_sizes: list[int] | None = None) -> KVCapacity:
-    """KV blocks left after weights, the capture layout's graph memory (prefill graphs included) and workspace."""
+                prefill_sizes: list[int] | None = None, draft=None) -> KVCapacity:
+    """KV blocks left after weights, the capture layout's graph memory (prefill graphs included) and workspace.
+    `draft` (speculative decoding, model/spec.py Draft): its weights come off the pool and each block also holds
+    the draft's own KV for its tokens (the draft's graph pools are not counted: studies/capture.py prices them)."""
     lm = GraphMemoryModel(model, profile, fusion, graph).layout(sizes or [1], prefill_sizes=prefill_sizes)
-    kvb = kv_cache_bytes(model, profile, lm, workspace_bytes=workspace_bytes, gpu_util=gpu_util)
-    per_block = model.kv_bytes_per_token() * block_size
+    extra = 0.0 if draft is None else float(draft.weight_bytes)
+    kvb = kv_cache_bytes(model, profile, lm, workspace_bytes=workspace_bytes + extra, gpu_util=gpu_util)
+    per_block = (model.kv_bytes_per_token() + (0 if draft is None else draft.kv_bytes_per_token())) * block_size
     blocks = int(kvb // per_block) if kvb > 0 else 0
     if blocks_override is not None:
         blocks = blocks_override
@@ -74,11 +85,18 @@ def blocks_for(tokens: int, block_size: int = BLOCK_SIZE) -> int:
 class Cohort:
     """Block demand of the decoding requests, by residue class of `base` modulo the block size."""
 
-    def __init__(self, block_size: int = BLOCK_SIZE):
+    def __init__(self, block_size: int = BLOCK_SIZE, rate: int = 1):
         self.bs = block_size
         self.count = [0] * block_size
         self.n = 0
-        self.base_sum = 0  # sum of base over members: their total tokens after step G is base_sum + n * G
+        self.base_sum = 0  # sum of base over members: their total slots after step G is base_sum + n * rate * G
+        self.rate = int(rate)
+        if self.rate < 1:
+            raise ValueError(f"cohort rate must be a positive integer, got {rate!r}")
+        bs, r = block_size, self.rate
+        # cross[x]: blocks a member takes at a step that leaves it holding x (mod bs) slots, after growing by r
+        self.cross = [-(-(x + bs * (r // bs + 1)) // bs) - -(-(x + bs * (r // bs + 1) - r) // bs) for x in range(bs)]
+        self.period = bs // math.gcd(r, bs)
 
     def add(self, base: int) -> None:
         self.count[base % self.bs] += 1
@@ -92,7 +110,16 @@ class Cohort:
 
     def need(self, g: int) -> int:
         """New blocks the members take at decode step number g."""
-        return self.count[(1 - g) % self.bs]
+        if self.rate == 1:
+            return self.count[(1 - g) % self.bs]
+        bs, rg, cross = self.bs, self.rate * g, self.cross
+        return sum(c * cross[(rho + rg) % bs] for rho, c in enumerate(self.count) if c)
+
+    def _period_needs(self, g_first: int) -> list[int]:
+        """a[i] = blocks taken at step g_first + i, over one period of the demand."""
+        if self.rate == 1:
+            return self._rotated(g_first)
+        return [self.need(g_first + i) for i in range(self.period)]
 
     def _rotated(self, g_first: int) -> list[int]:
         """a[i] = members needing a block at step g_first + i (period block_size)."""
@@ -103,8 +130,8 @@ class Cohort:
         """Blocks taken over steps g_first .. g_first+k-1: (total, sum of need_i * (steps left incl. i)).
         The second figure integrates held blocks over the run (KV utilisation). Closed form over the
         periodic demand: q full cycles of block_size steps plus a partial one of `rem` steps."""
-        bs, n = self.bs, self.n
-        a = self._rotated(g_first)
+        a = self._period_needs(g_first)
+        bs, n = len(a), sum(a)  # the period and the blocks one period takes (block_size and members at rate 1)
         q, rem = divmod(k, bs)
         head = a[:rem]
         w_rem = sum(head)
@@ -121,13 +148,17 @@ class Cohort:
         """Largest k such that steps g_first .. g_first+k-1 take at most `free` blocks."""
         if self.n == 0:
             return 1 << 62
-        bs = self.bs
-        cycles = free // self.n  # each block_size steps every member takes exactly one block
-        left = free - cycles * self.n
+        if self.rate == 1:
+            bs, per = self.bs, self.n  # each block_size steps every member takes exactly one block
+        else:
+            bs = self.period
+            per = sum(self._period_needs(g_first))  # blocks of one period, the same from any start
+        cycles = free // per
+        left = free - cycles * per
         k = cycles * bs
         g = g_first + k
         for _ in range(bs):
-            c = self.count[(1 - g) % bs]
+            c = self.need(g)
             if c > left:
                 break
             left -= c

@@ -26,7 +26,7 @@ from simulator.model.profile import Profile
 from .arrivals import Workload
 from .kv import BLOCK_SIZE, KVCapacity, kv_capacity
 from .metrics import Collector, finite, summarize
-from .scheduler import Limits, Scheduler
+from .scheduler import Limits, Scheduler, SpecDecode
 from .steptime import CTX_BUCKET, StepTimer
 
 
@@ -56,6 +56,11 @@ class ServeConfig:
     prefill_sizes: tuple[int, ...] | None = None
     step: object = None  # the configuration's StepSetup from the config layer (impl, cache, ...); None: from the above
 
+    @property
+    def spec(self):
+        """The speculative-decoding setup (engine/setup.py SpecSetup) of the step, None for plain decode."""
+        return getattr(self.step, "spec", None)
+
     def step_setup(self):
         """This configuration's `StepSetup` (engine/setup.py), which the step timer and KV model take whole."""
         from simulator.engine.setup import Capture, StepSetup
@@ -81,6 +86,9 @@ class ServeConfig:
             d["attention_backend"] = self.attention_backend
         if self.prefill_sizes is not None and self.graph != "none":
             d["prefill_sizes"] = list(self.prefill_sizes)
+        sp = self.spec
+        if sp is not None:
+            d.update(spec_tokens=sp.k, draft=sp.draft, acceptance=list(sp.acceptance.probs), spec_engine=sp.engine)
         return d
 
 
@@ -94,8 +102,13 @@ class Prepared:
 
 def prepare(cfg: ServeConfig) -> Prepared:
     timer = StepTimer.of(cfg.step_setup(), cfg.ctx_bucket, scheduling=cfg.scheduling, sampling=cfg.sampling)
+    draft = None
+    if cfg.spec is not None:
+        from simulator.model.spec import draft_for
+
+        draft = draft_for(cfg.model, cfg.spec.draft)
     kv = kv_capacity(cfg.model, cfg.profile, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.gpu_util,
-                     cfg.workspace_bytes, cfg.block_size, cfg.kv_blocks, prefill_sizes=cfg.prefill_sizes)
+                     cfg.workspace_bytes, cfg.block_size, cfg.kv_blocks, prefill_sizes=cfg.prefill_sizes, draft=draft)
     return Prepared(timer, kv)
 
 
@@ -116,14 +129,20 @@ class ServeResult:
                 "step_evals": self.step_evals, "events": self.events}
 
 
-def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prepared | None = None) -> ServeResult:
-    """Serve `wl` (arrivals in [0, duration)) on one replica; return its metrics."""
+def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prepared | None = None,
+                     spec_seed: np.random.SeedSequence | int | None = None) -> ServeResult:
+    """Serve `wl` (arrivals in [0, duration)) on one replica; return its metrics. `spec_seed`: the stream the
+    speculative steps' accepted tokens are drawn from (the replication's, serving/setup.py; None: seed 0)."""
     t_wall = time.perf_counter()
     prep = prep or prepare(cfg)
     timer, kv = prep.timer, prep.kv
     evals0 = timer.misses
     times = wl.times.tolist()
-    sched = Scheduler(cfg.limits(), kv.blocks, kv.block_size, wl.prompt.tolist(), wl.output.tolist())
+    sp = cfg.spec
+    spec = None
+    if sp is not None:
+        spec = SpecDecode(sp.k, sp.acceptance, np.random.default_rng(0 if spec_seed is None else spec_seed))
+    sched = Scheduler(cfg.limits(), kv.blocks, kv.block_size, wl.prompt.tolist(), wl.output.tolist(), spec)
     w0, w1 = cfg.warmup_frac * duration, duration
     stop = duration + (duration if cfg.drain_s is None else cfg.drain_s)
     col = Collector(w0, w1, kv.blocks)
@@ -160,6 +179,9 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
         k = 1
         if plan.chunks:
             cost = mixed_time(plan.decode, len(plan.chunks), plan.prefill_tokens, plan.ctx)
+            if spec is not None and plan.decode:  # the decode rows verify and draft too (steptime.spec_extra)
+                cost = cost._replace(step_s=cost.step_s + timer.spec_extra(
+                    plan.decode, -(-plan.decode_ctx_sum // plan.decode)))
         else:
             cost = decode_time(plan.decode, -(-plan.decode_ctx_sum // plan.decode))
             if merge:
@@ -200,6 +222,17 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
     col.track(max(end, w1), sched.in_system)
     samples, metrics = summarize(col, sched, np.asarray(times[:n_req], dtype=float), end, rejected)
     metrics["offered_rate"] = wl.rate
+    if spec is not None:
+        from simulator.model.spec import closed_form
+
+        acc = sp.acceptance
+        metrics["spec_tokens"] = sp.k
+        metrics["acceptance"] = list(acc.probs)
+        metrics["tokens_per_step_expected"] = acc.tokens_per_step
+        metrics["tokens_per_step"] = sched.spec_emitted / sched.spec_steps if sched.spec_steps else None
+        metrics["spec_verify_steps"] = sched.spec_steps
+        if len(set(acc.probs)) == 1:
+            metrics["tokens_per_step_closed_form"] = closed_form(acc.probs[0], sp.k)
     samples["series"] = series
     return ServeResult(finite(metrics), col.batch_log(), kv.as_dict(), float(end), time.perf_counter() - t_wall,
                        timer.misses - evals0, events, cfg.label(), samples)

@@ -23,6 +23,19 @@ start after a scheduling point that preempted (the next one may admit); the call
 arrival when one could be admitted, and at measurement-window boundaries. Admission blocked by max_num_seqs,
 the token budget or the pool stays blocked through such a run (the room left only shrinks), so waiting
 requests cannot be admitted before it ends.
+
+Speculative decoding (`spec`: k draft tokens, the acceptance model, a seeded numpy Generator): every step a decoding
+request takes part in (decode-only or the decode rows of a mixed step, as vLLM drafts for those too) is a verify
+step that emits a random number of tokens (accepted + 1). When a request joins the decoding cohort its number of
+verify steps to finish, `steps_to_finish(output left)` (simulator/model/spec.py), is drawn from the Generator, so its
+finish step is fixed at admission and the cohort design holds. Decode rows take 1 + k tokens of the token budget.
+KV: k + 1 slots per sequence per step (kv.Cohort's rate; an upper bound, see kv.py). Context for step pricing:
+each request's context grows by the acceptance model's expected tokens per step (a request's own draws decide only
+when it finishes). Tokens produced by a run of steps: decode rows x steps x expected tokens per step; a request
+preempted after j of its s steps had produced floor(left * j / s) tokens (at most left - 1), and so has one
+censored at the end of the run. Measured tokens per step: the decode tokens of the requests that finished over
+the verify steps they took (the last step of each emits at most what is left, so it reads slightly below the
+closed form, by at most k / steps per request).
 """
 
 from __future__ import annotations
@@ -69,8 +82,17 @@ class Plan:
 
 
 class Scheduler:
-    def __init__(self, limits: Limits, kv_blocks: int, block_size: int, prompt: list[int], output: list[int]):
+    def __init__(self, limits: Limits, kv_blocks: int, block_size: int, prompt: list[int], output: list[int],
+                 spec: "SpecDecode | None" = None):
         self.lim, self.bs, self.total = limits, block_size, kv_blocks
+        self.spec = spec
+        self.rate = 1 if spec is None else spec.k + 1  # KV slots per sequence per step, and budget tokens per row
+        self.tps = 1.0 if spec is None else spec.acceptance.tokens_per_step
+        self.ctx_base = 0.0  # spec: sum over decoding members of (context at join - tps * step counter at join)
+        self.sp_left = [0] * len(prompt)  # spec: tokens left when the request joined the cohort
+        self.sp_steps = [0] * len(prompt)  # spec: verify steps it was drawn to need for them
+        self.spec_emitted = 0  # spec: decode tokens of finished requests, and the verify steps they took
+        self.spec_steps = 0
         self.P, self.O = prompt, output
         n = len(prompt)
         self.state = [WAITING] * n
@@ -87,7 +109,7 @@ class Scheduler:
         self.waiting: deque[int] = deque()
         self.running: dict[int, None] = {}  # admission order
         self.prefilling: dict[int, None] = {}
-        self.cohort = Cohort(block_size)
+        self.cohort = Cohort(block_size, self.rate)
         self.heap: list[tuple[int, int, int]] = []  # (finish step, id, epoch)
         self.G = 0  # decode steps run so far
         self.used = 0
@@ -97,8 +119,9 @@ class Scheduler:
     # -- arrivals and bookkeeping -----------------------------------------------------------------
     def arrive(self, rid: int) -> bool:
         need = self.P[rid] + self.O[rid]
+        kv_need = need - 1 if self.spec is None else self.P[rid] + self.rate * max(0, self.O[rid] - 1)
         too_long_unchunked = not self.lim.chunked_prefill and need - 1 > self.lim.max_num_batched_tokens
-        if blocks_for(need - 1, self.bs) > self.total or need > self.lim.max_model_len or too_long_unchunked:
+        if blocks_for(kv_need, self.bs) > self.total or need > self.lim.max_model_len or too_long_unchunked:
             self.state[rid] = REJECTED
             return False
         self.target[rid] = self.P[rid]
@@ -118,8 +141,10 @@ class Scheduler:
         if self.state[rid] == DECODE:
             b = self.base[rid]
             self.cohort.remove(b)
-            self.used -= blocks_for(b + self.G, self.bs)
-            self.gen[rid] += self.G - self.join[rid]
+            self.used -= blocks_for(b + self.rate * self.G, self.bs)
+            self.gen[rid] += self._emitted(rid)
+            if self.spec is not None:
+                self.ctx_base -= self.target[rid] - self.tps * self.join[rid]
             self.epoch[rid] += 1
         else:
             self.used -= self.held[rid]
@@ -141,10 +166,10 @@ class Scheduler:
         g1, co, bs = self.G + 1, self.cohort, self.bs
         self.admission_skipped = False
         if not self.prefilling and not self.waiting:  # fast path: decodes only, nothing to admit
-            need = co.count[(1 - g1) % bs]
+            need = co.count[(1 - g1) % bs] if self.rate == 1 else co.need(g1)
             if co.n and need <= self.total - self.used:
                 self.used += need
-                return Plan(co.n, co.base_sum + co.n * g1, [], 0, 0, 1, self.used, self.used)
+                return Plan(co.n, self._ctx_sum(g1), [], 0, 0, 1, self.used, self.used)
         preempted_before = self.preemptions
         while co.need(g1) > self.total - self.used and self.running:
             self._preempt_last()
@@ -153,7 +178,7 @@ class Scheduler:
         for rid in (list(self.prefilling) if self.prefilling else ()):
             if rid not in self.running:
                 continue
-            left = budget - co.n - ptok
+            left = budget - co.n * self.rate - ptok
             if left <= 0:
                 break
             c = self.comp[rid]
@@ -174,7 +199,7 @@ class Scheduler:
         admit = self.preemptions == preempted_before  # no admissions in a step that had to preempt (vLLM V1)
         self.admission_skipped = not admit and bool(self.waiting)
         while admit and self.waiting and len(self.running) < lim.max_num_seqs:
-            left = budget - co.n - ptok
+            left = budget - co.n * self.rate - ptok
             if left <= 0:
                 break
             rid = self.waiting[0]
@@ -196,7 +221,22 @@ class Scheduler:
         if co.n == 0 and not chunks:
             return None
         self.used += co.need(g1)
-        return Plan(co.n, co.base_sum + co.n * g1, chunks, ptok, pctx, 1, self.used, self.used)
+        return Plan(co.n, self._ctx_sum(g1), chunks, ptok, pctx, 1, self.used, self.used)
+
+    def _ctx_sum(self, g: int) -> int:
+        """Summed context of the decoding requests at step g (spec: grown by the expected tokens per step)."""
+        co = self.cohort
+        if self.spec is None:
+            return co.base_sum + co.n * g
+        return math.ceil(self.ctx_base + co.n * self.tps * g) if co.n else 0
+
+    def _emitted(self, rid: int) -> int:
+        """Tokens a decoding request has produced since it joined the cohort (see the module docstring)."""
+        j = self.G - self.join[rid]
+        if self.spec is None:
+            return j
+        s, left = self.sp_steps[rid], self.sp_left[rid]
+        return min(left - 1, left * j // s) if s else 0
 
     def extend(self, plan: Plan, cap: int, ctx_bucket: int) -> int:
         """Merge up to `cap` identical decode-only steps into `plan` (see module docstring)."""
@@ -210,14 +250,18 @@ class Scheduler:
         k = heap[0][0] - self.G
         if cap < k:
             k = cap
-        c1 = -(-co.base_sum // co.n) + g1
-        kc = -(-c1 // ctx_bucket) * ctx_bucket - c1 + 1
+        if self.spec is None:
+            c1 = -(-co.base_sum // co.n) + g1
+            kc = -(-c1 // ctx_bucket) * ctx_bucket - c1 + 1
+        else:  # the mean context grows by tps a step: the steps before it leaves its bucket
+            c1 = -(-self._ctx_sum(g1) // co.n)
+            kc = int((-(-c1 // ctx_bucket) * ctx_bucket - c1) // self.tps) + 1
         if kc < k:
             k = kc
         if k <= 1:
             return 1
         free = self.total - self.used
-        if free < co.n * (-(-(k - 1) // self.bs)):  # the pool might run short: find where
+        if self.rate > 1 or free < co.n * (-(-(k - 1) // self.bs)):  # the pool might run short: find where
             k = min(k, 1 + co.steps_affordable(g1 + 1, free))
             if k <= 1:
                 return 1
@@ -234,7 +278,7 @@ class Scheduler:
         bs, co = self.bs, self.cohort
         if plan.decode:
             self.G += plan.steps
-            tokens += plan.decode * plan.steps
+            tokens += plan.decode * plan.steps * self.tps if self.spec is not None else plan.decode * plan.steps
             heap, G = self.heap, self.G
             while heap and heap[0][0] <= G:
                 _, rid, e = heapq.heappop(heap)
@@ -242,7 +286,11 @@ class Scheduler:
                     continue
                 b = self.base[rid]
                 co.remove(b)
-                self.used -= blocks_for(b + G, bs)
+                self.used -= blocks_for(b + self.rate * G, bs)
+                if self.spec is not None:
+                    self.ctx_base -= self.target[rid] - self.tps * self.join[rid]
+                    self.spec_emitted += self.sp_left[rid]
+                    self.spec_steps += self.sp_steps[rid]
                 self.gen[rid] = self.O[rid]
                 self._finish(rid, t_end, done)
         for rid, chunk in plan.chunks:
@@ -261,11 +309,17 @@ class Scheduler:
                 continue
             self.held[rid] = 0
             self.state[rid] = DECODE
-            b = self.target[rid] - self.G
+            b = self.target[rid] - self.rate * self.G
             self.base[rid] = b
             self.join[rid] = self.G
             co.add(b)
-            heapq.heappush(self.heap, (self.G + self.O[rid] - self.gen[rid], rid, self.epoch[rid]))
+            left = self.O[rid] - self.gen[rid]
+            if self.spec is not None:
+                steps = int(self.spec.steps(left))
+                self.sp_left[rid], self.sp_steps[rid] = left, steps
+                self.ctx_base += self.target[rid] - self.tps * self.G
+                left = steps
+            heapq.heappush(self.heap, (self.G + left, rid, self.epoch[rid]))
         return tokens, done
 
     def _finish(self, rid: int, t: float, done: list) -> None:
@@ -277,5 +331,21 @@ class Scheduler:
     def generated_now(self, rid: int) -> int:
         """Output tokens a request has produced so far (decoding ones counted from the step counter)."""
         if self.state[rid] == DECODE:
-            return self.gen[rid] + self.G - self.join[rid]
+            return self.gen[rid] + self._emitted(rid)
         return self.gen[rid]
+
+
+@dataclass
+class SpecDecode:
+    """Speculative decoding in a serving run: k draft tokens, the acceptance model (simulator/model/spec.py
+    Acceptance) and the Generator the requests' verify-step counts are drawn from (the replication's own stream)."""
+
+    k: int
+    acceptance: object
+    rng: object  # numpy.random.Generator
+
+    def steps(self, left: int) -> int:
+        """Verify steps a request needs to emit `left` more tokens (one seeded draw per step)."""
+        from simulator.model.spec import steps_to_finish
+
+        return int(steps_to_finish([left], self.acceptance, self.rng, chunk=max(1, min(64, left)))[0])

@@ -12,7 +12,7 @@ import numpy as np
 from simulator.layouts.buckets import parse_layout
 from simulator.engine.graph_memory import GiB
 from simulator.model.profile import load_profile
-from .arrivals import Trace, child_seeds, load_trace, make_workload
+from .arrivals import Trace, child_seeds, load_trace, make_workload  # noqa: F401
 from .replica import Prepared, ServeConfig, ServeResult, prepare, simulate_serving
 
 # Metrics averaged across replications (the rest are taken from the first replication or summed).
@@ -29,7 +29,13 @@ def build_config(run, model: str, profile: str | None, fusion: str, graph: str, 
     m = resolve_model(model, run.dtype, run.kv_dtype, tp)
     prof = load_profile(profile)
     e = run.engine
-    sizes = tuple(parse_layout(layout, max_num_seqs=e.max_num_seqs, tp=tp)) if graph != "none" else (1,)
+    spec_engine = "vllm"
+    if run.spec_tokens and graph != "none":
+        sizes, spec_engine = spec_sizes(run, layout, graph, tp)
+    else:
+        sizes = tuple(parse_layout(layout, max_num_seqs=e.max_num_seqs, tp=tp)) if graph != "none" else (1,)
+    if run.spec_tokens and graph == "none" and isinstance(layout, str) and layout in ("vllm", "sglang", "trtllm"):
+        spec_engine = layout
     label = layout_label or (layout if isinstance(layout, str) else f"{len(sizes)} sizes")
     return ServeConfig(
         model=m, profile=prof, fusion=fusion, graph=graph, sizes=sizes,
@@ -40,8 +46,32 @@ def build_config(run, model: str, profile: str | None, fusion: str, graph: str, 
         warmup_frac=run.warmup_frac, drain_s=run.drain_s, merge_steps=e.merge_steps,
         scheduling=run.scheduling, sampling=run.sampling, attention_backend=run.attention_backend,
         prefill_sizes=run.prefill_sizes() if graph != "none" else None,
-        step=StepSetup.from_options(run, model, prof, fusion, graph, sizes if graph != "none" else ()),
+        step=StepSetup.from_options(run, model, prof, fusion, graph, sizes if graph != "none" else (), spec_engine),
     )
+
+
+def spec_sizes(run, layout, graph: str, tp: int) -> tuple[tuple[int, ...], str]:
+    """Verify capture sizes in tokens and the engine whose draft routing applies: a preset vllm / sglang / trtllm
+    gives that engine's speculative capture rule (simulator/layouts/spec.py, at the run's max_num_seqs and token
+    budget); explicit sizes are taken as verify token counts (vLLM's draft routing); other presets are refused."""
+    from simulator.common.errors import UserError
+    from simulator.layouts.spec import SPEC_ENGINES, SpecLayoutError, spec_layout
+
+    e = run.engine
+    if isinstance(layout, str):
+        if layout not in SPEC_ENGINES:
+            raise UserError(f"field 'layout': with spec_tokens it must be one of {', '.join(SPEC_ENGINES)} (the "
+                            f"engine whose speculative capture rule applies) or a list of verify token sizes, got "
+                            f"{layout!r}")
+        try:
+            L = spec_layout(layout, run.spec_tokens, None, e.max_num_seqs, tp=tp,
+                            graph="piecewise" if graph == "piecewise" else "full",
+                            max_num_batched_tokens=e.max_num_batched_tokens,
+                            draft=run.draft if run.draft in ("eagle", "mtp") else "model")
+        except SpecLayoutError as err:
+            raise UserError(f"field 'spec_tokens': {err}") from None
+        return tuple(L.tokens), layout
+    return tuple(parse_layout(layout, max_num_seqs=e.max_num_seqs, tp=tp)), "vllm"
 
 
 def replication_seeds(seed: int, n: int) -> list[np.random.SeedSequence]:
@@ -60,7 +90,8 @@ def run_replications(run, cfg: ServeConfig, rate: float | None, prep: Prepared |
     results = []
     for ss in replication_seeds(run.seed, run.replications):
         wl = make_workload(arr, pr, out, rate, run.duration_s, ss, trace)
-        results.append(simulate_serving(cfg, wl, run.duration_s, prep))
+        # the accepted-token draws: the replication's 4th stream (make_workload takes its first three)
+        results.append(simulate_serving(cfg, wl, run.duration_s, prep, spec_seed=child_seeds(ss, 4)[3]))
     return results
 
 
@@ -105,6 +136,8 @@ def start_rate(cfg: ServeConfig, prep: Prepared, run) -> float:
     mean_ctx = int(_mean_len(run.prompt) + mean_out / 2)
     n = min(64, cfg.max_num_seqs)
     step = prep.timer.decode(n, max(1, min(mean_ctx, cfg.model.max_position_embeddings - 1))).step_s
+    if cfg.spec is not None:  # a speculative step emits the acceptance model's expected tokens per sequence
+        step /= cfg.spec.acceptance.tokens_per_step
     return max(0.5 * n / step / max(mean_out, 1.0), 1e-3)
 
 

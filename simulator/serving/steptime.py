@@ -27,6 +27,15 @@ Buckets of the memo key (stated here because they are approximations):
   32, 48 ... (x1.5 / x1.33 steps), L in 16, 32, 48, 64 then four points per octave (multiples of 16), and
   context in 0, 256, 512, 1024, 1536, 2048, 3072, 4096, ...  (interpolation overestimates the exact engine by 0.3% on average, at most 5%, on random shapes checked).
 Keys: (plan mode, StepShape as the GPU runs it, padding included).
+Speculative decoding (the setup's `spec`, k draft tokens): a decode step of n sequences is the verify step of
+n x (1 + k) tokens (StepShape.q_len = 1 + k, padded in tokens to the capture sizes, which count verify tokens:
+simulator/layouts/spec.py), in the graph mode verify steps run in (engine/spec.py verify_graph_mode), plus the draft
+loop (model/spec.py draft_loop, each pass routed in the draft's own graph mode over the same token sizes), the
+same arithmetic as engine/spec.py predict_spec_setup, memoised by (n, context bucket). The bucket's context is
+clamped so that the drafts (ctx + 2(k + 1)) stay within the model's positions. Mixed steps with decode rows:
+`spec_extra` is what the speculative decode step of those rows costs over a plain decode step of them (the k
+verify tokens per row and the draft loop), added to the plain mixed step by the replica: the workload builder does
+not model verify rows beside prefill rows, so their extra tokens are priced as in a decode-only step.
 """
 
 from __future__ import annotations
@@ -106,6 +115,9 @@ class StepTimer:
         self._brackets_l: dict[tuple[int, int], tuple] = {}
         self._mroutes: dict[int, tuple[str, int]] = {}  # mixed step's tokens -> (plan mode, padded size)
         self.misses = 0
+        self._sdecode: dict[tuple[int, int], StepCost] = {}  # spec: (n, ctx bucket) -> verify + draft step
+        self._vsetup = None  # spec: the setup in the verify steps' graph mode
+        self._draft = None  # spec: the draft (model/spec.py Draft)
 
     @classmethod
     def of(cls, setup, ctx_bucket: int = CTX_BUCKET, engine: str = "fast", layer_extrapolation: bool = False,
@@ -148,7 +160,65 @@ class StepTimer:
         return c
 
     def decode(self, n: int, ctx: int) -> StepCost:
-        """A decode-only step of n sequences at mean context ctx (>= 1)."""
+        """A decode-only step of n sequences at mean context ctx (>= 1) (spec: the verify step plus the draft
+        loop)."""
+        if self.setup.spec is not None:
+            return self.spec_decode(n, ctx)
+        return self.plain_decode(n, ctx)
+
+    def spec_decode(self, n: int, ctx: int) -> StepCost:
+        """The speculative decode step of n sequences: verify (n(1 + k) tokens) + draft loop (module docstring)."""
+        from dataclasses import replace
+
+        from simulator.engine.routing import lowered_pure, route
+        from simulator.engine.spec import verify_graph_mode
+        from simulator.engine.predict import simulate
+        from simulator.model.spec import draft_for, draft_loop, draft_step
+
+        b = self.ctx_bucket
+        key = (n, -(-ctx // b))
+        c = self._sdecode.get(key)
+        if c is not None:
+            return c
+        if self.layer_extrapolation:
+            raise ValueError("layer_extrapolation does not apply to speculative steps")
+        sp, cap = self.setup.spec, self.setup.capture
+        q = 1 + sp.k
+        cb = max(1, min(key[1] * b, self.max_pos - 1 - 2 * q))
+        vgraph, _ = verify_graph_mode(sp.engine, cap.graph, str(cap.backend), sp.k)
+        vsetup = self._vsetup
+        if vsetup is None:
+            vsetup = self._vsetup = replace(self.setup, capture=replace(cap, graph=vgraph))
+        r, shape = vsetup.capture.padded(StepShape(n, cb, q_len=q))
+        v = self.cache.step_time(vsetup, r.mode, shape)
+        step, gpu, cpu, gaps = v.step_s, v.gpu_busy_s, v.cpu_busy_s, v.gpu_gap_s
+        if self._draft is None:
+            self._draft = draft_for(self.setup.model, sp.draft)
+        for st, cnt in draft_loop(self._draft, sp.k, n, cb, self.fusion):
+            qq = st.tokens // n
+            # the draft's own graph mode (engine/setup.py DRAFT_GRAPH); an eager target (graph none) drafts eagerly
+            dr = route(sp.draft_mode if cap.graph != "none" else "none", cap.sizes, st.tokens, True,
+                       backend=cap.backend)
+            run = draft_step(self._draft, n, cb if qq > 1 else cb + sp.k + 1, self.fusion, q_len=qq,
+                             padding=dr.padding) if dr.padding else st
+            res, _ = simulate(run, self.costs, dr.mode, pure_decode=lowered_pure(dr.mode, True))
+            step += cnt * res.step_s
+            gpu += cnt * res.gpu_busy_s
+            cpu += cnt * res.cpu_busy_s
+            gaps += cnt * res.gpu_gap_s
+        self.misses += 1
+        c = StepCost(step, gpu, cpu >= gpu + gaps, v.graph_mode, n * q, r.executed, cpu, gaps)
+        c = self._with_engine(c, n)
+        self._sdecode[key] = c
+        return c
+
+    def spec_extra(self, n: int, ctx: int) -> float:
+        """Seconds a speculative decode step of n sequences costs over a plain decode step of them (>= 0 is not
+        assumed: the two route differently)."""
+        return self.spec_decode(n, ctx).step_s - self.plain_decode(n, ctx).step_s
+
+    def plain_decode(self, n: int, ctx: int) -> StepCost:
+        """A plain decode-only step of n sequences at mean context ctx (>= 1)."""
         b = self.ctx_bucket
         k = (n, -(-ctx // b))
         c = self._decode.get(k)

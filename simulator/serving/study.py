@@ -85,6 +85,15 @@ def describe_run(run, cfg, rate: float | None) -> dict:
              duration_s=run.duration_s, warmup_frac=run.warmup_frac,
              drain_s=run.drain_s if run.drain_s is not None else run.duration_s, replications=run.replications,
              seed=run.seed)
+    sp = cfg.spec
+    if sp is not None:
+        d["speculative_decoding"] = (
+            f"k={sp.k} draft tokens, draft {sp.draft} ({sp.engine}'s draft graph mode), acceptance "
+            f"{','.join(f'{a:g}' for a in sp.acceptance.probs)} (expected {sp.acceptance.tokens_per_step:.4g} tokens "
+            "per verify step); each decode step is a verify step of n(1+k) tokens plus the draft loop, each request's "
+            "verify steps drawn from the acceptance model (seeded); KV holds k+1 slots per sequence per step (an "
+            "upper bound: rejected slots are not reused); mixed steps: the plain mixed step plus what the speculative "
+            "decode step of its decode rows costs over a plain one (verify rows beside prefill rows not built)")
     return d
 
 

@@ -33,6 +33,7 @@ CURVE_KEYS = ("rate", "meets", "why", "throughput_req_s", "throughput_tok_s", "t
               "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms", "gpu_busy_frac", "cpu_bound_step_share", "padding_waste",
               "kv_util_mean", "mean_decode_batch", "preemptions", "unfinished", "arrival_rate", "queue_end",
               "backlog_growth")
+SPEC_KEYS = ("tokens_per_step", "tokens_per_step_expected")  # with spec_tokens: measured and E[accepted] + 1
 SUMMARY_COLUMNS = ["config", "status", "best_rate", "throughput_tok_s", "ttft_p99_s", "tpot_p99_ms", "replicas",
                    "kv_gib", "graph_gib", "runs"]
 
@@ -92,12 +93,13 @@ def _search(sc, c: dict, layout, start: float | None = None) -> dict:
                 ok, why = slo.check(m := evaluate(r))
                 points[r] = {"rate": r, "meets": ok, "why": why, **m}
     best = points.get(res.best_rate, {}) if res.best_rate else {}
+    keys = CURVE_KEYS + (SPEC_KEYS if sc.spec_tokens else ())
     return {
         **c, "profile_name": cfg.profile.name, "status": res.status, "best_rate": res.best_rate,
         "fail_rate": res.fail_rate, "message": res.message, "runs": res.runs,
         "replicas": res.replicas(sc.target_rate), "kv": prep.kv.as_dict(), "sizes": list(cfg.sizes),
-        "best": {k: best.get(k) for k in CURVE_KEYS},
-        "curve": [{k: points[r].get(k) for k in CURVE_KEYS} for r in sorted(points)],
+        "best": {k: best.get(k) for k in keys},
+        "curve": [{k: points[r].get(k) for k in keys} for r in sorted(points)],
         "step_evals": prep.timer.misses, "throughput_bound": bound,
     }
 
@@ -107,11 +109,14 @@ def _slo(sc) -> Slo:
 
 
 def replica_bound(cfg, prep, run) -> float:
-    """`serving.capacity.throughput_bound` of this replica: decode batches 1, 2, 4, ... and max_num_seqs."""
+    """`serving.capacity.throughput_bound` of this replica: decode batches 1, 2, 4, ... and max_num_seqs (with
+    speculative decoding each step emits the acceptance model's expected tokens per sequence: the time per token is
+    the verify + draft step over them)."""
     from simulator.serving.setup import _mean_len
 
     bs = sorted({min(1 << i, cfg.max_num_seqs) for i in range(cfg.max_num_seqs.bit_length() + 1)})
-    return throughput_bound(lambda b: prep.timer.decode(b, 1).step_s, bs, _mean_len(run.output))
+    tps = 1.0 if cfg.spec is None else cfg.spec.acceptance.tokens_per_step
+    return throughput_bound(lambda b: prep.timer.decode(b, 1).step_s / tps, bs, _mean_len(run.output))
 
 
 def _same_point(a: dict, b: dict) -> bool:
@@ -258,7 +263,8 @@ def run_capacity_scenario(sc, out: Path | None) -> dict:
                      "tpot_p99_ms": b.get("tpot_p99_ms"), "replicas": f["replicas"],
                      "kv_gib": f["kv"]["kv_gib"], "graph_gib": f["kv"]["graph_gib"],
                      "capture_s": f["kv"]["capture_s"], "graphs": f["kv"]["graphs"], "runs": f["runs"],
-                     "layout_note": f["layout_note"], "message": f["message"]})
+                     "layout_note": f["layout_note"], "message": f["message"],
+                     **({"tokens_per_step": b.get("tokens_per_step")} if sc.spec_tokens else {})})
     slo = _slo(sc)
     result = {"scenario": sc.model_dump(mode="json"), "slo": slo.describe(), "assumptions": assumptions(sc, slo), "target_rate": sc.target_rate,
               "tolerance": sc.search.tolerance, "configs": found, "summary": rows,
