@@ -1,3 +1,13 @@
+import os
+
+from hypothesis import settings
+
+# the suite is deterministic: hypothesis draws from a fixed seed (derandomize) unless a run asks for exploration
+# (HYPOTHESIS_PROFILE=explore draws fresh examples each run, as a bug hunt)
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
+
 import numpy as np
 import pytest
 
