@@ -74,3 +74,19 @@ def test_rows_cached_before_the_spec_axes_are_read_as_plain_decode(tmp_path):
 def test_spec_axis_refusals(extra, needle):
     with pytest.raises(ConfigError, match=needle):
         parse_scenario({**BASE, **extra})
+
+
+def test_shipped_sweep_and_buckets_scenarios_take_spec_tokens():
+    import yaml
+
+    from tests.paths import ROOT
+
+    sw = yaml.safe_load((ROOT / "scenarios" / "sweep_layouts_qwen3_0p6b.yaml").read_text())
+    sw.pop("mixed", None)
+    assert parse_scenario({**sw, "spec_tokens": [0, 2], "acceptance": [0.5]}).spec_tokens == [0, 2]
+    with pytest.raises(ConfigError, match="spec_tokens"):
+        parse_scenario({**sw, "spec_tokens": 2, "acceptance": 0.5})  # an axis: a list
+    bk = yaml.safe_load((ROOT / "scenarios" / "optimize_bimodal.yaml").read_text())
+    assert parse_scenario({**bk, "spec_tokens": 2}).spec_tokens == 2
+    with pytest.raises(ConfigError, match="acceptance does not change"):
+        parse_scenario({**bk, "spec_tokens": 2, "acceptance": 0.5})
