@@ -47,6 +47,10 @@ def optimize(
                                        "of writing plotly.min.js beside it"),
     dtype: Optional[V.Dtype] = choices.option(V.Dtype, None, "--dtype", help="weights (default bf16)", what="dtype", field="dtype"),
     kv_dtype: Optional[V.Dtype] = choices.option(V.Dtype, None, "--kv-dtype", help="KV cache (default bf16)", what="KV-cache dtype", field="kv_dtype"),
+    spec_tokens: Optional[int] = typer.Option(None, "--spec-tokens", help="speculative decoding: k draft tokens "
+                                              "per sequence; sizes count verify tokens (a batch of B sequences pads "
+                                              "B(1+k) tokens), candidates are multiples of 1+k, presets the "
+                                              "engines' spec-decode lists; --max-size is then in tokens"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Exact best CUDA-graph capture sizes for a batch-size distribution (dynamic programming)."""
@@ -64,7 +68,7 @@ def optimize(
     sc = buckets_scenario(scenario, dist, model=model, profile=profile, fusion=fusion, graph=graph, ctx=ctx,
                           objective=objective, max_graphs=max_graphs, memory_budget=memory_budget,
                           capture_budget=capture_budget, max_size=max_size, shared_pool=False if private else None,
-                          dtype=dtype, kv_dtype=kv_dtype)
+                          dtype=dtype, kv_dtype=kv_dtype, spec_tokens=spec_tokens)
     inp = inputs_from_scenario(sc)
     title = "launchsim optimize" if scenario is None else f"launchsim optimize: {sc.name}"
     t0 = time.perf_counter()
@@ -85,7 +89,7 @@ def optimize(
 FLAGS = {"distribution": "--distribution", "model": "--model", "profile": "--profile", "fusion": "--fusion",
          "graph": "--graph", "ctx": "--ctx", "objective": "--objective", "max_graphs": "--max-graphs",
          "memory_budget": "--memory-budget (alias --budget)", "capture_budget": "--capture-budget",
-         "max_size": "--max-size", "dtype": "--dtype", "kv_dtype": "--kv-dtype"}
+         "max_size": "--max-size", "dtype": "--dtype", "kv_dtype": "--kv-dtype", "spec_tokens": "--spec-tokens"}
 
 
 def buckets_scenario(scenario: Optional[Path], dist: Optional[Path], **flags):
@@ -123,7 +127,15 @@ def _print(result: dict, out: Optional[Path]) -> None:
     inp = result["inputs"]
     say(f"optimize {inp['model']} on {inp['profile']}: {V.defaults_note(inp['fusion'], inp['graph'])}")
     print_rows(preset_rows(result), f"objective: {unit} (gain = how much lower the optimum is)")
-    say(f"sizes ({len(result['sizes'])}): {', '.join(map(str, result['sizes']))}")
-    raw_lines(engine_lines(result["sizes"]))
+    unit_s = " tokens" if result.get("spec_tokens") else ""
+    say(f"sizes ({len(result['sizes'])}{unit_s}): {', '.join(map(str, result['sizes']))}")
+    for n in result.get("spec_notes", []):
+        say(n)
+    if result.get("spec_tokens"):  # vLLM's line counts tokens, the others' requests (studies/optimize.py)
+        from simulator.layouts.engine_syntax import LABELS
+
+        raw_lines([x for key, line in result["engine_syntax"].items() for x in (f"# {LABELS[key]}", line)])
+    else:
+        raw_lines(engine_lines(result["sizes"]))
     if out is not None:
         say(f"wrote {out / 'report.html'}, {out / 'result.json'} and {out / 'frontier.csv'}")

@@ -4,9 +4,9 @@ columns, such as the batch_log.csv a `serve` run writes."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, ClassVar, Literal, Union
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from .base import Tokens
 from .stepopts import StepOptions
@@ -20,6 +20,11 @@ PresetName = V.literal(V.COMPARED_PRESETS + (V.LayoutPreset.POW2,))
 
 class BucketsScenario(StepOptions):
     decode_only = True  # a grid of decode steps: mixed-step knobs refused (config/stepopts.py)
+    # spec_tokens: studies/optimize.py searches token sizes the engines accept and prices verify steps; acceptance
+    # scales every layout's per-token figure alike (cannot move the optimum) and the draft loop is not in the
+    # objective, so both are refused
+    spec_ok: ClassVar[bool] = True
+    spec_needs_acceptance: ClassVar[bool] = False
     kind: Literal["buckets"] = Field(description="scenario type")
     name: str = Field(description="scenario name, used in reports")
     description: str = Field("", description="free text shown in the report")
@@ -42,3 +47,10 @@ class BucketsScenario(StepOptions):
     max_size: Annotated[int, Field(gt=0, le=L.MAX_OPTIMIZE_SIZE)] | None = Field(None, description="largest candidate size (default: largest batch seen)")
     shared_pool: bool = Field(True, description="graphs share one memory pool (vLLM, SGLang); false: private pools")
     presets: list[PresetName] = Field(["vllm", "sglang", "trtllm", "seed"], description="presets to compare")
+
+    @model_validator(mode="after")
+    def _spec_draft(self):
+        if self.spec_tokens and self.draft != "eagle":
+            raise ValueError("draft: the buckets objective prices the target's verify steps only (the draft loop is "
+                             "not in it), so the draft cannot change the optimum: leave it out")
+        return self

@@ -75,7 +75,8 @@ class StepOptions(Strict):
     @model_validator(mode="after")
     def _mixed_knobs(self):
         if self.decode_only:
-            if self.attention_backend != "flashinfer":
+            # under speculation the backend decides vLLM's verify graph mode (engine/spec.py verify_graph_mode)
+            if self.attention_backend != "flashinfer" and not (self.spec_tokens and self.spec_ok):
                 raise ValueError("attention_backend only changes mixed (prefill + decode) steps, which this kind "
                                  "does not run: leave it at flashinfer")
             if self.prefill_layout is not None:

@@ -3,7 +3,7 @@ distribution x graph-memory budget, run in parallel, resumable, reported as CSV,
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
@@ -43,6 +43,36 @@ class SweepScenario(StepOptions):
     executor: V.literal(V.Executor) = Field("local", description="local processes or a Ray cluster")
     workers: PositiveInt = Field(2, le=L.MAX_WORKERS, description="parallel worker processes (local) or Ray CPUs when starting Ray")
     chunk: PositiveInt = Field(64, le=1_000_000, description="grid points per task sent to a worker")
+    # speculative decoding as sweep axes (issue 21 item 4): studies/sweep.py and sweep/grid.py run each point's
+    # verify step + draft loop (engine/spec.py predict_spec_setup) per batch size
+    spec_ok: ClassVar[bool] = True
+    spec_tokens: list[Annotated[int, Field(ge=0, le=64)]] = Field(
+        [0], min_length=1, description="axis: draft tokens k per sequence per step (0: plain decode); with k > 0 a "
+                                       "layout that names an engine (vllm, sglang, trtllm) is its spec-decode list "
+                                       "in tokens (simulator/layouts/spec.py), other layouts count verify tokens")
+    acceptance: list[Annotated[float, Field(ge=0, le=1)]] | None = Field(
+        None, min_length=1, description="axis, with spec_tokens > 0: constant per-token acceptance probabilities "
+                                        "(tokens per step (1 - a^(k+1)) / (1 - a)); points at k = 0 ignore it, "
+                                        "one per distinct rest of the grid")
+
+    @model_validator(mode="after")
+    def _mixed_knobs(self):  # replaces StepOptions' check of spec_tokens (here a list) and acceptance
+        if any(self.spec_tokens):
+            if self.acceptance is None:
+                raise ValueError("spec_tokens > 0 needs acceptance (a list of per-token probabilities)")
+            if self.mixed is not None and self.mixed.share:
+                raise ValueError("mixed: speculative points price decode verify steps only; leave mixed out with "
+                                 "spec_tokens > 0")
+        elif self.acceptance is not None or self.draft != "eagle":
+            raise ValueError("acceptance and draft apply to speculative decoding: they need spec_tokens > 0")
+        if len(set(self.spec_tokens)) != len(self.spec_tokens):
+            raise ValueError(f"spec_tokens: duplicate value in {self.spec_tokens}")
+        if self.acceptance is not None and len(set(self.acceptance)) != len(self.acceptance):
+            raise ValueError(f"acceptance: duplicate value in {self.acceptance}")
+        return self
+
+    def spec_acceptance(self):
+        raise ValueError("a sweep's acceptance is an axis: each point builds its own (studies/sweep.py)")
 
     @field_validator("budgets")
     @classmethod
@@ -58,7 +88,7 @@ class SweepScenario(StepOptions):
     def _grid(self):
         n = 1
         for xs in (self.models, self.profiles, self.fusion, self.graph, self.layouts, self.distributions,
-                   self.budgets):
+                   self.budgets, self.spec_tokens, self.acceptance or [None]):
             n *= len(xs)
         if n > 1_000_000:
             raise ValueError(f"the grid has {n:,} points; the limit is 1,000,000")

@@ -111,7 +111,10 @@ class CostModel:
         q_len tables (`device.tables.attention[]` rows with `q_len` > 1): bilinear in (batch, ctx) at each measured
         q_len, linear in q_len between the two measured q_lens around it. A profile without a table at or around
         this q_len refuses (CostError): verify attention is never extrapolated from the q_len-1 decode table.
-        Outside the (batch, ctx) grid: None (the roofline), as for every table."""
+        Outside the measured (batch, ctx) grid the measured kernel is scaled, not replaced by the roofline (which
+        prices this split-KV flash kernel several times too fast): above the grid, time = time at the grid's edge x
+        (batch / edge batch) x (ctx / edge ctx) (sequences and keys are independent work at these sizes); below it,
+        the first grid point (a launch-bound kernel does not get faster)."""
         q = op.dim("q_len")
         key = (op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim"))
         by_q = self._attn_q.get(key, {})
@@ -121,13 +124,18 @@ class CostModel:
             raise CostError(f"profile '{self.profile.name}' has no verify-attention table for q_len {q} at heads "
                             f"{key[0]}/{key[1]}, head_dim {key[2]} ({have}; device.tables.attention[].q_len): "
                             "speculative verify steps need it measured, not extrapolated from q_len 1")
+        def at(t):
+            b, c = op.dim("batch"), op.dim("ctx")
+            bc, cc = min(max(b, t.batch[0]), t.batch[-1]), min(max(c, t.ctx[0]), t.ctx[-1])
+            v = _bilinear(t.batch, t.ctx, t.us, bc, cc)
+            return None if v is None else v * (b / bc if b > bc else 1.0) * (c / cc if c > cc else 1.0)
+
         if q in by_q:
-            t = by_q[q]
-            return _bilinear(t.batch, t.ctx, t.us, op.dim("batch"), op.dim("ctx"))
+            return at(by_q[q])
         i = bisect.bisect_left(qs, q)
         lo, hi = by_q[qs[i - 1]], by_q[qs[i]]
-        a = _bilinear(lo.batch, lo.ctx, lo.us, op.dim("batch"), op.dim("ctx"))
-        b = _bilinear(hi.batch, hi.ctx, hi.us, op.dim("batch"), op.dim("ctx"))
+        a = at(lo)
+        b = at(hi)
         if a is None or b is None:
             return None
         w = (q - qs[i - 1]) / (qs[i] - qs[i - 1])

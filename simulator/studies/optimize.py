@@ -11,6 +11,18 @@ candidate; exact (to 1e-14) where the step's time adds up over its kernels (GPU-
 within 0.2% where host-bound piecewise pieces leave bubbles; `metrics` reports the routed steps themselves.
 Padded-rows objective: padded rows per step; the largest size is fixed at max_size.
 Memory and capture time come from GraphMemoryModel (shared pool captured largest-first, or private).
+
+Speculative decoding (`spec_tokens` k > 0, issue 21 item 2): sizes count tokens. Candidates are the token sizes
+every engine accepts at k (simulator/layouts/spec.py `allowed_sizes`: multiples of 1 + k at tp 1, the same for
+vLLM, SGLang and TensorRT-LLM); a decode batch of B sequences is a verify step of B(1 + k) tokens
+(StepShape.q_len = 1 + k) padded to the smallest chosen size >= it; alpha(s) = one sequence's verify step padded
+to s tokens, beta(B) as above over verify steps. The verify steps run in `engine.spec.verify_graph_mode` (vLLM
+with FlashInfer drops FULL to PIECEWISE, said in `spec_notes`). What is NOT in the objective: the draft loop.
+Its first pass (B(1 + k) tokens) pads like the verify step, but its k - 1 single-token passes (B tokens) pad to
+a different size of the same list, so its cost is not alpha(s) + beta(B) of one size; and acceptance scales
+every layout's per-token figure by the same tokens_per_step, so it cannot move the optimum (it is refused).
+Presets are the engines' spec-decode lists (spec_layout(engine, k).tokens); memory and capture time are those of
+the target's graphs at those token sizes (the draft's own graphs: `launchsim graph-memory --spec-tokens`).
 """
 
 from __future__ import annotations
@@ -63,6 +75,10 @@ class Inputs:
     kv_dtype: str = "bf16"
     opts: object = None  # config/stepopts.StepOptions of the scenario (impl, dtypes, ...): the step setup's knobs
     cover_max_size: bool = False  # step-time objective: the largest size must be max_size (mixed steps up to it keep a graph)
+    spec_tokens: int = 0  # speculative decoding: k draft tokens per sequence; sizes then count verify tokens
+
+
+SPEC_PRESETS = ("vllm", "sglang", "trtllm")  # engines with a spec-decode capture rule (layouts/spec.py)
 
 
 @dataclass
@@ -76,6 +92,22 @@ class Setup:
     sizes: np.ndarray
     step: StepSetup | None = None  # the step configuration (engine/setup.py); its capture's sizes vary per call
     cache: StepCostCache | None = None  # this run's step costs
+    notes: tuple = ()  # spec: the engine's graph-mode note (verify_graph_mode)
+
+    @property
+    def q(self) -> int:
+        """Tokens a sequence runs per step: 1 + k (1 without speculation)."""
+        return 1 + self.inp.spec_tokens
+
+    def shape(self, b: int):
+        """The step of b sequences the layout pads: a decode step, or a verify step of b(1 + k) tokens."""
+        from simulator.model.workload import StepShape
+
+        return decode(int(b), self.inp.ctx) if self.q == 1 else StepShape(int(b), self.inp.ctx, q_len=self.q)
+
+    def rows(self, batches) -> np.ndarray:
+        """The rows (tokens under speculation) of steps of `batches` sequences: what sizes are compared with."""
+        return np.asarray(batches, dtype=np.int64) * self.q
 
     def __post_init__(self):
         if self.step is None:
@@ -86,7 +118,7 @@ class Setup:
     def step_s(self, b: int, sizes) -> float:
         """A decode step of batch b under the graph mode and captured `sizes` (routed, memoised: stepcost.py)."""
         st = self.step.with_capture(self.step.capture.with_graph(self.step.capture.graph, sizes))
-        return self.cache.routed(st, decode(int(b), self.inp.ctx)).step_s
+        return self.cache.routed(st, self.shape(b)).step_s
 
     def graph_s(self, s: int) -> float:
         """The DP's alpha: a step of one sequence padded to captured size s (its padding rows attend to nothing,
@@ -127,22 +159,63 @@ def setup(inp: Inputs) -> Setup:
         raise OptimizeError(f"{inp.dist.label}: the largest batch, {inp.dist.max_batch:,}, is above the "
                             f"optimizer's limit of {MAX_OPTIMIZE_SIZE:,} candidate sizes: give --max-size (max_size) "
                             f"<= {MAX_OPTIMIZE_SIZE:,}; larger batches then run without a graph")
+    k = inp.spec_tokens
+    if k:
+        from simulator.layouts.spec import check_k
+
+        check_k(k)
+        bad = [n for n in inp.presets if n not in SPEC_PRESETS]
+        if bad:
+            raise OptimizeError(f"presets {bad} have no spec-decode capture rule: with spec_tokens compare "
+                                f"{', '.join(SPEC_PRESETS)}")
+        if isinstance(inp.memory_budget, str) and inp.memory_budget not in SPEC_PRESETS:
+            raise OptimizeError(f"memory_budget preset {inp.memory_budget!r} has no spec-decode capture rule: "
+                                f"name one of {', '.join(SPEC_PRESETS)} or give bytes")
+    graph, notes = inp.graph, ()
+    if k:
+        from simulator.engine.spec import verify_graph_mode
+
+        backend = getattr(inp.opts, "attention_backend", "flashinfer") if inp.opts is not None else "flashinfer"
+        graph, note = verify_graph_mode("vllm", inp.graph, backend, k)
+        notes = (note,) if note else ()
     if inp.opts is not None:  # the scenario's step options, whole (config/stepopts.py)
         from simulator.config.stepopts import build_setup
 
-        step = build_setup(inp.opts, inp.model, inp.profile, inp.fusion, inp.graph)
+        step = build_setup(inp.opts, inp.model, inp.profile, inp.fusion, graph)
     else:
         from simulator.model.resolve import resolve_model
 
         step = StepSetup.of(resolve_model(inp.model, inp.dtype, inp.kv_dtype), inp.profile, inp.fusion,
-                            Capture(inp.graph))
+                            Capture(graph))
     model, costs = step.model, step.costs
     from simulator.engine.graph_memory import check_weights_fit
 
     check_weights_fit(model, costs.profile)
-    gm = GraphMemoryModel(model, costs.profile, inp.fusion, inp.graph)
+    gm = GraphMemoryModel(model, costs.profile, inp.fusion, graph)
+    if k:
+        from simulator.layouts.spec import allowed_sizes
+
+        mx = inp.max_size or inp.dist.max_batch * (1 + k)  # tokens
+        if mx > MAX_OPTIMIZE_SIZE:
+            raise OptimizeError(f"{inp.dist.label}: the largest verify step, {mx:,} tokens, is above the optimizer's "
+                                f"limit of {MAX_OPTIMIZE_SIZE:,}: give max_size (tokens) <= {MAX_OPTIMIZE_SIZE:,}")
+        cand = allowed_sizes("vllm", k, mx)
+        if not cand:
+            raise OptimizeError(f"max_size {mx} is below {1 + k} tokens (one verify step of one sequence at "
+                                f"spec_tokens {k}): no capture size fits")
+        return Setup(inp, model, gm, costs, np.asarray(cand, dtype=np.int64), step, notes=notes)
     mx = inp.max_size or inp.dist.max_batch
     return Setup(inp, model, gm, costs, np.arange(1, mx + 1), step)
+
+
+def preset_layout(st: Setup, name: str) -> list[int]:
+    """A preset's sizes (tokens under speculation: the engine's spec-decode list at k, layouts/spec.py)."""
+    if st.inp.spec_tokens:
+        from simulator.layouts.spec import spec_layout
+
+        g = "piecewise" if st.step.capture.graph == "piecewise" else "full"
+        return list(spec_layout(name, st.inp.spec_tokens, graph=g).tokens)
+    return preset_sizes(name)
 
 
 def memory_budget(st: Setup) -> float | None:
@@ -150,7 +223,7 @@ def memory_budget(st: Setup) -> float | None:
     if isinstance(mb, str):
         if mb not in PRESETS + (V.LayoutPreset.POW2.value,):
             raise OptimizeError(f"--memory-budget: {mb!r} is neither bytes nor a preset name")
-        return st.memory(preset_sizes(mb))[0]  # the engine's real list, not cut at the largest batch
+        return st.memory(preset_layout(st, mb))[0]  # the engine's real list, not cut at the largest batch
     if mb is not None and not mb > 0:
         raise OptimizeError(f"--memory-budget must be positive, got {mb}")
     return mb
@@ -159,6 +232,7 @@ def memory_budget(st: Setup) -> float | None:
 def build_problem(st: Setup, budget: float | None, max_graphs: int | None = None) -> opt.Problem:
     inp, gm, sizes = st.inp, st.gm, st.sizes
     b, w = inp.dist.as_arrays()
+    rows = st.rows(b)  # what sizes are compared with (tokens under speculation); b stays the sequence count
     static = np.array([gm.static_buffer_bytes(int(s)) for s in sizes])
     floor = None
     if inp.shared_pool:  # memory = static + max(floor, base + outputs of the other sizes): graph_memory.py
@@ -171,13 +245,13 @@ def build_problem(st: Setup, budget: float | None, max_graphs: int | None = None
     if inp.objective == "step-time":
         top = int(sizes[-1])
         alpha = np.array([st.graph_s(int(s)) for s in sizes])
-        beta = np.array([st.real_s(int(x), top) if x <= top else 0.0 for x in b])
+        beta = np.array([st.real_s(int(x), top) if r <= top else 0.0 for x, r in zip(b, rows)])
         eager = np.array([st.eager_s(int(x)) for x in b])
         final_ok = sizes == sizes[-1] if inp.cover_max_size else None
     else:
-        alpha, beta, eager = sizes.astype(float), -b.astype(float), np.zeros(b.size)
+        alpha, beta, eager = sizes.astype(float), -rows.astype(float), np.zeros(b.size)  # padded rows (tokens)
         final_ok = sizes == sizes[-1]
-    return opt.Problem(sizes, b, w, alpha, beta, eager, max_graphs or inp.max_graphs, final_ok,
+    return opt.Problem(sizes, rows, w, alpha, beta, eager, max_graphs or inp.max_graphs, final_ok,
                        static=static, mem_chk=chk, mem_inc=inc, mem_floor=floor,
                        capture=np.array([gm.capture_s(int(s)) for s in sizes]), memory_budget=budget,
                        capture_budget=inp.capture_budget)
@@ -203,12 +277,32 @@ def metrics(st: Setup, sizes: list[int]) -> dict:
     (`stepcost.expected_step`: the sweep reports the same figures from the same function)."""
     b, w = st.inp.dist.as_arrays()
     srt = sorted(int(x) for x in sizes)
+    if st.inp.spec_tokens:
+        return _spec_metrics(st, srt, b, w)
     e = st.cache.expected(st.step.with_capture(st.step.capture.with_graph(st.step.capture.graph, srt)), b, w,
                           st.inp.ctx)
     mem, cap = st.memory(sizes)
     return {"graphs": len(sizes), "step_ms": e.step_s * 1e3, "padded_rows": e.padded_rows,
             "padding_waste": e.waste, "eager_share": e.eager_share, "memory_bytes": mem, "memory_mib": mem / MiB,
             "capture_s": cap}
+
+
+def _spec_metrics(st: Setup, srt: list[int], b, w) -> dict:
+    """`metrics` over verify steps (tokens): the definitions of `StepCostCache.expected`, each step routed and
+    costed by `Setup.step_s`'s rule (verify step of b(1 + k) tokens padded to the smallest size >= it)."""
+    cap = st.step.capture.with_graph(st.step.capture.graph, tuple(srt))
+    setup = st.step.with_capture(cap)
+    tot = pad = exe = eag = 0.0
+    for x, wt in zip(b, w):
+        rs = st.cache.routed(setup, st.shape(int(x)))
+        r = rs.route
+        tot += wt * rs.step_s
+        pad += wt * r.padding
+        exe += wt * r.executed
+        eag += wt * float(r.padded is None)
+    mem, capt = st.memory(srt)
+    return {"graphs": len(srt), "step_ms": tot * 1e3, "padded_rows": pad, "padding_waste": pad / exe if exe else 0.0,
+            "eager_share": eag, "memory_bytes": mem, "memory_mib": mem / MiB, "capture_s": capt}
 
 
 def _violations(st: Setup, p: opt.Problem, sizes: list[int], mem: float, cap: float) -> str | None:
@@ -220,11 +314,12 @@ def _violations(st: Setup, p: opt.Problem, sizes: list[int], mem: float, cap: fl
     if p.capture_budget is not None and cap > p.capture_budget:
         why.append(f"capture {cap:.3g} s > budget {p.capture_budget:.3g} s")
     mx = int(st.sizes[-1])
-    if st.inp.max_size is not None and st.inp.dist.max_batch > mx:
+    top_rows = st.inp.dist.max_batch * st.q
+    if st.inp.max_size is not None and top_rows > mx:
         below = [x for x in sizes if x <= mx]
         top = max(below) if below else 0
         over = [x for x in sizes if x > mx]
-        if over and st.inp.dist.max_batch > top:  # batches above max size replay a graph the optimum may not have
+        if over and top_rows > top:  # batches above max size replay a graph the optimum may not have
             why.append(f"replays size {over[0]} > max size {mx}")
     if st.inp.objective == "padded-rows" and sizes[-1] < int(st.sizes[-1]):
         why.append(f"largest size {sizes[-1]} < max size {int(st.sizes[-1])} (padded-rows gives every batch a graph)")
@@ -273,21 +368,24 @@ def run(inp: Inputs, frontier: bool = True) -> dict:
     mx = int(st.sizes[-1])
     # presets at the engines' real sizes (issue 22): not cut at the largest batch, which would run the batches
     # between it and the preset's next size eagerly and understate the preset's memory
-    preset_layouts = {n: preset_sizes(n) for n in inp.presets}
-    best = solve(st, p, [[x for x in v if x <= mx] for v in preset_layouts.values() if any(x <= mx for x in v)])
+    preset_layouts = {n: preset_layout(st, n) for n in inp.presets}
+    cands = set(int(c) for c in st.sizes)
+    seeds = [[x for x in v if x in cands] for v in preset_layouts.values()]
+    best = solve(st, p, [v for v in seeds if v])
+    top_rows = inp.dist.max_batch * st.q  # the largest step's rows (tokens under speculation)
     m_best = metrics(st, best.sizes)
     presets = {}
     for name, lay in preset_layouts.items():
         m = metrics(st, lay)
         val = preset_objective(st, p, lay)
         why = _violations(st, p, lay, m["memory_bytes"], m["capture_s"])
-        above = [x for x in lay if x > inp.dist.max_batch]
+        above = [x for x in lay if x > top_rows]
         presets[name] = {"sizes": lay, "objective": val, "feasible": why is None, "reason": why,
                          "gain_pct": 100.0 * (val - best.objective) / val if val > 0 else 0.0,
                          "sizes_above_max_batch": len(above),
-                         "note": (f"{len(above)} of its {len(lay)} sizes lie above the largest batch "
-                                  f"({inp.dist.max_batch}): all captured (memory, capture time); "
-                                  f"{_cover_note(lay, inp.dist.max_batch)}" if above else ""), **m}
+                         "note": (f"{len(above)} of its {len(lay)} sizes lie above the largest "
+                                  f"{'verify step' if st.q > 1 else 'batch'} ({top_rows}): all captured (memory, "
+                                  f"capture time); {_cover_note(lay, top_rows)}" if above else ""), **m}
     result = {
         "inputs": {"distribution": inp.dist.label, "steps_support": len(inp.dist.sizes), "model": st.model.name,
                    "profile": st.gm.profile.name, "fusion": inp.fusion, "graph": inp.graph, "ctx": inp.ctx,
@@ -299,6 +397,16 @@ def run(inp: Inputs, frontier: bool = True) -> dict:
         "method": best.method, "labels": best.labels, **{f"best_{k}": v for k, v in m_best.items()},
         "engine_syntax": engine_syntax(best.sizes), "presets": presets,
     }
+    if inp.spec_tokens:
+        # vLLM's list counts tokens; SGLang's and TensorRT-LLM's count requests (each runs 1 + k tokens)
+        req = [x // st.q for x in best.sizes]
+        syn = engine_syntax(req)
+        syn["vllm"] = result["engine_syntax"]["vllm"]
+        result.update(engine_syntax=syn, spec_tokens=inp.spec_tokens, sizes_unit="tokens", sizes_requests=req,
+                      spec_notes=list(st.notes) + [
+                          "objective: verify steps only (the draft loop's single-token passes pad to other sizes "
+                          "of the list; not in the objective)"])
+        result["inputs"]["spec_tokens"] = inp.spec_tokens
     if frontier:
         result["frontier_graphs"], result["frontier_memory"] = frontiers(st, p, presets)
     return result
@@ -336,7 +444,10 @@ def inputs_from_scenario(sc, **over):
     kw = dict(model=sc.model, profile=sc.profile, fusion=sc.fusion, graph=sc.graph, ctx=sc.ctx,
               objective=sc.objective, max_graphs=sc.max_graphs, memory_budget=parse_memory_budget(sc.memory_budget),
               capture_budget=sc.capture_budget, max_size=sc.max_size, shared_pool=sc.shared_pool,
-              presets=tuple(sc.presets), dtype=sc.dtype, kv_dtype=sc.kv_dtype, opts=sc)
+              presets=tuple(sc.presets), dtype=sc.dtype, kv_dtype=sc.kv_dtype, opts=sc,
+              spec_tokens=getattr(sc, "spec_tokens", 0))
+    if getattr(sc, "spec_tokens", 0) and "presets" not in sc.model_fields_set:
+        kw["presets"] = SPEC_PRESETS  # the engines' spec-decode lists (the default list's seed has no such rule)
     kw.update({k: v for k, v in over.items() if v is not None})
     return Inputs(sc.distribution.build(), **kw)
 
@@ -442,8 +553,11 @@ def write_outputs(result: dict, dist: BatchDistribution, out: Path, title: str, 
                 f"<p>TensorRT-LLM (extra LLM API options YAML):</p><pre>{html.escape(syn['trtllm'])}</pre>")
     budget = inp["memory_budget_bytes"]
     cons = (f"Objective {inp['objective']} ({unit}); model {inp['model']}, fusion {inp['fusion']}, graph "
-            f"{inp['graph']}, ctx {inp['ctx']}, profile {inp['profile']}; candidates 1..{inp['max_size']}; "
-            f"max graphs {inp['max_graphs']}; memory budget "
+            f"{inp['graph']}, ctx {inp['ctx']}, profile {inp['profile']}; "
+            + (f"candidates 1..{inp['max_size']}; " if not inp.get('spec_tokens') else
+               f"spec_tokens {inp['spec_tokens']}: candidates multiples of {1 + inp['spec_tokens']} up to "
+               f"{inp['max_size']} tokens, verify steps priced ({'; '.join(result.get('spec_notes', []))}); ")
+            + f"max graphs {inp['max_graphs']}; memory budget "
             f"{'none' if budget is None else f'{budget / MiB:.1f} MiB'}"
             f"{' (' + str(inp['memory_budget_spec']) + ' preset)' if isinstance(inp['memory_budget_spec'], str) else ''}; "
             f"capture budget {inp['capture_budget_s'] or 'none'}; {'shared' if inp['shared_pool'] else 'private'} pools. "

@@ -37,13 +37,42 @@ def build_points(sc: SweepScenario) -> list[Point]:
     for mname, prof in itertools.product(sc.models, sc.profiles):
         proto = point_for(resolve_model(mname, sc.dtype, sc.kv_dtype, 1, sc.assume_family), prof, fusion="", graph="", layout="", sizes=(), distribution="",
                           dist_sizes=(), dist_weights=(), budget_bytes=0, ctx=sc.ctx)
-        for fusion, graph, (lname, sizes), dist, budget in itertools.product(
-                sc.fusion, sc.graph, layouts, dists, sc.budgets):
+        for fusion, graph, (k, a), (lname, sizes), dist, budget in itertools.product(
+                sc.fusion, sc.graph, spec_axes(sc), layouts, dists, sc.budgets):
+            spec = (0, None, "eagle", "vllm", None)
+            if k:
+                sizes, eng, dsizes = spec_sizes(sc, lname, k, graph)
+                spec = (k, a, sc.draft, eng, dsizes)
             pts.append(Point.of(proto.model, prof, proto.profile_digest, fusion, graph, lname, sizes, dist.label,
                              dist.sizes, dist.weights, budget, sc.ctx, mixed, sc.shared_pool, sc.gpu_util,
                              sc.workspace_bytes, sc.attention_backend, prefill, sc.impl, sc.kv_cache,
-                             sc.max_cache_len, sc.host_canary_us))
+                             sc.max_cache_len, sc.host_canary_us, *spec))
     return pts
+
+
+def spec_axes(sc: SweepScenario) -> list[tuple[int, float | None]]:
+    """(k, acceptance) of every point: k = 0 once (acceptance does not apply), each k > 0 at every acceptance."""
+    return [(k, a) for k in sc.spec_tokens for a in ([None] if k == 0 else sc.acceptance)]
+
+
+_SPEC_SIZES: dict = {}
+
+
+def spec_sizes(sc: SweepScenario, name: str, k: int, graph: str) -> tuple[tuple, str, tuple]:
+    """(verify token sizes, the engine whose rules route the draft, the plain-decode sizes) of layout `name` at
+    k (engine/spec.py spec_request: an engine preset is its spec-decode list, in the graph mode verify steps run
+    in; another layout's sizes count verify tokens)."""
+    from simulator.engine.spec import spec_request, verify_graph_mode
+
+    lay = next(x for x in sc.layouts if x.name == name)
+    eng = lay.sizes if isinstance(lay.sizes, str) and lay.sizes in ("vllm", "sglang", "trtllm") else "vllm"
+    vgraph, _ = verify_graph_mode(eng, graph, sc.attention_backend, k)
+    key = (name, k, vgraph)
+    if key not in _SPEC_SIZES:
+        _, vs, ds = spec_request(k, 0.5, sc.draft, lay.sizes, lay.max_size, lay.max_num_seqs,
+                                 graph="piecewise" if vgraph == "piecewise" else "full")
+        _SPEC_SIZES[key] = (tuple(vs), eng, tuple(ds))
+    return _SPEC_SIZES[key]
 
 
 TABLE_ROWS = 2000  # rows of a report table; the CSV and JSON files hold every point
@@ -51,17 +80,33 @@ SUMMARY_COLUMNS = ["model", "fusion", "graph", "layout", "dist", "graph_MiB", "b
                    "speedup", "capture_s"]
 
 
+SPEC_SUMMARY_COLUMNS = ["spec_k", "accept", "tok_per_step", "ms_per_token", "decode_ms"]
+
+
+def summary_columns(rows: list[dict]) -> list[str]:
+    """SUMMARY_COLUMNS, plus the speculative ones when a row has spec_tokens > 0."""
+    if any(r.get("spec_tokens") for r in rows):
+        return SUMMARY_COLUMNS[:-3] + SPEC_SUMMARY_COLUMNS + SUMMARY_COLUMNS[-3:]
+    return SUMMARY_COLUMNS
+
+
 def summarize_rows(rows: list[dict]) -> list[dict]:
     """One compact row per point without the budget axis; `budgets` lists each budget's check."""
     out: dict[tuple, dict] = {}
+    spec = any(r.get("spec_tokens") for r in rows)
     for r in rows:
-        k = (r["model"], r["profile"], r["fusion"], r["graph"], r["layout"], r["distribution"])
+        k = (r["model"], r["profile"], r["fusion"], r["graph"], r["layout"], r["distribution"],
+             r.get("spec_tokens", 0), r.get("acceptance"))
         s = out.get(k)
         if s is None:
             s = out[k] = {"model": r["model"], "fusion": r["fusion"], "graph": r["graph"], "layout": r["layout"],
                           "dist": r["distribution"], "graph_MiB": r["graph_bytes"] / MiB, "budgets": "",
                           "waste": r["waste"], "step_ms": r["expected_step_ms"], "speedup": r["speedup_vs_eager"],
                           "capture_s": r["capture_s"]}
+            if spec:
+                s.update(spec_k=r["spec_tokens"], accept=r["acceptance"], tok_per_step=r["tokens_per_step"],
+                         ms_per_token=r["ms_per_token"], decode_ms=r["decode_step_ms"])
+                s = out[k] = {c: s[c] for c in summary_columns(rows)}
         check = f"{r['budget_bytes'] / MiB:g}MiB:{'ok' if r['fits_budget'] else 'OVER'}"
         s["budgets"] = f"{s['budgets']} {check}".strip()
     return list(out.values())
@@ -80,18 +125,92 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
         "over_budget": len(over),
         "rows": rows,
         "summary": summary,
-        "summary_columns": SUMMARY_COLUMNS,
+        "summary_columns": summary_columns(rows),
     }
+    be = breakeven_rows(rows, batch_means(sc))
+    if be:
+        result["spec_breakeven"] = be
     if out is not None:
         write_csv(out / "results.csv", rows)
         rows_text = indented(rows)  # written twice: alone and inside result.json
         write_json(out / "results.json", rows, {id(rows): rows_text})
         write_json(out / "result.json", result, {id(rows): rows_text})
-        write_html(out / "report.html", f"launchsim: {sc.name}", figures(rows),
-                   [memory_table(rows), table_html(rows, "All grid points", limit=TABLE_ROWS, rest="results.csv")],
+        write_html(out / "report.html", f"launchsim: {sc.name}", figures(rows) + breakeven_figures(be, rows,
+                                                                                             batch_means(sc)),
+                   ([table_html(be, "Where speculation stops paying: break-even acceptance per point (speculation "
+                                    "pays above it)", limit=TABLE_ROWS)] if be else [])
+                   + [memory_table(rows), table_html(rows, "All grid points", limit=TABLE_ROWS, rest="results.csv")],
                    intro=f"{sc.description} {len(points)} points ({run.computed} computed, {run.cached} from "
                          f"the cache); profiles: {', '.join(sc.profiles)}; context {sc.ctx}.")
     return result
+
+
+def batch_means(sc: SweepScenario) -> dict[str, float]:
+    """Each distribution's label -> its expected batch (sequences per step): the x of the break-even figures."""
+    out = {}
+    for d in sc.distributions:
+        dist = build_distribution(d)
+        out[dist.label] = float(sum(b * w for b, w in zip(dist.sizes, dist.weights)))
+    return out
+
+
+def breakeven_rows(rows: list[dict], means: dict[str, float]) -> list[dict]:
+    """Per speculative point without its acceptance and budget: cost_ratio = expected spec step (verify + draft)
+    / expected plain decode step, and the constant acceptance at which ms_per_token equals plain decode's
+    (model/spec.py breakeven_acceptance: tokens_per_step(a, k) = cost_ratio; 0 when speculation pays at any
+    acceptance, None when it never does, cost_ratio > k + 1). The step does not depend on the acceptance."""
+    from simulator.model.spec import breakeven_acceptance
+
+    out: dict[tuple, dict] = {}
+    for r in rows:
+        k = r.get("spec_tokens", 0)
+        if not k:
+            continue
+        key = (r["model"], r["profile"], r["fusion"], r["graph"], r["layout"], r["distribution"], k)
+        if key in out:
+            continue
+        ratio = r["expected_step_ms"] / r["decode_step_ms"]
+        out[key] = {"model": r["model"], "profile": r["profile"], "fusion": r["fusion"], "graph": r["graph"],
+                    "layout": r["layout"], "distribution": r["distribution"],
+                    "batch": means.get(r["distribution"]), "spec_tokens": k, "spec_step_ms": r["expected_step_ms"],
+                    "decode_step_ms": r["decode_step_ms"], "cost_ratio": ratio,
+                    "breakeven_acceptance": breakeven_acceptance(k, ratio)}
+    return list(out.values())
+
+
+def breakeven_figures(be: list[dict], rows: list[dict], means: dict[str, float]) -> list[go.Figure]:
+    """(1) break-even acceptance over batch, one line per (model, fusion/graph, layout, k); (2) ms_per_token over
+    batch for each (k, acceptance) with plain decode's step time as the reference line (first model, fusion,
+    graph, layout, profile and budget)."""
+    if not be:
+        return []
+    f1 = go.Figure()
+    for key in dict.fromkeys((b["model"], b["fusion"], b["graph"], b["layout"], b["spec_tokens"]) for b in be):
+        pts = sorted((b["batch"], b["breakeven_acceptance"]) for b in be
+                     if (b["model"], b["fusion"], b["graph"], b["layout"], b["spec_tokens"]) == key)
+        f1.add_trace(go.Scatter(x=[x for x, _ in pts], y=[y for _, y in pts], mode="lines+markers",
+                                name=f"{key[0]} {key[1]}/{key[2]} {key[3]} k={key[4]}"))
+    f1.update_layout(title="Where speculation stops paying: break-even acceptance over batch (pays above the "
+                           "line; a gap: never pays, cost ratio > k + 1)",
+                     xaxis_title="batch (expected sequences per step)", yaxis_title="break-even acceptance",
+                     yaxis_range=[0, 1], height=460)
+    r0 = next(r for r in rows if r.get("spec_tokens"))
+    base = _first(rows, model=r0["model"], fusion=r0["fusion"], graph=r0["graph"], layout=r0["layout"],
+                  profile=r0["profile"], budget_bytes=r0["budget_bytes"])
+    f2 = go.Figure()
+    dec = sorted({(means.get(r["distribution"]), r["decode_step_ms"]) for r in base})
+    f2.add_trace(go.Scatter(x=[x for x, _ in dec], y=[y for _, y in dec], mode="lines", name="plain decode",
+                            line=dict(dash="dash", color="black")))
+    for k, a in dict.fromkeys((r["spec_tokens"], r["acceptance"]) for r in base if r["spec_tokens"]):
+        pts = sorted((means.get(r["distribution"]), r["ms_per_token"]) for r in base
+                     if r["spec_tokens"] == k and r["acceptance"] == a)
+        f2.add_trace(go.Scatter(x=[x for x, _ in pts], y=[y for _, y in pts], mode="lines+markers",
+                                name=f"k={k}, acceptance {a:g}"))
+    f2.update_layout(title=f"ms per token over batch ({r0['model']} {r0['fusion']}/{r0['graph']}, layout "
+                           f"{r0['layout']}): speculation pays below plain decode",
+                     xaxis_title="batch (expected sequences per step)", yaxis_title="ms per token (per sequence)",
+                     height=460)
+    return [f1, f2]
 
 
 def memory_table(points: list[dict]) -> str:

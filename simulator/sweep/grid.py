@@ -36,7 +36,10 @@ ROW_KEYS = ("model", "profile", "fusion", "graph", "layout", "sizes", "max_size"
             "fits_budget", "kv_cache_bytes", "kv_tokens", "capture_s", "memory_source", "waste", "waste_mean",
             "padded_rows", "overflow_frac", "expected_step_ms", "unpadded_step_ms", "padding_cost_ms",
             "graph_none_step_ms", "speedup_vs_graph_none", "eager_step_ms", "speedup_vs_eager", "tokens_per_s",
-            "step_evals")
+            "step_evals") + ("spec_tokens", "acceptance", "tokens_per_step", "ms_per_token", "decode_step_ms")
+# rows cached before the speculative axes lack the last five: plain decode, derivable exactly (`_valid_row`)
+_SPEC_KEYS = ROW_KEYS[-5:]
+_PLAIN_KEYS = frozenset(ROW_KEYS[:-5])
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,13 @@ class Point:
     kv_cache: str = "static"
     max_cache_len: int | None = None
     host_canary_us: float | None = None  # the user's host (config/stepopts.py): the profile's host lane rescaled
+    # speculative decoding (engine/spec.py): k draft tokens, a constant acceptance, the draft, whose engine rules
+    # route it; `sizes` then count verify tokens and `decode_sizes` are the plain-decode layout compared with
+    spec_tokens: int = 0
+    acceptance: float | None = None
+    draft: str = "eagle"
+    spec_engine: str = "vllm"
+    decode_sizes: tuple[int, ...] | None = None
 
     @classmethod
     def of(cls, *values) -> "Point":
@@ -143,7 +153,8 @@ class Point:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(Point))
-_ROUTING_FIELDS = ("attention_backend", "prefill_sizes", "impl", "kv_cache", "max_cache_len", "host_canary_us")  # outside base_key
+_ROUTING_FIELDS = ("attention_backend", "prefill_sizes", "impl", "kv_cache", "max_cache_len", "host_canary_us",
+                   "spec_tokens", "acceptance", "draft", "spec_engine", "decode_sizes")  # outside base_key
 _DEFAULTS = {f.name: f.default for f in fields(Point) if f.name in _ROUTING_FIELDS}
 _KEY_FIELDS = tuple((k, ("" if i == 0 else ", ") + json.dumps(k) + ": ")
                     for i, k in enumerate(sorted([f.name for f in fields(Point) if f.name not in _ROUTING_FIELDS]
@@ -197,7 +208,8 @@ def evaluate_point(p: Point) -> dict:
     only in their budget share one row but for `budget_bytes` and `fits_budget` (memoised per process)."""
     bkey = (p.model, p.profile, p.profile_digest, p.fusion, p.graph, p.layout, p.sizes, p.distribution, p.dist_sizes,
             p.dist_weights, p.ctx, p.mixed, p.shared_pool, p.gpu_util, p.workspace_bytes,
-            p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len, p.host_canary_us, type(p.ctx), type(p.shared_pool), type(p.gpu_util), type(p.workspace_bytes))  # 1 == 1.0 == True
+            p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len, p.host_canary_us, type(p.ctx), type(p.shared_pool), type(p.gpu_util), type(p.workspace_bytes),  # 1 == 1.0 == True
+            p.spec_tokens, p.acceptance, p.draft, p.spec_engine, p.decode_sizes)
     base = _ROWS.get(bkey)
     if base is None:
         if len(_ROWS) > 20_000:
@@ -213,6 +225,77 @@ _ROWS: dict[tuple, dict] = {}  # per process: a point's row without its budget
 
 
 def _evaluate(p: Point) -> dict:
+    if p.spec_tokens:
+        return _evaluate_spec(p)
+    row = _evaluate_plain(p)
+    ms = row["expected_step_ms"]
+    row.update(spec_tokens=0, acceptance=None, tokens_per_step=1.0, ms_per_token=ms, decode_step_ms=ms)
+    return row
+
+
+def _evaluate_spec(p: Point) -> dict:
+    """A speculative point: per batch size b of the distribution, one verify step of b(1 + k) tokens over the
+    point's token sizes plus the draft loop (engine/spec.py predict_spec_setup: its routing, graph modes and
+    per-token arithmetic); expectations weight each batch size by its share of steps. tokens_per_step is the
+    acceptance model's (constant a: (1 - a^(k+1)) / (1 - a)); ms_per_token = expected step / tokens_per_step;
+    decode_step_ms = the plain decode step expected over the same distribution at `decode_sizes`. Memory: the
+    target's graphs at the token sizes in the mode verify steps run in (the draft's own graphs are not counted:
+    `launchsim graph-memory --spec-tokens` has them). The eager and graph-none baselines are not computed (None)."""
+    from dataclasses import replace as dc_replace
+
+    from simulator.engine.setup import SpecSetup
+    from simulator.engine.spec import predict_spec_setup, verify_graph_mode
+    from simulator.model.spec import Acceptance
+
+    m = p.spec
+    prof = load_cached_profile(p.profile)[0]
+    sizes = tuple(p.sizes)
+    k = p.spec_tokens
+    vgraph, _ = verify_graph_mode(p.spec_engine, p.graph, p.attention_backend, k)
+    mkey = (p.model, p.profile_digest, p.fusion, vgraph, sizes, p.shared_pool, p.workspace_bytes, p.gpu_util, None)
+    hit = _MEM.get(mkey)
+    if hit is None:
+        mem = GraphMemoryModel(m, prof, p.fusion, vgraph).layout(sizes, p.shared_pool) if vgraph != "none" else \
+            GraphMemoryModel(m, prof, p.fusion, "none").layout((), p.shared_pool)
+        kv = kv_cache_bytes(m, prof, mem, p.workspace_bytes, p.gpu_util)
+        hit = _MEM[mkey] = (mem, kv, kv_cache_tokens(m, kv))
+    mem, kv, kv_tokens = hit
+    acc = Acceptance.constant(p.acceptance, k)
+    setup = dc_replace(p.step_setup(p.fusion, p.graph, sizes),
+                       spec=SpecSetup(k, acc, p.draft, engine=p.spec_engine))
+    if p.graph == "none":
+        setup = dc_replace(setup, capture=dc_replace(setup.capture, sizes=()))
+    step = pad = exe = wmean = over = seqs = 0.0
+    for b, w in zip(p.dist_sizes, p.dist_weights):
+        sp = predict_spec_setup(setup, int(b), p.ctx, baseline=False)
+        r = sp.verify_route
+        step += w * sp.step_ms
+        pad += w * r.padding
+        exe += w * r.executed
+        wmean += w * r.padding / r.executed
+        over += w * float(r.overflow)
+        seqs += w * b
+    t = acc.tokens_per_step
+    dsizes = tuple(p.decode_sizes) if p.decode_sizes is not None else sizes
+    dec = _expectation(dc_replace(p, spec_tokens=0, acceptance=None, decode_sizes=None), p.fusion, p.graph,
+                       dsizes).step_s * 1e3
+    return {
+        "model": m.name, "profile": p.profile, "fusion": p.fusion, "graph": p.graph, "layout": p.layout,
+        "sizes": len(sizes), "max_size": max(sizes) if sizes else 0, "distribution": p.distribution,
+        "budget_bytes": p.budget_bytes, "ctx": p.ctx, "mixed_share": 0.0, "shared_pool": p.shared_pool,
+        "graphs": mem.graphs, "pool_bytes": mem.pool_bytes, "static_bytes": mem.static_buffer_bytes,
+        "graph_bytes": mem.total_bytes, "fits_budget": bool(mem.total_bytes <= p.budget_bytes),
+        "kv_cache_bytes": kv, "kv_tokens": kv_tokens, "capture_s": mem.capture_s, "memory_source": mem.source,
+        "waste": pad / exe if exe else 0.0, "waste_mean": wmean, "padded_rows": pad, "overflow_frac": over,
+        "expected_step_ms": step, "unpadded_step_ms": None, "padding_cost_ms": None,
+        "graph_none_step_ms": None, "speedup_vs_graph_none": None, "eager_step_ms": None, "speedup_vs_eager": None,
+        "tokens_per_s": seqs * t / (step / 1e3), "step_evals": len(p.dist_sizes),
+        "spec_tokens": k, "acceptance": p.acceptance, "tokens_per_step": t, "ms_per_token": step / t,
+        "decode_step_ms": dec,
+    }
+
+
+def _evaluate_plain(p: Point) -> dict:
     m = p.spec
     prof = load_cached_profile(p.profile)[0]
     sizes = tuple(p.sizes)
@@ -261,6 +344,11 @@ def evaluate_chunk(points: list[Point]) -> tuple[list[dict], dict]:
 # -- the cache ------------------------------------------------------------------------------------
 def _valid_row(row) -> dict | None:
     """A cached row with exactly ROW_KEYS and plain JSON scalars, in ROW_KEYS order; None otherwise."""
+    if isinstance(row, dict) and set(row) == _PLAIN_KEYS and isinstance(row.get("expected_step_ms"), (int, float)):
+        # a row cached before the speculative axes: a plain decode point
+        ms = row["expected_step_ms"]
+        row = {**row, "spec_tokens": 0, "acceptance": None, "tokens_per_step": 1.0, "ms_per_token": ms,
+               "decode_step_ms": ms}
     if not isinstance(row, dict) or set(row) != set(ROW_KEYS):
         return None
     if not all(v is None or isinstance(v, (str, int, float, bool)) for v in row.values()):

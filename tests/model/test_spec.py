@@ -248,3 +248,26 @@ def test_draft_model_of_a_sharded_target():
     assert tp_of(d.model) == 2 and d.model.num_attention_heads == 8
     h = draft_for(t, "eagle")
     assert tp_of(h.model) == 2 and h.model.num_hidden_layers == 1
+
+
+def test_verify_attention_outside_the_grid_scales_the_measured_kernel():
+    """Above the measured (batch, ctx) grid the verify kernel's time scales with batch and context from the grid's
+    edge (never the roofline, which prices this split-KV kernel several times too fast); below it, the first point."""
+    from simulator.model.costs import CostModel
+    from simulator.model.kernels import LaunchPath, Op, OpClass
+    from simulator.model.profile import load_profile
+
+    cm = CostModel(load_profile("h200"))
+    t = next(x for x in cm.profile.device.tables.attention if x.q_len == 4)
+
+    def op(b, c):
+        return Op("attn", OpClass.ATTENTION, LaunchPath.EAGER_ATTENTION, 1.0, 1.0,
+                  (("batch", b), ("ctx", c), ("heads", t.heads), ("kv_heads", t.kv_heads), ("head_dim", t.head_dim),
+                   ("q_len", 4), ("verify", 1)))
+
+    B, C = t.batch[-1], t.ctx[-1]
+    edge = cm.verify_attention_s(op(B, C))
+    assert cm.verify_attention_s(op(2 * B, C)) == pytest.approx(2 * edge, rel=1e-12)
+    assert cm.verify_attention_s(op(B, 3 * C)) == pytest.approx(3 * edge, rel=1e-12)
+    assert cm.verify_attention_s(op(t.batch[0], t.ctx[0] // 2)) == pytest.approx(
+        cm.verify_attention_s(op(t.batch[0], t.ctx[0])), rel=1e-12)
