@@ -143,25 +143,38 @@ class Trace:
         return (self.times.size - 1) / span if span > 0 else float("inf")
 
 
-def load_trace(path: str | Path) -> Trace:
-    """Read and validate a trace CSV; any problem is one line naming the file and line."""
-    p = Path(path)
-    text = read_text(p, "trace", ArrivalError)
+def _csv_rows(p: Path, what: str, expect: str) -> tuple[int, list[str], list[tuple[int, list[str]]]]:
+    """(header line number, lower-cased header columns, [(line number, cells)]) of a CSV with a header; blank and
+    `#` lines skipped; an empty file or a repeated header row (two files concatenated) is one line naming the file
+    and line."""
+    text = read_text(p, what, ArrivalError)
     numbered = [(i, line) for i, line in enumerate(text.splitlines(), start=1)
                 if line.strip() and not line.lstrip().startswith("#")]
     if not numbered:
-        raise ArrivalError(f"{p}: empty trace (expected a header {','.join(TRACE_COLUMNS)} and rows)")
+        raise ArrivalError(f"{p}: empty {what} ({expect})")
     hline, header = numbered[0]
     cols = [c.strip().lower() for c in next(csv.reader([header]))]
+    rows = []
+    for ln, line in numbered[1:]:
+        row = next(csv.reader([line]))
+        if [c.strip().lower() for c in row] == cols:
+            raise ArrivalError(f"{p}:{ln}: the header row repeats (two files concatenated?)")
+        rows.append((ln, row))
+    return hline, cols, rows
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read and validate a trace CSV; any problem is one line naming the file and line."""
+    p = Path(path)
+    hline, cols, rows = _csv_rows(p, "trace", f"expected a header {','.join(TRACE_COLUMNS)} and rows")
     missing = [c for c in TRACE_COLUMNS if c not in cols]
     if missing:
         raise ArrivalError(f"{p}:{hline}: header must name columns {', '.join(TRACE_COLUMNS)}; missing {', '.join(missing)}")
     idx = [cols.index(c) for c in TRACE_COLUMNS]
-    if len(numbered) == 1:
+    if not rows:
         raise ArrivalError(f"{p}: no requests after the header")
     ts, pr, out = [], [], []
-    for ln, line in numbered[1:]:
-        row = next(csv.reader([line]))
+    for ln, row in rows:
         if len(row) < len(cols):
             raise ArrivalError(f"{p}:{ln}: expected {len(cols)} columns, got {len(row)}")
         try:
@@ -196,13 +209,7 @@ def load_lengths(path: str | Path, column: str | None = None) -> tuple[tuple[int
     column, or `prompt_tokens` / `output_tokens` are not guessed: name it). Returns (lengths, "FILE column C");
     any problem is one line naming the file and line: a repeated header row, a non-integer, a length <= 0."""
     p = Path(path)
-    text = read_text(p, "lengths CSV", ArrivalError)
-    numbered = [(i, line) for i, line in enumerate(text.splitlines(), start=1)
-                if line.strip() and not line.lstrip().startswith("#")]
-    if not numbered:
-        raise ArrivalError(f"{p}: empty lengths CSV (expected a header naming the column and rows)")
-    hline, header = numbered[0]
-    cols = [c.strip().lower() for c in next(csv.reader([header]))]
+    hline, cols, rows = _csv_rows(p, "lengths CSV", "expected a header naming the column and rows")
     if column is None:
         if len(cols) != 1:
             raise ArrivalError(f"{p}:{hline}: {len(cols)} columns ({', '.join(cols)}): name the one to read "
@@ -212,10 +219,7 @@ def load_lengths(path: str | Path, column: str | None = None) -> tuple[tuple[int
         raise ArrivalError(f"{p}:{hline}: no column '{column}' in the header ({', '.join(cols)})")
     j = cols.index(column.lower())
     vals = []
-    for ln, line in numbered[1:]:
-        row = next(csv.reader([line]))
-        if [c.strip().lower() for c in row] == cols:
-            raise ArrivalError(f"{p}:{ln}: the header row repeats (two files concatenated?)")
+    for ln, row in rows:
         if len(row) <= j:
             raise ArrivalError(f"{p}:{ln}: expected {len(cols)} columns, got {len(row)}")
         raw = row[j].strip()

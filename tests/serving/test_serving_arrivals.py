@@ -115,3 +115,18 @@ def test_missing_trace_file(tmp_path):
 def test_absurd_request_counts_are_refused_before_allocating():
     with pytest.raises(ArrivalError, match="exceeds the limit"):
         make_workload(ArrivalSpec("poisson"), FIX, FIX, 1e9, 3600.0, 0)
+
+
+def test_a_repeated_header_row_is_refused_in_traces_as_in_length_files(tmp_path):
+    """One CSV reader for arrival traces and length files (serving/arrivals._csv_rows): two files concatenated
+    are refused in both, naming the file and the line of the second header."""
+    from simulator.serving.arrivals import ArrivalError, load_lengths, load_trace
+
+    t = tmp_path / "t.csv"
+    t.write_text("timestamp,prompt_tokens,output_tokens\n0,10,5\ntimestamp,prompt_tokens,output_tokens\n1,10,5\n")
+    with pytest.raises(ArrivalError, match=r"t\.csv:3: the header row repeats"):
+        load_trace(t)
+    n = tmp_path / "n.csv"
+    n.write_text("len\n3\nlen\n4\n")
+    with pytest.raises(ArrivalError, match=r"n\.csv:3: the header row repeats"):
+        load_lengths(n)
