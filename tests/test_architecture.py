@@ -134,3 +134,30 @@ def test_nothing_below_cli_imports_typer_or_click():
     bad = [str(p.relative_to(ROOT)) for p in SIM.rglob("*.py") if "cli" not in p.relative_to(SIM).parts[:1]
            and _external_imports(p) & {"typer", "click"}]
     assert not bad, bad
+
+
+# flags of the serving engines themselves (vLLM, SGLang), which launchsim's layout parsers read and print
+ENGINE_FLAGS = {"--cuda-graph-bs", "--cuda-graph-bs-decode", "--cuda-graph-max-bs", "--cuda-graph-max-bs-decode",
+                "--compilation-config", "--piecewise-cuda-graph-tokens", "--piecewise-cuda-graph-max-tokens",
+                "--async-scheduling"}
+
+
+def test_nothing_below_cli_names_a_launchsim_flag():
+    """Layers below cli/ speak in scenario fields (`max_graphs must be >= 1`); the commands name their flags
+    (cli/flags.py, cli/checks.as_flags). Docstrings may describe a command; strings a user can see may not name
+    its flags. The engines' own flags (ENGINE_FLAGS) are data, not launchsim's."""
+    import re
+
+    tok = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+")
+    bad = []
+    for p in sorted(SIM.rglob("*.py")):
+        if p.relative_to(SIM).parts[0] == "cli":
+            continue
+        tree = ast.parse(p.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+                bad += [f"{p.relative_to(ROOT)}:{n.lineno}: {t}" for t in tok.findall(n.value) if t not in ENGINE_FLAGS]
+    assert not bad, bad

@@ -72,14 +72,17 @@ def optimize(
     inp = inputs_from_scenario(sc)
     title = "launchsim optimize" if scenario is None else f"launchsim optimize: {sc.name}"
     t0 = time.perf_counter()
-    if out is None:
-        result = run(inp, frontier=False)
-        result["wall_s"] = time.perf_counter() - t0
-    else:
-        with out_lock(out, "--out"):
-            result = run(inp, frontier=True)
+    from .checks import as_flags
+
+    with as_flags({k: v for k, v in FLAGS.items() if "_" in k or k in ("ctx", "objective")}):
+        if out is None:  # the study names fields; the command names the flags that fill them
+            result = run(inp, frontier=False)
             result["wall_s"] = time.perf_counter() - t0
-            write_outputs(result, inp.dist, out, title)
+        else:
+            with out_lock(out, "--out"):
+                result = run(inp, frontier=True)
+                result["wall_s"] = time.perf_counter() - t0
+                write_outputs(result, inp.dist, out, title)
     if as_json:
         print(dumps(result))
         return

@@ -62,7 +62,7 @@ def import_trace_cmd(
         spec = model_flag("--model", model)
     from .checks import as_flags
 
-    with as_flags({"steps": "--steps"}):
+    with as_flags({"steps": "--steps", "host_time": "--host-time"}):
         wl, imp = workload_from_trace(trace, steps, batch, host_time, prof, spec, ctx)
     cols = ["step", "label", "kernels", "host_ms", "gpu_ms", "step_ms", "sync_ms"]
     print_rows(imp.step_rows, f"{trace.name}: {len(imp.step_rows)} step(s), {imp.method}", cols)

@@ -127,7 +127,7 @@ def _name_override(e: ConfigError, path: str, overrides: list[str] | None) -> Co
     for item in overrides:
         key = item.partition("=")[0].strip()
         if fld == key or fld.startswith(key + ".") or fld.startswith(key + "[") or key.startswith(fld + "."):
-            return ConfigError(f"--set {item!r} ({path}): field '{fld}': {m.group(3)}")
+            return ConfigError(f"override {item!r} ({path}): field '{fld}': {m.group(3)}")
     return e
 
 

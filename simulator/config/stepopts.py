@@ -44,7 +44,7 @@ class StepOptions(Strict):
     max_cache_len: Optional[Annotated[int, Field(gt=0, le=L.MAX_CTX)]] = Field(
         None, description="impl hf, static cache: its slots (default: the step's context + 1)")
     host_canary_us: Optional[Annotated[float, Field(gt=0, le=1000)]] = Field(
-        None, description="your host's tiny-op canary, µs (`launchsim calibrate --host-only` measures it): every host "
+        None, description="your host's tiny-op canary, µs (`launchsim calibrate` in its host-only mode measures it): every host "
                           "cost of the profile scales by it over the calibration machine's canary; default: the "
                           "calibration machine's fast state")
     assume_family: Optional[Literal[SUPPORTED]] = Field(  # type: ignore[valid-type]

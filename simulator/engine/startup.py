@@ -277,7 +277,7 @@ class StartupModel:
             fit = self.fig.compile_dynamic_cold if cache == "cold" else self.fig.compile_dynamic_warm
             if fit is None:
                 raise StartupError(f"compile dynamic: {self.fig.compile_dynamic_note or 'not measured'}; launchsim "
-                                   f"has no figure for it: use --compile static")
+                                   f"has no figure for it: use compile static")
         else:
             fit = self.fig.compile_static_cold if cache == "cold" else self.fig.compile_static_warm
         if fit is None:

@@ -163,7 +163,7 @@ class HostSection(_Strict):
         None, description="per-step multiplier on all host costs (p50 = 1): host-speed drift between steps "
                           "(frequency, noisy neighbours) that per-op noise cannot produce")
     profiler_overhead: ProfilerOverhead | None = Field(
-        None, description="measured host-time inflation under torch.profiler; `import-trace --host-time deflate` "
+        None, description="measured host-time inflation under torch.profiler; `import-trace`'s deflate host-time policy "
                           "divides traced host durations by its factor")
     engine_step_us: EngineStepUs | None = Field(
         None, description="the engine's host work around each forward pass (multi-step simulation); without it "

@@ -80,14 +80,14 @@ class Workload(_Strict):
     kind: Literal["launchsim-workload"] = Field(description="file type")
     name: str = Field(description="workload name (the trace file's stem)")
     source: dict = Field(default_factory=dict, description="trace path, sha256, device")
-    batch: int | None = Field(None, ge=1, le=MAX_BATCH, description="sequences per step, from shapes or --batch")
+    batch: int | None = Field(None, ge=1, le=MAX_BATCH, description="sequences per step, from shapes or the import's batch")
     q_len: int | None = Field(None, ge=1, le=MAX_CTX, description="tokens per sequence in the step")
     ctx: int | None = Field(None, ge=1, le=MAX_CTX, description="context length, from attention's key shape")
     steps: StepsInfo
     host_tail_us: float = Field(0.0, ge=0, le=MAX_US, description="host time after the last launch, µs")
     kernels: list[KernelEntry] = Field(min_length=1, description="the representative step, in launch order")
     host_time: dict | None = Field(None, description="host-time policy and its figures (trace_host)")
-    model: dict | None = Field(None, description="the model's shape fields (import-trace --model): hidden_size, "
+    model: dict | None = Field(None, description="the model's shape fields (import-trace's model): hidden_size, "
                                                  "num_hidden_layers, heads, kv_heads, head_dim, intermediate_size, "
                                                  "vocab_size; they size kernels the trace recorded no shapes for")
 

@@ -140,24 +140,24 @@ class Setup:
 
 def setup(inp: Inputs) -> Setup:
     if inp.objective not in V.values(V.Objective):
-        raise OptimizeError(f"--objective must be {V.one_of(V.Objective)}, got {inp.objective!r}")
+        raise OptimizeError(f"objective must be {V.one_of(V.Objective)}, got {inp.objective!r}")
     if check_mode(inp.graph) == V.GraphMode.NONE:
-        raise OptimizeError(f"--graph none captures no graphs: pick {V.one_of(V.CAPTURING_MODES)}")
+        raise OptimizeError(f"graph none captures no graphs: pick {V.one_of(V.CAPTURING_MODES)}")
     if inp.max_graphs < 1:
-        raise OptimizeError(f"--max-graphs must be >= 1, got {inp.max_graphs}")
+        raise OptimizeError(f"max_graphs must be >= 1, got {inp.max_graphs}")
     if inp.ctx <= 0:
-        raise OptimizeError(f"--ctx must be a positive integer, got {inp.ctx}")
+        raise OptimizeError(f"ctx must be a positive integer, got {inp.ctx}")
     if inp.max_size is not None and inp.max_size <= 0:
-        raise OptimizeError(f"--max-size must be a positive integer, got {inp.max_size}")
+        raise OptimizeError(f"max_size must be a positive integer, got {inp.max_size}")
     if inp.capture_budget is not None and not inp.capture_budget > 0:
-        raise OptimizeError(f"--capture-budget must be a positive number of seconds, got {inp.capture_budget}")
+        raise OptimizeError(f"capture_budget must be a positive number of seconds, got {inp.capture_budget}")
     if inp.max_size is not None and inp.max_size > MAX_OPTIMIZE_SIZE:
-        raise OptimizeError(f"--max-size {inp.max_size:,} is above the limit of {MAX_OPTIMIZE_SIZE:,}")
+        raise OptimizeError(f"max_size {inp.max_size:,} is above the limit of {MAX_OPTIMIZE_SIZE:,}")
     if inp.max_graphs > MAX_OPTIMIZE_SIZE:
-        raise OptimizeError(f"--max-graphs {inp.max_graphs:,} is above the limit of {MAX_OPTIMIZE_SIZE:,}")
+        raise OptimizeError(f"max_graphs {inp.max_graphs:,} is above the limit of {MAX_OPTIMIZE_SIZE:,}")
     if inp.max_size is None and inp.dist.max_batch > MAX_OPTIMIZE_SIZE:
         raise OptimizeError(f"{inp.dist.label}: the largest batch, {inp.dist.max_batch:,}, is above the "
-                            f"optimizer's limit of {MAX_OPTIMIZE_SIZE:,} candidate sizes: give --max-size (max_size) "
+                            f"optimizer's limit of {MAX_OPTIMIZE_SIZE:,} candidate sizes: give max_size "
                             f"<= {MAX_OPTIMIZE_SIZE:,}; larger batches then run without a graph")
     k = inp.spec_tokens
     if k:
@@ -222,10 +222,10 @@ def memory_budget(st: Setup) -> float | None:
     mb = st.inp.memory_budget
     if isinstance(mb, str):
         if mb not in PRESETS + (V.LayoutPreset.POW2.value,):
-            raise OptimizeError(f"--memory-budget: {mb!r} is neither bytes nor a preset name")
+            raise OptimizeError(f"memory_budget: {mb!r} is neither bytes nor a preset name")
         return st.memory(preset_layout(st, mb))[0]  # the engine's real list, not cut at the largest batch
     if mb is not None and not mb > 0:
-        raise OptimizeError(f"--memory-budget must be positive, got {mb}")
+        raise OptimizeError(f"memory_budget must be positive, got {mb}")
     return mb
 
 
@@ -269,7 +269,7 @@ def solve(st: Setup, p: opt.Problem, seeds=()) -> opt.Solution:
             need.append(f"the smallest capture budget any layout meets is {e.smallest['capture']:.4g} s")
         raise OptimizeError(f"no layout meets the budgets: {'; '.join(need) or e}") from None
     except opt.SearchTooLarge as e:
-        raise OptimizeError(f"{e}; loosen a budget, lower --max-size or --max-graphs") from None
+        raise OptimizeError(f"{e}; loosen a budget, lower max_size or max_graphs") from None
 
 
 def metrics(st: Setup, sizes: list[int]) -> dict:

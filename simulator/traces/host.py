@@ -43,7 +43,7 @@ class HostPolicyError(UserError):
 
 def check_policy(policy: str) -> str:
     if policy not in POLICIES:
-        raise HostPolicyError(f"unknown --host-time '{policy}': use one of {', '.join(POLICIES)}")
+        raise HostPolicyError(f"unknown host_time '{policy}': use one of {', '.join(POLICIES)}")
     return policy
 
 
@@ -52,7 +52,7 @@ def deflate_factor(profile) -> float:
     po = getattr(profile.host, "profiler_overhead", None)
     if po is None:
         raise HostPolicyError(f"profile '{profile.name}' has no {OVERHEAD_FIELD} (a measured profiler-overhead "
-                              "factor): --host-time deflate needs it; use --host-time calibrated or trace")
+                              "factor): host_time deflate needs it; use host_time calibrated or trace")
     return float(po.factor)
 
 
