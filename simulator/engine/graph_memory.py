@@ -173,7 +173,11 @@ def retained_bytes(model: ModelSpec, batch: int, mode: str, retention: str) -> f
 @lru_cache(maxsize=256)
 def _kernel_counts(model: ModelSpec, fusion: str) -> tuple[int, int]:
     """(kernels, attention kernels) of one decode step; both independent of batch."""
-    step = build_step(model, decode(1, 128), fusion)
+    return _counts(build_step(model, decode(1, 128), fusion))
+
+
+def _counts(step) -> tuple[int, int]:
+    """(kernels, attention kernels) of a step."""
     ks = step.kernel_ops()
     return len(ks), sum(1 for o in ks if o.op_class.value == "attention")
 
@@ -272,9 +276,8 @@ class GraphMemoryModel:
 
     def nodes(self) -> int:
         """Kernel nodes captured per size (full graph + piecewise pieces under full_and_piecewise)."""
-        if self.setup is not None:
-            ks = self.setup.build(decode(1, 128)).kernel_ops()
-            k, attn = len(ks), sum(1 for o in ks if o.op_class.value == "attention")
+        if self.setup is not None:  # the recipe's kernels (an implementation launches its own count)
+            k, attn = _counts(self.setup.build(decode(1, 128)))
         else:
             k, attn = _kernel_counts(self.model, self.fusion)
         return sum(k if m == "full" else k - attn for m in self.modes)

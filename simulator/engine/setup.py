@@ -69,6 +69,23 @@ def resolve(profile: str | None | Profile | CostModel) -> tuple[Profile, CostMod
     return p, costs, _OBJ[id(profile)][3]
 
 
+@lru_cache(maxsize=64)
+def _host_resolved_named(name: str | None, canary_us: float) -> tuple[Profile, CostModel, str]:
+    from simulator.model.profile import host_scaled
+
+    return resolve(host_scaled(load_cached_profile(name)[0], canary_us))
+
+
+def host_resolved(profile, canary_us: float) -> tuple[Profile, CostModel, str]:
+    """`resolve` of the profile with its host lane moved to a host of canary `canary_us` (model/profile.host_scaled);
+    memoised for profile names (a sweep's points share one scaled profile and its digest)."""
+    if profile is None or isinstance(profile, str):
+        return _host_resolved_named(profile, float(canary_us))
+    from simulator.model.profile import host_scaled
+
+    return resolve(host_scaled(resolve(profile)[0], float(canary_us)))
+
+
 class SetupError(UserError):
     """A step configuration that cannot be honoured."""
 
@@ -195,9 +212,7 @@ class StepSetup:
                           opts.assume_family)
         pre = parse_prefill_layout(opts.prefill_layout) if graph != "none" else None
         if getattr(opts, "host_canary_us", None) is not None:  # the user's host: the profile's host lane rescaled
-            from simulator.model.profile import host_scaled
-
-            profile = host_scaled(resolve(profile)[0], float(opts.host_canary_us))
+            profile = host_resolved(profile, float(opts.host_canary_us))[1]
         spec = None
         if getattr(opts, "spec_tokens", 0) and getattr(opts, "acceptance", None) is not None:
             spec = SpecSetup(opts.spec_tokens, opts.spec_acceptance(), opts.draft, engine=spec_engine)

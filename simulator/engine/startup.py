@@ -114,13 +114,18 @@ def eager_pass(model: ModelSpec, profile: Profile, fusion: str, batch: int, ctx:
                ) -> tuple[float, float]:
     """(step_s, host_s) of an eager pass at `batch`: simulated at powers of two, linear in between (so a
     search over thousands of sizes costs a dozen simulations; exact at every power of two)."""
+    return _pow2_interp(lambda b: _eager_point(model, profile, fusion, ctx, b), batch)
+
+
+def _pow2_interp(point, batch: int) -> tuple[float, float]:
+    """`point(b)` -> (step_s, host_s) at the powers of two around `batch`, linear in between (exact at them)."""
     if batch < 1:
         raise StartupError(f"captured batch sizes must be positive integers, got {batch!r}")
     lo = 1 << (int(batch).bit_length() - 1)
-    a = _eager_point(model, profile, fusion, ctx, lo)
+    a = point(lo)
     if lo == batch:
         return a
-    b = _eager_point(model, profile, fusion, ctx, 2 * lo)
+    b = point(2 * lo)
     f = (batch - lo) / lo
     return a[0] + f * (b[0] - a[0]), a[1] + f * (b[1] - a[1])
 
@@ -192,18 +197,8 @@ class StartupModel:
                 pts[b] = (float(r.step_s), float(r.cpu_busy_s))
             return pts[b]
 
-        def eager(batch: int) -> tuple[float, float]:
-            if batch < 1:
-                raise StartupError(f"captured batch sizes must be positive integers, got {batch!r}")
-            lo = 1 << (int(batch).bit_length() - 1)
-            a = point(lo)
-            if lo == batch:
-                return a
-            b = point(2 * lo)
-            f = (batch - lo) / lo
-            return a[0] + f * (b[0] - a[0]), a[1] + f * (b[1] - a[1])
-
-        m = cls(setup.model, setup.profile, setup.fusion, setup.capture.graph, ctx, warmup_runs, eager)
+        m = cls(setup.model, setup.profile, setup.fusion, setup.capture.graph, ctx, warmup_runs,
+                lambda batch: _pow2_interp(point, batch))
         m.setup = setup
         return m
 

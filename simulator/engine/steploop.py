@@ -259,24 +259,14 @@ def loop_of(setup, shape, engine: str = "fast", steps: int = 8, scheduling: str 
 def predict_loop(model, batch: int, ctx: int, fusion: str = "none", graph: str = "none",
                  profile=None, engine: str = "fast", steps: int = 8,
                  scheduling: str = "sync", sampling: str = "greedy", shape=None):
-    """N steps of the engine loop around one forward (`predict --steps`): (LoopResult, forward StepResult)."""
-    import dataclasses
-
-    from simulator.engine.plan import build_plan
-    from simulator.engine.predict import run_engine
-    from simulator.engine.timeline import summarize
+    """`loop_of` for loose arguments (every size captured): (LoopResult, forward StepResult)."""
+    from simulator.engine.setup import Capture, StepSetup
     from simulator.model.costs import CostModel
     from simulator.model.models import load_model
     from simulator.model.profile import Profile, load_profile
-    from simulator.model.workload import build_step, decode
+    from simulator.model.workload import decode
 
     m = load_model(model) if isinstance(model, str) else model
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
-    costs = CostModel(prof)
-    shape = shape or decode(batch, ctx)
-    step = build_step(m, shape, fusion)
-    plan = build_plan(step, costs, graph, pure_decode=shape.is_pure_decode)
-    ec = engine_costs(prof, max(1, shape.seqs), sampling)
-    res, tl, _ = run_loop(plan, ec, steps, scheduling, costs.eager_gap_s, engine)
-    res = dataclasses.replace(res, timeline=tl)  # the whole loop's two lanes (for the step report)
-    return res, summarize(run_engine(plan, engine))
+    setup = StepSetup(m, CostModel(prof), "", fusion, None, Capture(graph))  # no memo: the digest is not needed
+    return loop_of(setup, shape or decode(batch, ctx), engine, steps, scheduling, sampling)

@@ -108,16 +108,9 @@ def _draft_startup(sc, prof) -> dict:
 
 
 def _write(out: Path | None, sc, d: dict) -> None:
-    if out is not None:
-        from simulator.common.jsonfile import write_json
+    from simulator.studies.record import write_record
 
-        from simulator.report.html import table_html, write_html
-
-        flat = {k: v for k, v in d.items() if not isinstance(v, (list, dict))}
-        write_json(out / "result.json", {"scenario": sc.model_dump(mode="json"), "result": d, "rows": [d],
-                                         "summary_columns": list(flat)[:12]})
-        write_html(out / "report.html", f"launchsim: {sc.name} ({sc.kind})", [], [table_html([flat], sc.kind)],
-                   intro=sc.description)
+    write_record(out, sc, d, "result", sc.kind)
 
 
 def run_startup(sc: StartupScenario, out: Path | None = None) -> dict:
@@ -179,14 +172,13 @@ def run_graph_memory(sc: GraphMemoryScenario, out: Path | None = None) -> dict:
     return d
 
 
-def _as_result(d: dict) -> dict:
-    flat = {k: v for k, v in d.items() if not isinstance(v, (list, dict))}
-    return {"result": d, "rows": [flat], "summary_columns": list(flat)[:12]}
-
-
 def run_startup_scenario(sc: StartupScenario, out: Path | None) -> dict:
-    return _as_result(run_startup(sc, out))
+    from simulator.studies.record import as_result
+
+    return as_result(run_startup(sc, out), "result")
 
 
 def run_graph_memory_scenario(sc: GraphMemoryScenario, out: Path | None) -> dict:
-    return _as_result(run_graph_memory(sc, out))
+    from simulator.studies.record import as_result
+
+    return as_result(run_graph_memory(sc, out), "result")

@@ -91,10 +91,9 @@ class Point:
         `sizes` (the point's own, or a baseline's)."""
         prof, costs, digest = load_cached_profile(self.profile)
         if self.host_canary_us is not None:
-            from simulator.engine.setup import resolve
-            from simulator.model.profile import host_scaled
+            from simulator.engine.setup import host_resolved
 
-            _, costs, digest = resolve(host_scaled(prof, self.host_canary_us))
+            _, costs, digest = host_resolved(self.profile, self.host_canary_us)
         graphed = mode != "none"
         cap = Capture(mode, sizes if graphed else (), self.prefill_sizes if graphed else None,
                       self.attention_backend)
