@@ -75,7 +75,7 @@ def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
         p = predict_setup(setup, shape, sc.engine, sc.replicates, sc.seed)
         d = {"model": sc.model, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "engine": sc.engine,
              "impl": setup.recipe, **p.as_dict(), **tp_fields(m, setup.profile), **dtype_fields(m), **family_info(m)}
-    d.update(_host_fields(setup, sc, p))
+    d.update(_host_fields(setup, sc, p, band=setup.spec is None))
     if setup.recipe == "hf":
         d.update(kv_cache=setup.cache, max_cache_len=setup.max_cache_len or sc.ctx + 1 if setup.cache == "static"
                  else None)
@@ -95,16 +95,9 @@ def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
         d.update(forward_step_ms=d["step_ms"], forward_bound=d["bound"], sampling=sc.sampling, **loop.as_dict())
         if sc.report is not None:
             loop_report(Path(sc.report), d, loop.timeline)
-    if out is not None:
-        from simulator.common.jsonfile import write_json
+    from simulator.studies.record import write_record
 
-        from simulator.report.html import table_html, write_html
-
-        flat = {k: v for k, v in d.items() if not isinstance(v, (list, dict))}
-        write_json(out / "result.json", {"scenario": sc.model_dump(mode="json"), "prediction": d,
-                                         "rows": [d], "summary_columns": list(flat)[:12]})
-        write_html(out / "report.html", f"launchsim: {sc.name} (predict)", [], [table_html([flat], "prediction")],
-                   intro=sc.description)
+    write_record(out, sc, d, "prediction", "prediction")
     return d
 
 
@@ -128,21 +121,22 @@ def loop_report(path: Path, d: dict, tl) -> None:
 
 def run_predict_scenario(sc: PredictScenario, out: Path | None) -> dict:
     """The `predict` kind under `launchsim run`: the record as the result's one row."""
-    d = run_predict(sc, out)
-    flat = {k: v for k, v in d.items() if not isinstance(v, (list, dict))}
-    return {"prediction": d, "rows": [flat], "summary_columns": list(flat)[:12]}
+    from simulator.studies.record import as_result
+
+    return as_result(run_predict(sc, out), "prediction")
 
 
-def _host_fields(setup, sc: PredictScenario, p) -> dict:
+def _host_fields(setup, sc: PredictScenario, p, band: bool = True) -> dict:
     """The host state a prediction assumes (`host_canary_us`, `host_state`) and, for a step with eager launches,
     `step_ms_host_band`: the same step with the profile's host lane at the calibration machine's fast and slow
-    canaries (model/profile.canary_band), the band a host of unknown state lies in."""
+    canaries (model/profile.canary_band), the band a host of unknown state lies in. `band` False (a speculative
+    step, whose figure is verify + draft): no band (re-pricing `shape` would price a plain decode step instead)."""
     from simulator.engine.predict import predict_setup
     from simulator.model.profile import assumed_canary, canary_band, host_scaled, host_state
 
     prof = setup.profile
     out: dict = {"host_canary_us": assumed_canary(prof), "host_state": host_state(prof)}
-    if prof.host.canary is None or p.route is None or p.route.mode == "full":
+    if not band or prof.host.canary is None or p.route is None or p.route.mode == "full":
         return out
     from dataclasses import replace
 
@@ -150,8 +144,15 @@ def _host_fields(setup, sc: PredictScenario, p) -> dict:
     from simulator.model.workload import StepShape
 
     shape = StepShape(sc.batch, sc.ctx, sc.prefill_seqs, sc.prefill_len)
-    band = [predict_setup(replace(setup, costs=StepSetup.of(setup.model, host_scaled(prof, c)).costs), shape,
-                          sc.engine).result.step_s * 1e3 for c in canary_band(prof)]
-    out["step_ms_host_band"] = band
+    here = assumed_canary(prof)
+
+    def at(c: float) -> float:  # the step on a host of canary c (the prediction itself where c is its host)
+        if c == here:
+            return p.result.step_s * 1e3
+        scaled = StepSetup.of(setup.model, host_scaled(prof, c))
+        return predict_setup(replace(setup, costs=scaled.costs, digest=scaled.digest), shape,
+                             sc.engine).result.step_s * 1e3
+
+    out["step_ms_host_band"] = [at(c) for c in canary_band(prof)]
     return out
 

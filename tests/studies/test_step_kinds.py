@@ -109,3 +109,11 @@ def test_host_canary_scales_the_host_lane_and_the_band_brackets_it():
     g_slow = _cli_json(["predict", "--model", "qwen3-0.6b", "--graph", "full", "--host-canary-us", "9.808"])
     assert "step_ms_host_band" not in g_fast
     assert g_slow["step_ms"] / g_fast["step_ms"] - 1 < 0.01  # one replay: host cost is a few µs
+
+
+def test_a_speculative_prediction_carries_no_band_of_another_step():
+    """step_ms of a speculative prediction is verify + draft; a host band re-priced at the plain decode shape would
+    describe a different step, so none is given (the host fields still say which host is assumed)."""
+    d = _cli_json(["predict", "--model", "llama3-8b", "--layout", "vllm", "--spec-tokens", "3", "--acceptance", "0.7",
+                   "--graph", "none"])
+    assert d["spec_tokens"] == 3 and "host_canary_us" in d and "step_ms_host_band" not in d
