@@ -1,7 +1,7 @@
 """Layer-tiled launch plans for fast step evaluations.
 
-Owns `tiled_plan` (the one exact way of not planning every layer); the memoised step times built from it live in
-stepcost.py. The launch plan is built by layer tiling:
+Owns `tiled_lower` (the one exact way of not planning every layer; `tiled_plan` is it for loose arguments); the
+memoised step times built from it live in stepcost.py. The launch plan is built by layer tiling:
 a decoder step is a preamble, L identical layers and a head, so the plans of the 1- and 2-layer versions
 of the model determine the L-layer plan exactly: with `block` the extra launches (kernels) the second
 layer adds, inserted at the first position where the two plans differ,
@@ -13,15 +13,14 @@ versions do not have this form is built in full instead.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 
 from simulator.model.costs import CostModel
 from simulator.model.models import ModelSpec
-from simulator.engine.plan import LaunchPlan, build_plan, lower
+from simulator.engine.plan import LaunchPlan, lower
 from simulator.engine.routing import plan_mode
-from simulator.model.workload import StepShape, build_step, layers_repeat
+from simulator.model.workload import StepShape, layers_repeat
 
 
 def _lcp(a, b) -> int:
@@ -47,13 +46,11 @@ def _insert(x1, x2, a: int, d: int, reps: int):
 
 def tiled_plan(model: ModelSpec, shape: StepShape, fusion: str, costs: CostModel, mode: str,
                pure_decode: bool = True) -> LaunchPlan:
-    """The same plan as build_plan(build_step(model, shape, fusion), costs, mode), built by layer tiling."""
-    L = model.num_hidden_layers
-    if L <= 3 or not layers_repeat(model, shape):  # sliding-window layers unlike full ones: no tiling
-        return build_plan(build_step(model, shape, fusion), costs, mode, pure_decode=pure_decode)
-    p1, p2 = (build_plan(_small_step(model, k, shape, fusion), costs, mode, pure_decode=pure_decode) for k in (1, 2))
-    return (_tile(p1, p2, L, costs, plan_mode(mode, pure_decode))
-            or build_plan(build_step(model, shape, fusion), costs, mode, pure_decode=pure_decode))
+    """The same plan as build_plan(build_step(model, shape, fusion), costs, mode), built by layer tiling: `tiled_lower`
+    of that step under the plan mode the configured `mode` gives it (every size captured)."""
+    from simulator.engine.setup import StepSetup
+
+    return tiled_lower(StepSetup(model, costs, "", fusion), shape, plan_mode(mode, pure_decode))
 
 
 def tiled_lower(setup, shape: StepShape, mode: str, small: dict | None = None, ops: dict | None = None) -> LaunchPlan:
@@ -103,17 +100,3 @@ def _tile(p1: LaunchPlan, p2: LaunchPlan, L: int, costs: CostModel, eff: str) ->
                       host_tail_s=p1.host_tail_s, launch_labels=labels, kernel_names=names,
                       host_calls=p1.host_calls + reps * (p2.host_calls - p1.host_calls), graph_mode=p1.graph_mode,
                       extra_kernels=p1.extra_kernels + reps * (p2.extra_kernels - p1.extra_kernels))
-
-
-_SMALL_STEPS: dict[tuple, object] = {}  # the 1- and 2-layer steps of recent shapes: shared by the graph modes
-
-
-def _small_step(model: ModelSpec, layers: int, shape: StepShape, fusion: str):
-    """build_step of the model cut to `layers` layers (memoised: a sweep plans one shape in several modes)."""
-    key = (model, layers, shape, fusion)
-    st = _SMALL_STEPS.get(key)
-    if st is None:
-        if len(_SMALL_STEPS) > 8192:
-            _SMALL_STEPS.clear()
-        st = _SMALL_STEPS[key] = build_step(replace(model, num_hidden_layers=layers), shape, fusion)
-    return st
