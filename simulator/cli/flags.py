@@ -36,16 +36,21 @@ def scenario_from_flags(kind: type, data: dict, flags: dict[str, str], given: di
     except UserError as e:
         msg = str(e)
         m = _FIELD.search(msg)
-        if m and m.group(1) == "<top>":  # a rule across fields: name the flags of the fields it names
+        flag = _flag_for(m.group(1), flags, given) if m else None
+        if m and flag is None and (m.group(1) == "<top>" or any(f.startswith(m.group(1) + ".") for f in flags)):
+            # a rule across fields (of the scenario, or of a nested mapping such as `engine`): name the flags of
+            # the fields it names
+            pre = "" if m.group(1) == "<top>" else m.group(1) + "."
+            sub = {f[len(pre):]: t for f, t in flags.items() if f.startswith(pre)}
             text = msg[m.end():].removeprefix("Value error, ")
-            named = [flags[f] for f in sorted(flags, key=len, reverse=True)
-                     if re.search(rf"\b{f}\b", text) and given.get(f) is not None]
+            named = [f for f in sub if re.search(rf"\b{f}\b", text) and given.get(pre + f) is not None]
+            if pre and not named:
+                raise
             # the fields the user gave (and steps, which these rules ask for) are named by their flags; the others
             # stay field names (single words such as "engine" or "draft" also read as English)
-            for f in sorted((f for f in flags if given.get(f) is not None or f == "steps"), key=len, reverse=True):
-                text = re.sub(rf"(?<![-\w.]){f}(?![-\w])", flags[f].split("/")[0], text)
+            for f in sorted((f for f in sub if given.get(pre + f) is not None or f == "steps"), key=len, reverse=True):
+                text = re.sub(rf"(?<![-\w.]){f}(?![-\w])", sub[f].split("/")[0], text)
             raise UserError(f"{where}: {text}" if not named else text) from None
-        flag = _flag_for(m.group(1), flags, given) if m else None
         if flag is None:
             raise
         raise UserError(f"{flag} (field '{m.group(1)}'): {msg[m.end():]}") from None

@@ -30,7 +30,8 @@ SKIP = ("kind", "name", "description")
 # what a choice field's values are, in error messages ("unknown graph mode 'x'"); default: the field's name
 WHAT = {"graph": "graph mode", "fusion": "fusion level", "attention_backend": "attention backend",
         "kv_dtype": "KV-cache dtype", "tensor_parallel_size": "tensor-parallel size", "compile": "compile mode",
-        "compile_cache": "cache state", "retention": "output retention"}
+        "compile_cache": "cache state", "retention": "output retention", "presets": "preset",
+        "profiles": "profile"}
 _UNSET = object()
 
 
@@ -123,7 +124,8 @@ def _choice_parser(flag: str, field: str, allowed: tuple):
         if v is None:
             return None
         if str(v) not in by:
-            raise BadChoice(choice_error(flag, v, [str(a) for a in allowed], WHAT.get(field, field.replace("_", " ")),
+            last = field.rsplit(".", 1)[-1]
+            raise BadChoice(choice_error(flag, v, [str(a) for a in allowed], WHAT.get(last, last.replace("_", " ")),
                                           field))
         return by[str(v)]
     return parse
@@ -185,7 +187,7 @@ def model_options(model: Any, aliases: dict[str, tuple[str, ...]] | None = None,
         if fl.annotation is not None:
             ann = fl.annotation
         elif allowed is not None:
-            kw.update(parser=_choice_parser(texts[path], path.rsplit(".", 1)[-1], allowed),
+            kw.update(parser=_choice_parser(texts[path], path, allowed),
                       metavar="[" + "|".join(map(str, allowed)) + "]")
             ann = Optional[str] if item is None else Optional[list[str]]
         elif item is not None:
