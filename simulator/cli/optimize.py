@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Optional
 
 from . import app
-from simulator.common import vocab as V
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import dumps
 from .generated import Flag

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from simulator.cli import app
-from simulator.cli.flags import command_scenario, scenario_from_flags
+from simulator.cli.flags import command_scenario
 from simulator.cli.generated import Flag, fill, model_options
 from simulator.config import load_scenario
 from simulator.config.buckets import BucketsScenario
