@@ -1,0 +1,222 @@
+"""Step times of many shapes of one setup and plan mode at once: the batch axis vectorised.
+
+`step_seconds(setup, mode, shapes)` is, for every shape, the `step_s` of `StepCostCache.step_time(setup, mode,
+shape)` (the fast engine's step time of `tiling.tiled_lower`, i.e. of `plan.lower(setup.build(shape), ...)`),
+without a `LaunchPlan`, a `Timeline` or a `StepResult` per shape:
+
+1. Each shape's step is built once (`setup.build`; a decoder's layers 1..L-1 are the same Op objects, so the
+   step holds a few dozen distinct ops) and each distinct op is costed once (`CostModel.gpu_s`, `gemm_kernels`,
+   `host_s` at the median, as `plan.lower` reads them). Its ops become a row of per-position figures.
+2. Shapes whose steps have the same launch structure (which ops launch kernels, which are attention, which
+   are trace-timed, compiled paths) share one lowering: the plan-mode rules of `plan.lower` (eager launches
+   folding views' host time into the next launch, one graph replay, or graph pieces split at attention) are
+   applied to the rows as arrays [shapes x launches] and [shapes x kernels], with the same additions in the same
+   order as `lower`, so every plan array is bitwise `lower`'s.
+3. The fast path's recurrence (`fastpath.simulate_fast`) runs over all rows at once where its first,
+   unconstrained window covers the whole plan and no launch would wait for the queue: the same numpy operations
+   along each row, so those step times are bitwise `simulate_fast`'s. Any other row (the queue binds, or more
+   than 8 x queue-depth launches) is materialised as a `LaunchPlan` and run by `simulate_fast` itself.
+
+So each step time equals the scalar path's (tests/engine/test_batched.py checks batched == per-shape). What a
+shape costs here is its build and its distinct ops' costs (model/workload.py, model/costs.py, per shape); the
+lowering and the recurrence are array operations over the shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from simulator.engine.plan import _COMPILED_PATHS, LaunchPlan, PlanError
+from simulator.engine.routing import PLAN_MODES
+from simulator.model.kernels import OpClass
+from simulator.model.workload import StepShape
+
+
+class _Pattern:
+    """Which positions of a step hold the same Op object: `first` (position of each distinct op), `inv` (distinct op
+    of each position). Steps of one setup at other batch sizes repeat it (the builder emits the same sequence of
+    objects), so it is factorised once and checked, not recomputed, for the next step."""
+
+    __slots__ = ("n", "first", "inv", "firsts")
+
+    def __init__(self, ids: np.ndarray):
+        _, self.first, self.inv = np.unique(ids, return_index=True, return_inverse=True)
+        self.n = ids.size
+        self.firsts = self.first.tolist()
+
+    def fits(self, ids: np.ndarray) -> bool:
+        """Whether `ids` factor the same way: equal where this pattern's ops are the same, distinct elsewhere."""
+        if ids.size != self.n:
+            return False
+        u = ids[self.first]
+        return bool(np.array_equal(u[self.inv], ids)) and np.unique(u).size == u.size
+
+
+class _Row:
+    """One shape's step: its pattern, its distinct ops and their figures."""
+
+    __slots__ = ("pat", "ops", "gpu", "extra", "key", "_host")
+
+    def __init__(self, step, costs, patterns: list):
+        ops = step.ops
+        ids = np.fromiter(map(id, ops), dtype=np.int64, count=len(ops))
+        pat = next((p for p in patterns if p.fits(ids)), None)
+        if pat is None:
+            pat = _Pattern(ids)
+            patterns.append(pat)
+        self.pat = pat
+        self.ops = uniq = [ops[i] for i in pat.firsts]
+        gpu, extra, flags = [], [], []
+        for o in uniq:  # each distinct op once; views launch nothing (lower reads no GPU figure of them)
+            lk = o.launches_kernel
+            gpu.append(costs.gpu_s(o) if lk else 0.0)
+            extra.append((costs.gemm_kernels(o) - 1) if lk else 0)
+            flags.append((lk, lk and o.op_class is OpClass.ATTENTION, lk and o.fixed_gpu_s is not None,
+                          o.path in _COMPILED_PATHS))
+        self.gpu, self.extra = gpu, extra
+        # what decides the launch structure: the pattern and which distinct ops launch kernels, are attention,
+        # are trace-timed, take a compiled path
+        self.key = (id(pat), tuple(flags))
+        self._host = None
+
+    def host(self, costs) -> list:
+        """The distinct ops' host times at the median (`CostModel.host_s`), read only where a plan mode uses them
+        (as `lower` does: a graph replay reads none of its ops' host figures)."""
+        if self._host is None:
+            self._host = [costs.host_s(o, 0.5) for o in self.ops]
+        return self._host
+
+
+def _lower_rows(rows: list[_Row], costs, mode: str):
+    """`plan.lower`'s arrays for rows of one launch structure: (host [S, nL], counts [nL], gpu [S, nK],
+    gap [S, nK], tail [S]), the same floating-point operations in the same order as `lower`."""
+    r0 = rows[0]
+    S = len(rows)
+    inv = r0.pat.inv
+    flags = np.asarray([f for f in r0.key[1]], dtype=bool).reshape(-1, 4)[inv]  # per position
+    lk = flags[:, 0]
+    kpos = np.flatnonzero(lk)
+    if kpos.size == 0:
+        raise PlanError("step has no kernels")
+    ki = inv[kpos]  # distinct op of each kernel
+    G = np.asarray([r.gpu for r in rows], dtype=float)[:, ki]
+    X = np.asarray([r.extra for r in rows], dtype=float)[:, ki]
+    nK = kpos.size
+    if mode == "none":
+        Hop = np.asarray([r.host(costs) for r in rows], dtype=float)[:, inv]  # every op's host time, in order
+        n = lk.size
+        seg = np.cumsum(lk) - lk  # the launch each op's host work goes to (ops after the last: the tail)
+        entry = costs.compiled_entry_s if flags[:, 3].any() else 0.0
+        host = np.zeros((S, nK))
+        tail = np.zeros(S)
+        if entry:
+            host[:, 0] = entry
+        # the k-th op of each launch, k = 0, 1, ...: pending += host(op) in the loop's order
+        starts = np.concatenate(([0], kpos + 1))  # first op of each launch; [nK]: of the tail
+        pos = np.arange(n) - starts[seg]
+        in_launch = seg < nK
+        for k in range(int(pos.max()) + 1):
+            at_k = pos == k
+            sel = np.flatnonzero(at_k & in_launch)
+            if sel.size:
+                host[:, seg[sel]] += Hop[:, sel]
+            tsel = np.flatnonzero(at_k & ~in_launch)
+            if tsel.size:
+                tail += Hop[:, tsel[0]]
+        eg = costs.eager_gap_s
+        gap = eg + X * eg
+        counts = np.ones(nK, dtype=np.int64)
+        return host, counts, G, gap, tail
+    node, node_tr, lat = costs.graph_node_s, costs.graph_node_trace_s, costs.graph_launch_latency_s
+    nodes = np.where(flags[kpos, 2], node_tr, node)  # per kernel: the node cost a replayed kernel pays
+    if mode == "full":
+        first = np.zeros(nK, dtype=bool)
+        first[0] = True
+        host = np.full((S, 1), costs.graph_launch_s(nK))
+        counts = np.array([nK], dtype=np.int64)
+        gap = np.where(first, lat, nodes) + X * nodes
+        return host, counts, G, gap, np.zeros(S)
+    # piecewise: graph pieces split at attention kernels, each attention kernel one eager launch
+    at = flags[kpos, 1]
+    eg = costs.eager_gap_s
+    cols, counts, first = [], [], np.zeros(nK, dtype=bool)
+    run = 0
+    for i, a in enumerate(at.tolist()):
+        if a:
+            if run:
+                cols.append(-run)
+                counts.append(run)
+                first[i - run] = True
+                run = 0
+            cols.append(i)
+            counts.append(1)
+        else:
+            run += 1
+    if run:
+        cols.append(-run)
+        counts.append(run)
+        first[nK - run] = True
+    host = np.empty((S, len(cols)))
+    ak = np.flatnonzero(at)
+    Hk = None
+    if ak.size:  # only attention kernels launch eagerly: only their host figures are read
+        Hk = np.zeros((S, nK))
+        Hk[:, ak] = np.asarray([r.host(costs) for r in rows], dtype=float)[:, ki[ak]]
+    for j, c in enumerate(cols):
+        host[:, j] = costs.graph_launch_s(-c) if c < 0 else Hk[:, c]
+    gap = np.where(at[None, :], eg + X * eg, np.where(first, lat, nodes) + X * nodes)
+    return host, np.asarray(counts, dtype=np.int64), G, gap, np.zeros(S)
+
+
+def _recurrence(host, counts, gpu, gap, tail, Q: int) -> np.ndarray:
+    """Step time of each row: `simulate_fast`'s first window over every row at once where it covers the plan and
+    no launch waits for the queue (bitwise its values); the other rows run `simulate_fast` alone."""
+    from simulator.engine.fastpath import simulate_fast
+    from simulator.engine.timeline import step_s
+
+    S, n_l = host.shape
+    out = np.empty(S)
+    alone = np.ones(S, dtype=bool)
+    single = gpu.shape[1] == n_l
+    if n_l <= 8 * Q:
+        c = gap + gpu
+        C = np.cumsum(c, axis=1)
+        D = C - c
+        sub = np.cumsum(host, axis=1)
+        np.add(sub, 0.0 - 0.0, out=sub)  # run_block(0, n, None, 0.0, 0.0)
+        e = np.subtract(sub if single else np.repeat(sub, counts, axis=1), D)
+        np.maximum.accumulate(e, axis=1, out=e)
+        np.maximum(e, (0.0 - D[:, 0])[:, None], out=e)
+        np.add(C, e, out=e)
+        alone[:] = False
+        if Q < n_l:  # the stall check: leave times of launches j - Q against the host-only chain
+            last_k = np.arange(n_l) if single else np.cumsum(counts) - 1
+            lk = last_k[:n_l - Q]
+            alone = (e[:, lk] - gpu[:, lk] > sub[:, Q - 1:n_l - 1] + host[:, Q:n_l]).any(axis=1)
+        ok = ~alone
+        out[ok] = np.maximum(sub[ok, -1] + tail[ok], e[ok, -1])
+    for r in np.flatnonzero(alone):
+        plan = LaunchPlan(host_s=host[r].copy(), kernels_per_launch=counts, gpu_s=gpu[r].copy(),
+                          gap_s=gap[r].copy(), queue_depth=Q, host_tail_s=float(tail[r]))
+        out[r] = step_s(simulate_fast(plan))
+    return out
+
+
+def step_seconds(setup, mode: str, shapes: Sequence[StepShape]) -> np.ndarray:
+    """Step time (s) of `setup`'s step of each shape in plan mode `mode` (routed already, no padding added):
+    `StepCostCache.step_time(setup, mode, shape).step_s` for each."""
+    if mode not in PLAN_MODES:
+        raise PlanError(f"unknown plan mode '{mode}': use one of {', '.join(PLAN_MODES)}")
+    costs = setup.costs
+    patterns: list[_Pattern] = []
+    rows = [_Row(setup.build(s), costs, patterns) for s in shapes]
+    out = np.empty(len(rows))
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault(r.key, []).append(i)
+    for idx in groups.values():
+        host, counts, gpu, gap, tail = _lower_rows([rows[i] for i in idx], costs, mode)
+        out[idx] = _recurrence(host, counts, gpu, gap, tail, costs.queue_depth)
+    return out
