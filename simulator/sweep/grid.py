@@ -373,11 +373,47 @@ def load_cache(out: Path) -> dict[str, dict]:
     return done
 
 
-def append_cache(out: Path, rows: list[tuple[str, dict]]) -> None:
-    """Append one line per point in a single write to an O_APPEND file, then fsync."""
+def cache_line(key: str, row: dict) -> str:
+    """One cache record: `json.dumps({"key": key, "row": row})` and a line break."""
+    return json.dumps({"key": key, "row": row}) + "\n"
+
+
+_SENT_B, _SENT_F = "\x00budget_bytes\x00", "\x00fits_budget\x00"  # stand-ins no row value can hold
+
+
+def budget_template(row: dict, encode) -> list[str] | None:
+    """`encode(row)` split around its budget_bytes and fits_budget values: [before, between, after] (the same
+    text for every row that differs from `row` only in those two; `fill_budget` puts them back), or None where
+    the text cannot be split so (a NaN the encoder refuses, the stand-ins not found exactly once)."""
+    t = dict(row)
+    t["budget_bytes"], t["fits_budget"] = _SENT_B, _SENT_F
+    try:
+        text = encode(t)
+    except ValueError:
+        return None
+    b, f = json.dumps(_SENT_B), json.dumps(_SENT_F)
+    if text.count(b) != 1 or text.count(f) != 1 or text.index(b) > text.index(f):
+        return None
+    head, rest = text.split(b)
+    mid, tail = rest.split(f)
+    return [head, mid, tail]
+
+
+def fill_budget(tpl: list[str], row: dict) -> str | None:
+    """The text of `row` from its family's template (JSON of an int budget and a bool); None for another type."""
+    b, f = row["budget_bytes"], row["fits_budget"]
+    if type(b) is not int or type(f) is not bool:
+        return None
+    return tpl[0] + int.__repr__(b) + tpl[1] + ("true" if f else "false") + tpl[2]
+
+
+def append_cache(out: Path, rows: list[tuple[str, dict]], text: str | None = None) -> None:
+    """Append one line per point in a single write to an O_APPEND file, then fsync (`text`: those lines made
+    already, `cache_line` of each)."""
     path = Path(out) / CACHE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps({"key": k, "row": r}) + "\n" for k, r in rows)
+    if text is None:
+        text = "".join(cache_line(k, r) for k, r in rows)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         if os.fstat(fd).st_size and _last_byte(path) != b"\n":
@@ -405,6 +441,9 @@ class SweepRun:
     step_evals: int = 0  # step times the computed points' expectations sum over
     wall_s: float = 0.0
     points: list[Point] = field(default_factory=list, repr=False)
+    # per row: the family of points it was computed in (rows of one family differ only in budget_bytes and
+    # fits_budget; -1: a row read from the cache), so writers encode a family's text once
+    family: list[int] = field(default_factory=list, repr=False)
 
     @property
     def keys(self) -> list[str]:
@@ -435,27 +474,58 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
         q = points[i]
         return (q.model, q.profile, q.fusion, q.ctx)
 
-    pending.sort(key=lambda i: (group(i), points[i].graph, i))
-    tasks = [c for _, g in itertools.groupby(pending, key=group) for c in _chunks(list(g), chunk)]
+    # points that differ only in their budget form one family: its first point is evaluated (by a worker), the
+    # others are its row with their own budget_bytes and fits_budget (evaluate_point's rule, here in the parent)
+    fam_of: dict[tuple, int] = {}
+    members: list[list[int]] = []
+    for i in pending:
+        fk = _family_key(points[i])
+        f = fam_of.get(fk)
+        if f is None:
+            f = fam_of[fk] = len(members)
+            members.append([])
+        members[f].append(i)
+    reps = [m[0] for m in members]
+    fam_at = {m[0]: f for f, m in enumerate(members)}
+    reps.sort(key=lambda i: (group(i), points[i].graph, i))
+    tasks = [c for _, g in itertools.groupby(reps, key=group) for c in _chunks(list(g), chunk)]
+    weight = [sum(len(members[fam_at[i]]) for i in t) for t in tasks]  # points per task
     # each local worker takes a contiguous run of tasks (balanced by points): a group's steps are then simulated
     # by one worker, not by every worker that happens to pick up one of its chunks
-    starts = np.cumsum([0] + [len(t) for t in tasks[:-1]])
+    starts = np.cumsum([0] + weight[:-1])
     affinity = [min(workers - 1, int(s0 * workers // max(len(pending), 1))) for s0 in starts]
     fresh: dict[int, dict] = {}
+    family: dict[int, int] = {}
     stats = {"simulated": 0, "lookups": 0, "evals": 0}
 
     def on_done(task_idx: int, rows: list[dict], st: dict) -> None:
-        idx = tasks[task_idx]
-        for i, r in zip(idx, rows):
-            fresh[i] = r
+        lines = []
+        for rep, r in zip(tasks[task_idx], rows):
+            f = fam_at[rep]
+            tpl = budget_template(r, json.dumps) if out is not None else None
+            for i in members[f]:
+                if i == rep:
+                    row = r
+                else:
+                    row = r.copy()
+                    b = points[i].budget_bytes
+                    row["budget_bytes"] = b
+                    row["fits_budget"] = bool(row["graph_bytes"] <= b)
+                fresh[i] = row
+                family[i] = f
+                if out is not None:
+                    t = fill_budget(tpl, row) if tpl is not None else None
+                    lines.append(cache_line(keys[i], row) if t is None else
+                                 '{"key": "' + keys[i] + '", "row": ' + t + "}\n")
+            stats["evals"] += r["step_evals"] * len(members[f])
         if out is not None:
-            append_cache(out, [(keys[i], r) for i, r in zip(idx, rows)])
-        for k in stats:
-            stats[k] += st[k]
+            append_cache(out, [], "".join(lines))
+        stats["simulated"] += st["simulated"]
+        stats["lookups"] += st["lookups"]
 
     try:
         run_chunks(evaluate_chunk, [[points[i] for i in t] for t in tasks], on_done, executor, workers, progress,
-                   total_points=len(pending), cached_points=cached, affinity=affinity)
+                   total_points=len(pending), cached_points=cached, affinity=affinity, weights=weight)
     except (KeyboardInterrupt, Interrupted) as e:
         if out is None:
             raise
@@ -463,13 +533,23 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
             f"{str(e) or 'interrupted'}: {cached + len(fresh)} of {len(points)} points are saved in "
             f"{Path(out) / CACHE_FILE}; rerun the same command to resume from there",
             getattr(e, "code", 130)) from None
-    rows = []
+    rows, fams = [], []
     for i in range(len(points)):
         r = fresh.get(i)
+        f = family.get(i, -1)
         if r is None and done:
             r = done.get(keys[i])
         if r is not None:
             rows.append(r)
+            fams.append(f)
     return SweepRun(rows, computed=len(fresh), cached=cached, simulated_steps=stats["simulated"],
                     step_lookups=stats["lookups"], step_evals=stats["evals"], wall_s=time.perf_counter() - t0,
-                    points=points)
+                    points=points, family=fams)
+
+
+def _family_key(p: Point) -> tuple:
+    """Every field of `p` but its budget (evaluate_point's key of a row without its budget), its tuples by
+    identity (the points are alive for the run, so equal ids are the same tuple; equal tuples that are distinct
+    objects only make two families of the same row) and its scalars with their types (1 == 1.0 == True)."""
+    return tuple((id(v), None) if type(v) is tuple else (v, type(v)) for k, v in p.__dict__.items()
+                 if k != "budget_bytes")
