@@ -59,7 +59,7 @@ class _Row:
 
     __slots__ = ("pat", "ops", "gpu", "extra", "key", "_host")
 
-    def __init__(self, step, costs, patterns: list):
+    def __init__(self, step, costs, patterns: list, figs: dict):
         ops = step.ops
         ids = np.fromiter(map(id, ops), dtype=np.int64, count=len(ops))
         pat = next((p for p in patterns if p.fits(ids)), None)
@@ -69,12 +69,17 @@ class _Row:
         self.pat = pat
         self.ops = uniq = [ops[i] for i in pat.firsts]
         gpu, extra, flags = [], [], []
+        get = figs.get
         for o in uniq:  # each distinct op once; views launch nothing (lower reads no GPU figure of them)
-            lk = o.launches_kernel
-            gpu.append(costs.gpu_s(o) if lk else 0.0)
-            extra.append((costs.gemm_kernels(o) - 1) if lk else 0)
-            flags.append((lk, lk and o.op_class is OpClass.ATTENTION, lk and o.fixed_gpu_s is not None,
-                          o.path in _COMPILED_PATHS))
+            v = get(o)  # equal ops (by value) recur across shapes: the same figures
+            if v is None:
+                lk = o.op_class is not OpClass.VIEW  # Op.launches_kernel
+                v = figs[o] = (costs.gpu_s(o) if lk else 0.0, (costs.gemm_kernels(o) - 1) if lk else 0,
+                               (lk, lk and o.op_class is OpClass.ATTENTION, lk and o.fixed_gpu_s is not None,
+                                o.path in _COMPILED_PATHS))
+            gpu.append(v[0])
+            extra.append(v[1])
+            flags.append(v[2])
         self.gpu, self.extra = gpu, extra
         # what decides the launch structure: the pattern and which distinct ops launch kernels, are attention,
         # are trace-timed, take a compiled path
@@ -87,6 +92,9 @@ class _Row:
         if self._host is None:
             self._host = [costs.host_s(o, 0.5) for o in self.ops]
         return self._host
+
+
+_PATTERNS = "patterns"  # the key of a rows memo's list of patterns (shapes are StepShape keys)
 
 
 def _lower_rows(rows: list[_Row], costs, mode: str):
@@ -204,14 +212,25 @@ def _recurrence(host, counts, gpu, gap, tail, Q: int) -> np.ndarray:
     return out
 
 
-def step_seconds(setup, mode: str, shapes: Sequence[StepShape]) -> np.ndarray:
+def step_seconds(setup, mode: str, shapes: Sequence[StepShape], rows: dict | None = None,
+                 figs: dict | None = None) -> np.ndarray:
     """Step time (s) of `setup`'s step of each shape in plan mode `mode` (routed already, no padding added):
-    `StepCostCache.step_time(setup, mode, shape).step_s` for each."""
+    `StepCostCache.step_time(setup, mode, shape).step_s` for each. The caller's memos (a run's StepCostCache owns
+    them): `rows`, shape -> the built and costed step of `setup.cost_key` (shared by the plan modes); `figs`, Op ->
+    its figures under `setup.costs` (ops are compared by value)."""
     if mode not in PLAN_MODES:
         raise PlanError(f"unknown plan mode '{mode}': use one of {', '.join(PLAN_MODES)}")
     costs = setup.costs
-    patterns: list[_Pattern] = []
-    rows = [_Row(setup.build(s), costs, patterns) for s in shapes]
+    rows = {} if rows is None else rows
+    figs = {} if figs is None else figs
+    patterns: list[_Pattern] = rows.setdefault(_PATTERNS, [])
+    built = []
+    for s in shapes:
+        r = rows.get(s)
+        if r is None:
+            r = rows[s] = _Row(setup.build(s), costs, patterns, figs)
+        built.append(r)
+    rows = built
     out = np.empty(len(rows))
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(rows):

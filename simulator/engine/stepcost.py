@@ -124,6 +124,8 @@ class StepCostCache:
         self._ops: dict[int, tuple] = {}  # plan.lower's memo of those steps' op costs (shared by the plan modes)
         self._axis: dict[tuple, dict[int, tuple]] = {}  # (setup, ctx, step kind) -> batch -> _COLUMNS
         self._secs: dict[tuple, float] = {}  # (setup.cost_key, plan mode, shape) -> step s (engine/batched.py)
+        self._rows: dict[tuple, dict] = {}  # setup.cost_key -> batched.py's memo of built, costed steps by shape
+        self._figs: dict[str, dict] = {}  # profile digest -> batched.py's memo of op figures (Op -> figures)
         self.stats = {"lookups": 0, "simulated": 0}
 
     def clear(self) -> None:
@@ -132,6 +134,8 @@ class StepCostCache:
         self._ops.clear()
         self._axis.clear()
         self._secs.clear()
+        self._rows.clear()
+        self._figs.clear()
         self.stats.update(lookups=0, simulated=0)
 
     def step_time(self, setup, mode: str, shape: StepShape) -> StepResult:
@@ -181,7 +185,15 @@ class StepCostCache:
             if len(secs) > self.LIMIT:
                 secs.clear()
             todo = list(miss)
-            vals = step_seconds(setup, mode, [k[2] for k in todo]).tolist()
+            rows = self._rows.get(key0)
+            if rows is None or len(rows) > 4096:  # a bound on memory (entries hold a step's distinct ops)
+                if sum(len(v) for v in self._rows.values()) > 16384:
+                    self._rows.clear()
+                rows = self._rows[key0] = {}
+            figs = self._figs.get(setup.digest)
+            if figs is None or len(figs) > 1 << 17:
+                figs = self._figs[setup.digest] = {}
+            vals = step_seconds(setup, mode, [k[2] for k in todo], rows, figs).tolist()
             for k, v in zip(todo, vals):
                 secs[k] = v
                 for i in miss[k]:

@@ -488,7 +488,10 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
     reps = [m[0] for m in members]
     fam_at = {m[0]: f for f, m in enumerate(members)}
     reps.sort(key=lambda i: (group(i), points[i].graph, i))
-    tasks = [c for _, g in itertools.groupby(reps, key=group) for c in _chunks(list(g), chunk)]
+    # `chunk` points are sent per task; fewer where that would leave fewer than 4 tasks per worker (a family
+    # stands for many points, so a grid of few families would otherwise run on one worker)
+    size = max(1, min(chunk, -(-len(reps) // (4 * workers))))
+    tasks = [c for _, g in itertools.groupby(reps, key=group) for c in _chunks(list(g), size)]
     weight = [sum(len(members[fam_at[i]]) for i in t) for t in tasks]  # points per task
     # each local worker takes a contiguous run of tasks (balanced by points): a group's steps are then simulated
     # by one worker, not by every worker that happens to pick up one of its chunks
