@@ -110,8 +110,28 @@ def summarize_rows(rows: list[dict]) -> list[dict]:
                 s = out[k] = {c: s[c] for c in summary_columns(rows)}
         checks.setdefault(k, []).append(f"{r['budget_bytes'] / MiB:g}MiB:{'ok' if r['fits_budget'] else 'OVER'}")
     for k, s in out.items():  # joined once (a string grown per budget is quadratic in the budgets)
-        s["budgets"] = " ".join(checks[k]).strip()
+        s["budgets"] = budget_cell(checks[k])
     return list(out.values())
+
+
+BUDGET_CELL_LIST = 8  # up to this many budgets a summary row lists each check; above, runs of equal checks
+
+
+def budget_cell(checks: list[str]) -> str:
+    """The summary's `budgets` cell from a row's checks ("<MiB>MiB:ok|OVER", in the scenario's budget order): each
+    check up to BUDGET_CELL_LIST budgets; above, each run of consecutive equal results as "<first>..<last>:ok (n)"
+    (a row of 694 budgets printed a 9 KB cell that the terminal table folded into dozens of lines)."""
+    if len(checks) <= BUDGET_CELL_LIST:
+        return " ".join(checks)
+    runs: list[list] = []  # [first MiB, last MiB, result, count]
+    for c in checks:
+        mib, res = c.rsplit(":", 1)
+        if runs and runs[-1][2] == res:
+            runs[-1][1] = mib
+            runs[-1][3] += 1
+        else:
+            runs.append([mib, mib, res, 1])
+    return " ".join(f"{a}:{r}" if n == 1 else f"{a}..{b}:{r} ({n})" for a, b, r, n in runs)
 
 
 def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = True) -> dict:

@@ -46,6 +46,15 @@ def test_summary_budget_cell():
     assert s["budgets"] == f"1MiB:{'ok' if rows[0]['fits_budget'] else 'OVER'} 1024MiB:ok"
 
 
+def test_budget_cell_lists_few_checks_and_runs_of_many():
+    from simulator.studies.sweep import budget_cell
+
+    few = ["64MiB:OVER", "128MiB:ok"]
+    assert budget_cell(few) == "64MiB:OVER 128MiB:ok"
+    many = [f"{m}MiB:{'ok' if m >= 100 else 'OVER'}" for m in range(64, 140, 4)] + ["8MiB:OVER"]
+    assert budget_cell(many) == "64MiB..96MiB:OVER (9) 100MiB..136MiB:ok (10) 8MiB:OVER"
+
+
 values = hs.one_of(hs.none(), hs.booleans(), hs.integers(-10**12, 10**12), hs.text(max_size=6),
                    hs.floats(allow_nan=True, allow_infinity=True))
 
