@@ -57,7 +57,7 @@ class _Pattern:
 class _Row:
     """One shape's step: its pattern, its distinct ops and their figures."""
 
-    __slots__ = ("pat", "ops", "gpu", "extra", "key", "_host")
+    __slots__ = ("pat", "ops", "gpu", "extra", "key", "_figs", "_host")
 
     def __init__(self, step, costs, patterns: list, figs: dict):
         ops = step.ops
@@ -68,19 +68,20 @@ class _Row:
             patterns.append(pat)
         self.pat = pat
         self.ops = uniq = [ops[i] for i in pat.firsts]
-        gpu, extra, flags = [], [], []
+        gpu, extra, flags, entries = [], [], [], []
         get = figs.get
         for o in uniq:  # each distinct op once; views launch nothing (lower reads no GPU figure of them)
             v = get(o)  # equal ops (by value) recur across shapes: the same figures
-            if v is None:
+            if v is None:  # [gpu s, extra kernels, structure flags, host s at the median (read when needed)]
                 lk = o.op_class is not OpClass.VIEW  # Op.launches_kernel
-                v = figs[o] = (costs.gpu_s(o) if lk else 0.0, (costs.gemm_kernels(o) - 1) if lk else 0,
+                v = figs[o] = [costs.gpu_s(o) if lk else 0.0, (costs.gemm_kernels(o) - 1) if lk else 0,
                                (lk, lk and o.op_class is OpClass.ATTENTION, lk and o.fixed_gpu_s is not None,
-                                o.path in _COMPILED_PATHS))
+                                o.path in _COMPILED_PATHS), None]
             gpu.append(v[0])
             extra.append(v[1])
             flags.append(v[2])
-        self.gpu, self.extra = gpu, extra
+            entries.append(v)
+        self.gpu, self.extra, self._figs = gpu, extra, entries
         # what decides the launch structure: the pattern and which distinct ops launch kernels, are attention,
         # are trace-timed, take a compiled path
         self.key = (id(pat), tuple(flags))
@@ -90,92 +91,122 @@ class _Row:
         """The distinct ops' host times at the median (`CostModel.host_s`), read only where a plan mode uses them
         (as `lower` does: a graph replay reads none of its ops' host figures)."""
         if self._host is None:
-            self._host = [costs.host_s(o, 0.5) for o in self.ops]
+            h = []
+            for o, v in zip(self.ops, self._figs):
+                if v[3] is None:
+                    v[3] = costs.host_s(o, 0.5)
+                h.append(v[3])
+            self._host = h
         return self._host
 
 
 _PATTERNS = "patterns"  # the key of a rows memo's list of patterns (shapes are StepShape keys)
 
 
-def _lower_rows(rows: list[_Row], costs, mode: str):
+class _Lowering:
+    """What `plan.lower` does with a launch structure under a plan mode, as index arrays (the same for every row of
+    the structure): which distinct op each kernel is, the launches' constant host times and which launches take
+    an op's host time, the gap of each kernel as A + extra kernels x B."""
+
+    __slots__ = ("ki", "counts", "host_const", "host_cols", "host_ops", "layers", "tail_ops", "gap_a", "gap_b")
+
+    def __init__(self, r0: "_Row", costs, mode: str):
+        inv = r0.pat.inv
+        flags = np.asarray(r0.key[1], dtype=bool).reshape(-1, 4)[inv]  # per position
+        lk = flags[:, 0]
+        kpos = np.flatnonzero(lk)
+        if kpos.size == 0:
+            raise PlanError("step has no kernels")
+        nK = kpos.size
+        self.ki = inv[kpos]  # distinct op of each kernel
+        self.layers, self.tail_ops, self.host_cols, self.host_ops = [], [], None, None
+        if mode == "none":
+            n = lk.size
+            seg = np.cumsum(lk) - lk  # the launch each op's host work goes to (ops after the last: the tail)
+            entry = costs.compiled_entry_s if flags[:, 3].any() else 0.0
+            self.host_const = np.zeros(nK)
+            if entry:
+                self.host_const[0] = entry
+            # the k-th op of each launch, k = 0, 1, ...: pending += host(op) in the loop's order
+            starts = np.concatenate(([0], kpos + 1))  # first op of each launch; [nK]: of the tail
+            pos = np.arange(n) - starts[seg]
+            in_launch = seg < nK
+            for k in range(int(pos.max()) + 1):
+                at_k = pos == k
+                sel = np.flatnonzero(at_k & in_launch)
+                if sel.size:
+                    self.layers.append((seg[sel], inv[sel]))
+                tsel = np.flatnonzero(at_k & ~in_launch)
+                if tsel.size:
+                    self.tail_ops.append(int(inv[tsel[0]]))
+            eg = costs.eager_gap_s
+            self.gap_a = self.gap_b = np.full(nK, eg)
+            self.counts = np.ones(nK, dtype=np.int64)
+            return
+        node, node_tr, lat = costs.graph_node_s, costs.graph_node_trace_s, costs.graph_launch_latency_s
+        nodes = np.where(flags[kpos, 2], node_tr, node)  # per kernel: the node cost a replayed kernel pays
+        if mode == "full":
+            first = np.zeros(nK, dtype=bool)
+            first[0] = True
+            self.host_const = np.array([costs.graph_launch_s(nK)])
+            self.counts = np.array([nK], dtype=np.int64)
+            self.gap_a, self.gap_b = np.where(first, lat, nodes), nodes
+            return
+        # piecewise: graph pieces split at attention kernels, each attention kernel one eager launch
+        at = flags[kpos, 1]
+        eg = costs.eager_gap_s
+        consts, counts, first, cols, ops = [], [], np.zeros(nK, dtype=bool), [], []
+        run = 0
+        for i, a in enumerate(at.tolist()):
+            if a:
+                if run:
+                    consts.append(costs.graph_launch_s(run))
+                    counts.append(run)
+                    first[i - run] = True
+                    run = 0
+                cols.append(len(consts))
+                ops.append(int(self.ki[i]))
+                consts.append(0.0)
+                counts.append(1)
+            else:
+                run += 1
+        if run:
+            consts.append(costs.graph_launch_s(run))
+            counts.append(run)
+            first[nK - run] = True
+        self.host_const = np.asarray(consts)
+        self.counts = np.asarray(counts, dtype=np.int64)
+        if cols:  # only attention kernels launch eagerly: only their host figures are read
+            self.host_cols, self.host_ops = np.asarray(cols), np.asarray(ops)
+        self.gap_a = np.where(at, eg, np.where(first, lat, nodes))
+        self.gap_b = np.where(at, eg, nodes)
+
+
+def _lower_rows(rows: list[_Row], costs, mode: str, memo: dict):
     """`plan.lower`'s arrays for rows of one launch structure: (host [S, nL], counts [nL], gpu [S, nK],
-    gap [S, nK], tail [S]), the same floating-point operations in the same order as `lower`."""
+    gap [S, nK], tail [S]), the same floating-point operations in the same order as `lower`. `memo`: the
+    structure's `_Lowering` per plan mode."""
     r0 = rows[0]
     S = len(rows)
-    inv = r0.pat.inv
-    flags = np.asarray([f for f in r0.key[1]], dtype=bool).reshape(-1, 4)[inv]  # per position
-    lk = flags[:, 0]
-    kpos = np.flatnonzero(lk)
-    if kpos.size == 0:
-        raise PlanError("step has no kernels")
-    ki = inv[kpos]  # distinct op of each kernel
-    G = np.asarray([r.gpu for r in rows], dtype=float)[:, ki]
-    X = np.asarray([r.extra for r in rows], dtype=float)[:, ki]
-    nK = kpos.size
+    key = ("lowering", r0.key, mode)
+    lw = memo.get(key)
+    if lw is None:
+        lw = memo[key] = _Lowering(r0, costs, mode)
+    G = np.asarray([r.gpu for r in rows], dtype=float)[:, lw.ki]
+    X = np.asarray([r.extra for r in rows], dtype=float)[:, lw.ki]
+    gap = lw.gap_a + X * lw.gap_b
+    host = np.empty((S, lw.host_const.size))
+    host[:] = lw.host_const
+    tail = np.zeros(S)
     if mode == "none":
-        Hop = np.asarray([r.host(costs) for r in rows], dtype=float)[:, inv]  # every op's host time, in order
-        n = lk.size
-        seg = np.cumsum(lk) - lk  # the launch each op's host work goes to (ops after the last: the tail)
-        entry = costs.compiled_entry_s if flags[:, 3].any() else 0.0
-        host = np.zeros((S, nK))
-        tail = np.zeros(S)
-        if entry:
-            host[:, 0] = entry
-        # the k-th op of each launch, k = 0, 1, ...: pending += host(op) in the loop's order
-        starts = np.concatenate(([0], kpos + 1))  # first op of each launch; [nK]: of the tail
-        pos = np.arange(n) - starts[seg]
-        in_launch = seg < nK
-        for k in range(int(pos.max()) + 1):
-            at_k = pos == k
-            sel = np.flatnonzero(at_k & in_launch)
-            if sel.size:
-                host[:, seg[sel]] += Hop[:, sel]
-            tsel = np.flatnonzero(at_k & ~in_launch)
-            if tsel.size:
-                tail += Hop[:, tsel[0]]
-        eg = costs.eager_gap_s
-        gap = eg + X * eg
-        counts = np.ones(nK, dtype=np.int64)
-        return host, counts, G, gap, tail
-    node, node_tr, lat = costs.graph_node_s, costs.graph_node_trace_s, costs.graph_launch_latency_s
-    nodes = np.where(flags[kpos, 2], node_tr, node)  # per kernel: the node cost a replayed kernel pays
-    if mode == "full":
-        first = np.zeros(nK, dtype=bool)
-        first[0] = True
-        host = np.full((S, 1), costs.graph_launch_s(nK))
-        counts = np.array([nK], dtype=np.int64)
-        gap = np.where(first, lat, nodes) + X * nodes
-        return host, counts, G, gap, np.zeros(S)
-    # piecewise: graph pieces split at attention kernels, each attention kernel one eager launch
-    at = flags[kpos, 1]
-    eg = costs.eager_gap_s
-    cols, counts, first = [], [], np.zeros(nK, dtype=bool)
-    run = 0
-    for i, a in enumerate(at.tolist()):
-        if a:
-            if run:
-                cols.append(-run)
-                counts.append(run)
-                first[i - run] = True
-                run = 0
-            cols.append(i)
-            counts.append(1)
-        else:
-            run += 1
-    if run:
-        cols.append(-run)
-        counts.append(run)
-        first[nK - run] = True
-    host = np.empty((S, len(cols)))
-    ak = np.flatnonzero(at)
-    Hk = None
-    if ak.size:  # only attention kernels launch eagerly: only their host figures are read
-        Hk = np.zeros((S, nK))
-        Hk[:, ak] = np.asarray([r.host(costs) for r in rows], dtype=float)[:, ki[ak]]
-    for j, c in enumerate(cols):
-        host[:, j] = costs.graph_launch_s(-c) if c < 0 else Hk[:, c]
-    gap = np.where(at[None, :], eg + X * eg, np.where(first, lat, nodes) + X * nodes)
-    return host, np.asarray(counts, dtype=np.int64), G, gap, np.zeros(S)
+        Hu = np.asarray([r.host(costs) for r in rows], dtype=float)  # [S, distinct ops]
+        for launch, op in lw.layers:
+            host[:, launch] += Hu[:, op]
+        for op in lw.tail_ops:
+            tail += Hu[:, op]
+    elif lw.host_cols is not None:
+        host[:, lw.host_cols] = np.asarray([r.host(costs) for r in rows], dtype=float)[:, lw.host_ops]
+    return host, lw.counts, G, gap, tail
 
 
 def _recurrence(host, counts, gpu, gap, tail, Q: int) -> np.ndarray:
@@ -221,21 +252,20 @@ def step_seconds(setup, mode: str, shapes: Sequence[StepShape], rows: dict | Non
     if mode not in PLAN_MODES:
         raise PlanError(f"unknown plan mode '{mode}': use one of {', '.join(PLAN_MODES)}")
     costs = setup.costs
-    rows = {} if rows is None else rows
+    memo = {} if rows is None else rows
     figs = {} if figs is None else figs
-    patterns: list[_Pattern] = rows.setdefault(_PATTERNS, [])
-    built = []
+    patterns: list[_Pattern] = memo.setdefault(_PATTERNS, [])
+    rows = []
     for s in shapes:
-        r = rows.get(s)
+        r = memo.get(s)
         if r is None:
-            r = rows[s] = _Row(setup.build(s), costs, patterns, figs)
-        built.append(r)
-    rows = built
+            r = memo[s] = _Row(setup.build(s), costs, patterns, figs)
+        rows.append(r)
     out = np.empty(len(rows))
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(rows):
         groups.setdefault(r.key, []).append(i)
     for idx in groups.values():
-        host, counts, gpu, gap, tail = _lower_rows([rows[i] for i in idx], costs, mode)
+        host, counts, gpu, gap, tail = _lower_rows([rows[i] for i in idx], costs, mode, memo)
         out[idx] = _recurrence(host, counts, gpu, gap, tail, costs.queue_depth)
     return out
