@@ -319,7 +319,14 @@ def memory_table(points: list[dict]) -> str:
 
 
 def _first(rows: list[dict], **fixed) -> list[dict]:
-    return [r for r in rows if all(r[k] == v for k, v in fixed.items())]
+    """The rows whose fields equal `fixed` (names, labels and budgets: plain strings and numbers), in order."""
+    from operator import itemgetter
+
+    if not fixed:
+        return list(rows)
+    get = itemgetter(*fixed)
+    want = tuple(fixed.values()) if len(fixed) > 1 else next(iter(fixed.values()))
+    return [r for r in rows if get(r) == want]
 
 
 def budget_lines(fig: go.Figure, xs: list[float]) -> None:
