@@ -17,6 +17,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, fields
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +112,23 @@ class Point:
                             **{f: v for f, v in off.items() if f not in ("attention_backend", "prefill_sizes")}})
         return hashlib.sha256((k + extra).encode()).hexdigest()[:24]
 
+    def key_parts(self) -> tuple[bytes, str | None]:
+        """What `key` hashes besides the budget: (the key text after budget_bytes, the routing JSON or None);
+        `key_at(budget, parts)` is then the key of this point at any budget (a family's keys, made once)."""
+        off = {f: getattr(self, f) for f in _ROUTING_FIELDS if getattr(self, f) != _DEFAULTS[f]}
+        extra = None
+        if off:
+            extra = json.dumps({"attention_backend": self.attention_backend, "prefill_sizes": self.prefill_sizes,
+                                **{f: v for f, v in off.items() if f not in ("attention_backend", "prefill_sizes")}})
+        return self._key_text(skip="budget_bytes"), extra
+
+    @staticmethod
+    def key_at(budget, parts: tuple[bytes, str | None]) -> str:
+        """`key` of a point with budget_bytes `budget` and `key_parts` `parts`."""
+        bj = int.__repr__(budget) if type(budget) is int else json.dumps(budget)
+        k = hashlib.sha256(b'{"budget_bytes": ' + bj.encode() + parts[0]).hexdigest()[:24]
+        return k if parts[1] is None else hashlib.sha256((k + parts[1]).encode()).hexdigest()[:24]
+
     def base_key(self) -> str:
         """sha256 of json.dumps({**asdict(self), "v": CACHE_VERSION}, sort_keys=True), first 24 hex digits.
 
@@ -152,6 +170,7 @@ class Point:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(Point))
+_FAMILY_FIELDS = itemgetter(*[f for f in _FIELD_NAMES if f != "budget_bytes"])  # a point's fields but its budget
 _ROUTING_FIELDS = ("attention_backend", "prefill_sizes", "impl", "kv_cache", "max_cache_len", "host_canary_us",
                    "spec_tokens", "acceptance", "draft", "spec_engine", "decode_sizes")  # outside base_key
 _DEFAULTS = {f.name: f.default for f in fields(Point) if f.name in _ROUTING_FIELDS}
@@ -462,7 +481,21 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
     from simulator.sweep.executors import run_chunks
 
     t0 = time.perf_counter()
-    keys = [p.key() for p in points] if out is not None else None  # only the cache needs them
+    # points that differ only in their budget form one family (its rows differ only in budget_bytes and
+    # fits_budget): found by the identity of every other field's value (the points are alive for the run, so
+    # equal ids are the same values; equal values in distinct objects only make two families of the same row)
+    fam_get = _FAMILY_FIELDS
+    fam_of: dict[tuple, int] = {}
+    fam = [fam_of.setdefault(tuple(map(id, fam_get(p.__dict__))), len(fam_of)) for p in points]
+    keys = None
+    if out is not None:  # only the cache needs them: each family's key text is made once
+        parts: dict[int, tuple] = {}
+        keys = []
+        for p, f in zip(points, fam):
+            kp = parts.get(f)
+            if kp is None:
+                kp = parts[f] = p.key_parts()
+            keys.append(Point.key_at(p.budget_bytes, kp))
     done = load_cache(out) if out is not None else {}
     pending = [i for i, k in enumerate(keys) if k not in done] if done else list(range(len(points)))
     cached = len(points) - len(pending)
@@ -476,13 +509,12 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
 
     # points that differ only in their budget form one family: its first point is evaluated (by a worker), the
     # others are its row with their own budget_bytes and fits_budget (evaluate_point's rule, here in the parent)
-    fam_of: dict[tuple, int] = {}
+    slot: dict[int, int] = {}
     members: list[list[int]] = []
     for i in pending:
-        fk = _family_key(points[i])
-        f = fam_of.get(fk)
+        f = slot.get(fam[i])
         if f is None:
-            f = fam_of[fk] = len(members)
+            f = slot[fam[i]] = len(members)
             members.append([])
         members[f].append(i)
     reps = [m[0] for m in members]
@@ -548,11 +580,3 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
     return SweepRun(rows, computed=len(fresh), cached=cached, simulated_steps=stats["simulated"],
                     step_lookups=stats["lookups"], step_evals=stats["evals"], wall_s=time.perf_counter() - t0,
                     points=points, family=fams)
-
-
-def _family_key(p: Point) -> tuple:
-    """Every field of `p` but its budget (evaluate_point's key of a row without its budget), its tuples by
-    identity (the points are alive for the run, so equal ids are the same tuple; equal tuples that are distinct
-    objects only make two families of the same row) and its scalars with their types (1 == 1.0 == True)."""
-    return tuple((id(v), None) if type(v) is tuple else (v, type(v)) for k, v in p.__dict__.items()
-                 if k != "budget_bytes")

@@ -13,17 +13,28 @@ from simulator.common.jsonfile import indented
 from simulator.model.models import load_model
 from simulator.report.html import write_csv
 from simulator.studies.sweep import rows_json, summarize_rows, write_rows_csv
-from simulator.sweep.grid import CACHE_FILE, budget_template, cache_line, evaluate_point, fill_budget, point_for, \
-    run_points
+from simulator.sweep.grid import CACHE_FILE, budget_template, cache_line, evaluate_point, fill_budget, load_cache, \
+    point_for, run_points
 
 QWEN = load_model("qwen3-0.6b")
 MiB = 1 << 20
 
 
-def pts(budgets, graphs=("full", "none")):
-    return [point_for(QWEN, "datasheet-h200", fusion="fused", graph=g, layout="L", sizes=(4, 8), distribution="d",
-                      dist_sizes=(3, 8), dist_weights=(0.5, 0.5), budget_bytes=b, ctx=512)
-            for g in graphs for b in budgets]
+def pts(budgets, graphs=("full", "none"), **kw):
+    # one set of value objects per graph mode, as build_points makes them: the points of a family share them
+    out = []
+    for g in graphs:
+        sizes, ds, dw = (4, 8), (3, 8), (0.5, 0.5)
+        out += [point_for(QWEN, "datasheet-h200", fusion="fused", graph=g, layout="L", sizes=sizes, distribution="d",
+                          dist_sizes=ds, dist_weights=dw, budget_bytes=b, ctx=512, **kw) for b in budgets]
+    return out
+
+
+def test_family_keys_with_routing_fields(tmp_path):
+    points = pts([1, 2 * MiB], graphs=("full",), attention_backend="fa3", prefill_sizes=(8, 16))
+    run = run_points(points, tmp_path, workers=1, progress=False)
+    assert run.family == [0, 0] and run.keys == [p.key() for p in points]
+    assert set(load_cache(tmp_path)) == set(run.keys)
 
 
 def test_family_rows_equal_evaluate_point(tmp_path):
@@ -36,6 +47,8 @@ def test_family_rows_equal_evaluate_point(tmp_path):
     assert run.step_evals == sum(r["step_evals"] for r in run.rows)
     lines = (tmp_path / CACHE_FILE).read_text().splitlines(keepends=True)
     assert sorted(lines) == sorted(cache_line(k, r) for k, r in zip(run.keys, run.rows))
+    assert run.keys == [p.key() for p in points]
+    assert set(load_cache(tmp_path)) == set(run.keys)  # the family-made keys are the points' own
     again = run_points(points, tmp_path, workers=2, progress=False)  # all from the cache: no family
     assert again.rows == run.rows and again.family == [-1] * 10
 
