@@ -51,7 +51,10 @@ class _Pattern:
         if ids.size != self.n:
             return False
         u = ids[self.first]
-        return bool(np.array_equal(u[self.inv], ids)) and np.unique(u).size == u.size
+        if not (u[self.inv] == ids).all():
+            return False
+        ul = u.tolist()
+        return len(set(ul)) == len(ul)
 
 
 class _Row:
