@@ -4,7 +4,10 @@
 (engine/setup.py: model, profile digest, fusion, implementation; plus the plan mode and the shape):
 - `cache.step_time(setup, plan_mode, shape)`: the fast engine's StepResult of one step (no padding added),
 - `cache.routed(setup, shape)`: `setup.capture` routes the step once, then `step_time` of the padded step,
-- `cache.expected(setup, batches, weights, ctx, mixed)`: `Expected` over a batch-size distribution.
+- `cache.expected(setup, batches, weights, ctx, mixed)`: `Expected` over a batch-size distribution,
+- `cache.step_seconds(setup, mode, shapes)` / `cache.routed_seconds(setup, shapes, captures)`: the step times of
+  many shapes at once (engine/batched.py: the batch axis vectorised, the same figures as `step_time`); `expected`
+  and the optimizer's per-size costs are priced this way.
 The module functions below (`step_time`, `routed_step`, `expected_step`) are the same rules for loose arguments,
 over the module's `DEFAULT` cache (kept for callers that have no setup, and for the tests that pin them).
 
