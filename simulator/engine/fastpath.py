@@ -34,18 +34,26 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
     else:
         last_k = np.cumsum(counts) - 1  # type: ignore[assignment]  # each launch's last kernel
         first_k = last_k - counts + 1  # type: ignore[assignment]
-    # global prefix sums: a block [j0, j1) needs only slices of these (D = C - c, stream time excluding kernel i,
-    # is formed where it is read: `_d`). H and C live in the buffers of the stall and gpu_start arrays, which are
-    # written last, from submit and end: first-touch page faults on fresh memory cost more than a pass of arithmetic
-    # over it, and this keeps the fresh arrays to the four the timeline returns
-    # (one allocation for the four: fewer first-touch faults than four, numpy asks for huge pages on large ones)
-    mem = np.empty(2 * (n_l + n_k))
-    submit, H, end, C = mem[:n_l], mem[n_l:2 * n_l], mem[2 * n_l:2 * n_l + n_k], mem[2 * n_l + n_k:]
+    # global prefix sums: a block [j0, j1) needs only slices of these. H and C live in the buffers of the stall and
+    # gpu_start arrays, which are written last, from submit and end: on long plans first-touch page faults on fresh
+    # memory cost more than a pass of arithmetic over it, and this keeps the fresh arrays to the four the timeline
+    # returns (one allocation for the four: fewer faults than four, numpy asks for huge pages on large ones)
     # H: host time up to and including launch j; C: stream time up to and including kernel i (running sums of host
-    # and of c_i = gap_i + gpu_i). Long plans fill them just ahead of where they are read (`ahead`), so that a block's
-    # prefix sums are still in cache when it runs; each piece continues the previous one's sum, the same sequence of
-    # additions as one running sum over the whole array
-    filled = [0, 0]  # H and C hold final values below these
+    # and of c_i = gap_i + gpu_i); D = C - c, stream time excluding kernel i. Short plans get all three at once (D a
+    # small array of its own). Long plans form D where it is read (`_ds`) and fill H and C just ahead of where they
+    # are read (`ahead`), so that a block's prefix sums are still in cache when it runs; each piece continues the
+    # previous one's sum, the same sequence of additions as one running sum over the whole array
+    D = None
+    if n_l <= _PREFIX_ALL and n_k <= _PREFIX_ALL:
+        H = np.cumsum(host)
+        c = np.add(gap, gpu)
+        C = np.cumsum(c)
+        D = np.subtract(C, c, out=c)
+        submit, end = np.empty(n_l), np.empty(n_k)
+    else:
+        mem = np.empty(2 * (n_l + n_k))
+        submit, H, end, C = mem[:n_l], mem[n_l:2 * n_l], mem[2 * n_l:2 * n_l + n_k], mem[2 * n_l + n_k:]
+    filled = [0, 0] if D is None else [n_l, n_k]  # H and C hold final values below these
 
     def ahead(jh: int, kc: int) -> None:
         h0, c0 = filled
@@ -72,7 +80,8 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
         """submit_j = max(submit_{j-1} + host_j, floor_j); end_i = max(ready_i, end_{i-1}) + c_i.
         Written in place into submit and end (the same operations as sub = hj + max(acc(floor - hj), ...))."""
         k0, k1 = first_k[j0], last_k[j1 - 1] + 1
-        ahead(j1, k1)
+        if D is None:
+            ahead(j1, k1)
         hj = H[j0:j1]
         h_prev = H[j0 - 1] if j0 else 0.0
         sub = submit[j0:j1]
@@ -85,9 +94,14 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
             np.add(hj, t, out=sub)
         ready = sub if single else np.repeat(sub, counts[j0:j1])
         e = end[k0:k1]
-        np.subtract(ready, _d(C, gap, gpu, k0, k1, e), out=e)
-        acc(e, out=e)
-        np.maximum(e, end_prev - (C[k0] - (gap[k0] + gpu[k0])), out=e)
+        if D is None:
+            np.subtract(ready, _ds(C, D, gap, gpu, k0, k1, e), out=e)
+            acc(e, out=e)
+            np.maximum(e, end_prev - (C[k0] - (gap[k0] + gpu[k0])), out=e)
+        else:
+            np.subtract(ready, D[k0:k1], out=e)
+            acc(e, out=e)
+            np.maximum(e, end_prev - D[k0], out=e)
         np.add(C[k0:k1], e, out=e)
 
     def leave(j0: int, j1: int) -> np.ndarray:
@@ -138,7 +152,7 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
         end_prev = float(end[first_k[j0] - 1])
         # blocked mode: blocks of Q launches, each needing only leave times already final
         if single and wk is None:
-            j0, sub_prev, end_prev, fin = _blocked_single(j0, Q, H, C, gap, host, gpu, submit, end, fin, ahead)
+            j0, sub_prev, end_prev, fin = _blocked_single(j0, Q, H, C, D, gap, host, gpu, submit, end, fin, ahead)
             continue
         while j0 < n_l:
             j1 = cap(j0, min(n_l, j0 + Q))
@@ -163,12 +177,15 @@ def simulate_fast(plan: LaunchPlan) -> Timeline:
         np.subtract(end, gpu, out=C)
     else:
         stall = H
-        if single:
+        if fin:  # single-kernel launches, partly written behind the blocked mode
             if n_l > fin:
                 _finish(fin, n_l, submit, host, gpu, end, H, C)
-        else:
+        else:  # the same operations over the whole arrays: (submit_j - submit_{j-1}) - host_j, at least 0
             if n_l:
-                _finish(0, n_l, submit, host, None, None, H, None)
+                stall[0] = submit[0] - 0.0
+                np.subtract(submit[1:], submit[:-1], out=stall[1:])
+                np.subtract(stall, host, out=stall)
+                np.maximum(stall, 0.0, out=stall)
             np.subtract(end, gpu, out=C)
     return Timeline(plan, submit, stall, C, end, wait)
 
@@ -220,10 +237,18 @@ class _Same:
 _SAME = _Same()
 
 
-def _d(C, gap, gpu, k0: int, k1: int, out: np.ndarray) -> np.ndarray:
-    """D[k0:k1] = C - c (stream time before kernel i) into `out`: the operations of `C - (gap + gpu)`."""
+def _ds(C, D, gap, gpu, k0: int, k1: int, out: np.ndarray) -> np.ndarray:
+    """D[k0:k1] = C - c (stream time before kernel i): the slice of D, or (D None) formed into `out` by the
+    operations that made D, `C - (gap + gpu)`."""
+    if D is not None:
+        return D[k0:k1]
     np.add(gap[k0:k1], gpu[k0:k1], out=out)
     return np.subtract(C[k0:k1], out, out=out)
+
+
+def _d1(C, D, gap, gpu, k: int):
+    """D[k] (see `_ds`)."""
+    return C[k] - (gap[k] + gpu[k]) if D is None else D[k]
 
 
 def _finish(a: int, b: int, submit, host, gpu, end, stall, gs) -> None:
@@ -242,7 +267,7 @@ def _finish(a: int, b: int, submit, host, gpu, end, stall, gs) -> None:
         np.subtract(end[a:b], gpu[a:b], out=gs[a:b])
 
 
-def _blocked_single(j0, Q, H, C, gap, host, gpu, submit, end, fin, ahead):
+def _blocked_single(j0, Q, H, C, D, gap, host, gpu, submit, end, fin, ahead):
     """Blocked mode when every launch is one kernel (GPU-bound eager steps): the same two scans as
     `run_block`, written into preallocated buffers. Returns (next launch, its submit and end floors).
 
@@ -260,8 +285,9 @@ def _blocked_single(j0, Q, H, C, gap, host, gpu, submit, end, fin, ahead):
         if nb >= 2:
             if buf is None:  # scratch rows for the attempts (allocated once: attempts run back to back)
                 buf, flags = np.empty((3, _MAX_BLOCKS * Q)), np.empty(_MAX_BLOCKS * Q, dtype=bool)
-            ahead(j0 + nb * Q, j0 + nb * Q)
-            done, stop = _saturated_blocks(j0, nb, Q, H, C, gap, host, gpu, submit, end, buf, flags)
+            if D is None:
+                ahead(j0 + nb * Q, j0 + nb * Q)
+            done, stop = _saturated_blocks(j0, nb, Q, H, C, D, gap, host, gpu, submit, end, buf, flags)
             j0 += done * Q
             if j0 - 1 > fin:
                 _finish(fin, j0 - 1, submit, host, gpu, end, H, C)
@@ -272,7 +298,8 @@ def _blocked_single(j0, Q, H, C, gap, host, gpu, submit, end, fin, ahead):
             if done == nb:
                 continue
         j1 = min(n, j0 + Q)
-        ahead(j1, j1)
+        if D is None:
+            ahead(j1, j1)
         m = j1 - j0
         f, t = fl[:m], tmp[:m]
         sub_prev, end_prev = submit[j0 - 1], end[j0 - 1]
@@ -283,9 +310,9 @@ def _blocked_single(j0, Q, H, C, gap, host, gpu, submit, end, fin, ahead):
         np.maximum(t, sub_prev - H[j0 - 1], out=t)
         sub = submit[j0:j1]
         np.add(t, H[j0:j1], out=sub)
-        np.subtract(sub, _d(C, gap, gpu, j0, j1, t), out=t)
+        np.subtract(sub, _ds(C, D, gap, gpu, j0, j1, t), out=t)
         acc(t, out=t)
-        np.maximum(t, end_prev - (C[j0] - (gap[j0] + gpu[j0])), out=t)
+        np.maximum(t, end_prev - _d1(C, D, gap, gpu, j0), out=t)
         np.add(t, C[j0:j1], out=end[j0:j1])
         binding = bind0 or bool(np.greater(f[1:], sub[:-1] + host[j0 + 1:j1]).any())
         j0 = j1
@@ -302,7 +329,7 @@ _PREFIX_ALL = 1 << 16  # plans up to this many launches (kernels) get their pref
 _PREFIX_MIN = 1 << 12  # ... longer ones in pieces of at least this many, as the blocks reach them
 
 
-def _saturated_blocks(j0, nb, Q, H, C, gap, host, gpu, submit, end, buf, flags):
+def _saturated_blocks(j0, nb, Q, H, C, D, gap, host, gpu, submit, end, buf, flags):
     """`nb` full blocks of the loop in `_blocked_single` at once, on the guess that the GPU never waits in them
     (each kernel starts when the previous one ends, so a block's ends are its floor plus the running stream
     time). Under that guess the leave times each block needs are known, both scans run over all blocks as
@@ -314,8 +341,8 @@ def _saturated_blocks(j0, nb, Q, H, C, gap, host, gpu, submit, end, buf, flags):
     k1 = j0 + nb * Q
     Cm, Hm = C[j0:k1].reshape(nb, Q), H[j0:k1].reshape(nb, Q)
     # end floors: K_b = end_prev - D[first]; the next end_prev is the block's last end, K_b + C[last]
-    k = float(end[j0 - 1] - (C[j0] - (gap[j0] + gpu[j0])))
-    d_first = (C[j0:k1:Q] - (gap[j0:k1:Q] + gpu[j0:k1:Q])).tolist()
+    k = float(end[j0 - 1] - _d1(C, D, gap, gpu, j0))
+    d_first = (C[j0:k1:Q] - (gap[j0:k1:Q] + gpu[j0:k1:Q]) if D is None else D[j0:k1:Q]).tolist()
     c_last = C[j0 + Q - 1:k1:Q].tolist()
     K = []
     for b in range(nb):
@@ -348,7 +375,7 @@ def _saturated_blocks(j0, nb, Q, H, C, gap, host, gpu, submit, end, buf, flags):
         np.maximum(T, Sc[:, None], out=T)
     np.add(T, Hm, out=Sub)
     # the guess holds in a block where no (submit - D) rises above its end floor
-    np.subtract(Sub, _d(C, gap, gpu, j0, k1, W.reshape(-1)).reshape(nb, Q), out=W)
+    np.subtract(Sub, _ds(C, D, gap, gpu, j0, k1, W.reshape(-1)).reshape(nb, Q), out=W)
     ok = W.max(axis=1) <= Kc[:, 0]
     bad = int(np.argmin(ok)) if not ok.all() else nb
     # a block binds where some leave time lies above the host-only chain (previous submit + host work); a block
