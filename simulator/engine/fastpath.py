@@ -11,6 +11,13 @@ the rest is tried unconstrained again. Runs of full blocks are first tried at on
 guess that the GPU never waits in them (checked; bitwise the block loop's values, `_saturated_blocks`).
 `step_times` gives the step times of many host-noise replicates of one plan in one pass.
 
+Memory (what bounds long plans, 1M kernels: a fresh array costs first-touch page faults, a pass over data not in
+cache several times a pass over data in it): the prefix sums live in the buffers of the stall and gpu_start arrays
+(written last), so a call touches four fresh arrays, one allocation; on long plans D = C - c is formed where it is
+read, the prefix sums are filled in pieces just ahead of the blocks, and the blocked mode writes stall and
+gpu_start behind itself while those rows are in cache. Every value is the same floating-point operation on the same
+inputs as one pass over the whole arrays (tests/engine: bitwise, hypothesis).
+
 Host syncs (`wait_kernel`, multi-step plans): launch j with a sync starts its host work no earlier than
 the end of the kernel it waits for, submit_j = max(max(submit_{j-1}, end_w) + host_j, leave_{j-Q}). No
 block crosses a synced launch: each block starts at one, where that kernel's end is already final, and
