@@ -4,7 +4,8 @@
 - `reference` (fusion none / packed / compiled): launchsim's calibration decoder (calibration/reference_decoder.py),
   the op lists of simulator/model/workload.py unchanged for llama / qwen3 layers; other families' math (norm variant
   and count, biases, activation, soft-capping, embedding scale, sliding window) is added to `none` / `packed`; its
-  `compiled` list is the measured Inductor table of the llama / qwen3 layer and is refused for other families.
+  `compiled` list is Inductor's fusion pass over the `none` list (simulator/model/inductor.py `compile_ops`, checked
+  on the H200 for llama and qwen3: calibration/validation/inductor.md), for every family.
 - `hf` (fusion none / compiled): transformers' own modeling code, SDPA attention, with `cache="static"` (StaticCache
   of `max_cache_len` slots: attention reads every slot under a mask) or `cache="dynamic"` (DynamicCache: the cache
   grows by a cat each step and attention reads ctx + 1 keys with enable_gqa). Source: transformers 5.17, torch 2.11
@@ -98,7 +99,8 @@ CUDNN_PLAN_MS = 28.9
 
 
 def family_extras(m) -> list[str]:
-    """The family features the reference decoder's compiled table does not have."""
+    """The family features beyond the llama / qwen3 layer the reference decoder was measured with (its `compiled`
+    level handles them through Inductor's pass; listed so that a preset is seen to have none)."""
     out = []
     if m.norm_kind != "rms":
         out.append("Gemma norms")
