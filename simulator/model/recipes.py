@@ -22,7 +22,7 @@ v_proj, RoPE 5 + 5, StaticCache update 5 (arange, add, add_ of the write positio
 2 (a copy of k and of v to every query head over all slots: SDPA gets a mask, so transformers does not pass
 enable_gqa), SDPA's mask handling 3 (two scalar fills, a where over the [B, 1, 1, slots] mask), cuDNN attention 1 or 2
 (the split-KV lean_reduction kernel appears while batch x kv heads given to SDPA <= 64: measured at 8, 16, 64
-(split) and 128 (not)), o_proj, residual add, RMSNorm 8, gate_proj, SiLU, up_proj, mul, down_proj, residual add.
+(split) and 128 (not), and only over more than 512 keys: CUDNN_SPLIT_MIN_KEYS), o_proj, residual add, RMSNorm 8, gate_proj, SiLU, up_proj, mul, down_proj, residual add.
 Dynamic cache: the 5 cache-update, 2 repeat_kv and 3 mask kernels are replaced by 2 cats (58 measured). Preamble:
 embedding, the static cache's causal mask (7 kernels over the slots; none for dynamic), rotary set-up 10. Tail: final
 RMSNorm 8, lm_head (and its memset, not modelled). `positions="computed"` (the caller passes no cache_position, as
@@ -34,12 +34,15 @@ step (CUDNN_PLAN_MS); SDPA over repeated heads is priced from the GQA table at r
 
 Family pieces from transformers 5.17's source: qwen2's q/k/v bias (one cuBLASLt GEMM with a bias epilogue: bytes,
 not kernels), phi3's packed projections and rotary pass-through cat, Gemma's 10-kernel norm, four norms a layer,
-GELU-tanh, embedding scale, final soft-capping (3 kernels), gemma3's second rotary set-up (not measured: no gemma3
-trace). Checked since on round f's traces (calibration/validation/impl_hf.md): qwen2's bias GEMMs (one addmm each),
+GELU-tanh, embedding scale, final soft-capping (3 kernels), gemma3's second rotary set-up. Checked since on round f's
+traces (calibration/validation/impl_hf.md): qwen2's bias GEMMs (one addmm each),
 phi3's packed projections and pass-through cats, Gemma's norms, GELU-tanh, embedding scale and soft-capping, the
 static sliding-window mask (12 kernels: the causal mask's 6, then fill, sub, gt, and, le, and; instead of the causal
 mask where every layer slides, besides it where some do) and a sliding layer's cache update (its add_ after the two
-index_copy_).
+index_copy_). Round g's gemma-3-1b traces (batch 1 and 8, ctx 512 = its window; equal kernel by kernel, 2400 kernels a
+step): gemma3's two rotary set-ups, six Gemma norms a layer, q/k/v projected before the q/k-norms, one embedding-scale
+kernel, no repeat_kv copy with one kv head, a full sliding window's cache roll (roll k/v, index_put_ k/v), and no
+cuDNN split-KV reduce over 512 keys (CUDNN_SPLIT_MIN_KEYS).
 """
 
 from __future__ import annotations
@@ -78,6 +81,10 @@ RECIPES = {
 # cuDNN SDPA's split-KV reduction kernel: launched while batch x kv heads (as given to SDPA) is at most this
 # (measured on qwen3-0.6b: 8, 16, 64 split; 128 not; the threshold lies in [64, 128))
 CUDNN_SPLIT_MAX = 64
+# ... and only over more keys than one KV block holds: measured split at 513 keys (qwen3-0.6b DynamicCache at ctx
+# 512, round c/f), 576 and 640 (StaticCache); not at 512 (gemma-3-1b's sliding layers over their 512-slot window,
+# batch 1 and 8, round g, while its 640-slot full layers split). The bound lies in [512, 513).
+CUDNN_SPLIT_MIN_KEYS = 512
 # repeat_kv's copy is aten's generic strided elementwise kernel (elementwise_kernel<128, 4> over a 5-d expand), not a
 # vectorised copy, and runs at an element rate, not at the copy bandwidth: round c's qwen3-0.6b traces measured
 # 5.22 us (1.18 M elements, batch 1) and 23.72 us (9.44 M, batch 8), i.e. t = 2.57 us + elements / 0.446 per ps
@@ -272,27 +279,44 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
             norm(b, "q_norm", T * Hq, hd)
             norm(b, "k_norm", T * KV, hd)
     else:
+        # Gemma3Attention projects q, k and v first, then q-norm and k-norm (round g's gemma-3-1b trace); Qwen3
+        # norms each projection as it comes (round c)
+        proj_first = m.qk_norm and m.norm_kind == "gemma"
         for name, n, heads in (("q", q, Hq), ("k", kv, KV), ("v", kv, KV)):
             b.gemm(f"{name}_proj", T, n, H, bias=m.qkv_bias)
             b.view(f"{name}.view_transpose", 2)
-            if m.qk_norm and name != "v":
+            if m.qk_norm and name != "v" and not proj_first:
                 norm(b, f"{name}_norm", T * heads, hd)
+        if proj_first:
+            norm(b, "q_norm", T * Hq, hd)
+            norm(b, "k_norm", T * KV, hd)
     b.view("rope.unsqueeze", 2)
     rope(b, "rope_q", Hq)
     rope(b, "rope_k", KV)
     rep = Hq // KV
     if cache == "static":
         keys = keys_of(m, layer, slots)
-        b.ew("cache.arange", 1, 0, 8)
-        b.ew("cache.pos_add", 1, 8, 8)
-        sliding = m.sliding_at(layer)  # round f: a sliding layer's cache advances its position after the writes
-        if not sliding:
-            b.ew("cache.pos_add_", 1, 8, 8)
-        b.copy("cache.index_copy_k", T * kv, e, e)
-        b.copy("cache.index_copy_v", T * kv, e, e)
-        if sliding:
-            b.ew("cache.pos_add_", 1, 8, 8)
-        if rep > 1:  # repeat_kv: SDPA gets a mask, so no enable_gqa; an expand + reshape copies every slot
+        sliding = m.sliding_at(layer)
+        if sliding and s.ctx >= keys:
+            # a sliding layer whose window is full (the new position >= its min(window, slots) slots): the cache
+            # rolls by one and the new token is written into the last slot, no position arithmetic (round g,
+            # gemma-3-1b at ctx 512 = its window: roll, roll, index_put_, index_put_)
+            for t in ("k", "v"):
+                b.copy(f"cache.roll_{t}", s.seqs * KV * keys * hd, e, e)
+            for t in ("k", "v"):
+                b.copy(f"cache.index_put_{t}", T * kv, e, e)
+        else:
+            b.ew("cache.arange", 1, 0, 8)
+            b.ew("cache.pos_add", 1, 8, 8)
+            if not sliding:  # round f: a sliding layer's cache advances its position after the writes
+                b.ew("cache.pos_add_", 1, 8, 8)
+            b.copy("cache.index_copy_k", T * kv, e, e)
+            b.copy("cache.index_copy_v", T * kv, e, e)
+            if sliding:
+                b.ew("cache.pos_add_", 1, 8, 8)
+        # repeat_kv: SDPA gets a mask, so no enable_gqa; an expand + reshape copies every slot, except with one kv
+        # head, where the reshape of the expanded [B, 1, rep, S, D] is a view (round g: gemma-3-1b launches no copy)
+        if rep > 1 and KV > 1:
             for t in ("k", "v"):
                 b.view(f"repeat_kv_{t}.expand", 1)
                 n = s.seqs * Hq * keys * hd
@@ -308,7 +332,7 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
             b.copy(f"cache.cat_{t}", s.seqs * KV * keys * hd, e, e)
         heads_sdpa, masked = KV, False
     attention_op(b, "attention", P.EAGER_ATTENTION, keys, heads_sdpa, masked, table_kv_heads=KV)
-    if s.seqs * heads_sdpa <= CUDNN_SPLIT_MAX:
+    if s.seqs * heads_sdpa <= CUDNN_SPLIT_MAX and keys > CUDNN_SPLIT_MIN_KEYS:
         # its launch and GPU time are inside the attention op's measured figures (the profile's SDPA host path
         # and attention table were taken at batch 1 where cuDNN splits too)
         b.ops.append(Op("attention.split_kv_reduce", OpClass.REDUCTION, P.EAGER_REDUCTION, s.attn_tokens * Hq * hd,
