@@ -51,8 +51,10 @@ def test_rows_are_the_familys_and_carry_their_canary():
 
     cm = CostModel(load_profile("h200"))
     rs = V._pred_rows("hf", "phi3", cm, (R.PYTHON_US_PER_CALL, R.CUDNN_PLAN_MS))
-    assert {r["model"] for r in rs} == {"phi-3-mini-4k"} and len(rs) == 4
-    assert all(r["batch"] <= V.MAX_BATCH and r["fast_host"] and "7.63" in r["canary"] for r in rs)
+    assert {r["model"] for r in rs} == {"phi-3-mini-4k"} and len(rs) == 8  # round f 4 + round g 4
+    f = [r for r in rs if r["source"] == "round f"]
+    assert len(f) == 4 and all(r["fast_host"] and "7.63" in r["canary"] for r in f)
+    assert all(r["batch"] <= V.MAX_BATCH for r in rs)
     ref = V._pred_rows("reference", "llama", cm)
     assert {r["model"] for r in ref} == {"llama3-8b"} and all(r["batch"] <= 64 for r in ref)
 
@@ -66,3 +68,21 @@ def test_committed_lofo_summaries_are_reproducible():
             c = committed[k]["variants"][var]["summary"]
             for key, x in r["summary"].items():
                 assert c[key] == (None if x is None else pytest.approx(x, rel=1e-9)), (k, var, key)
+
+
+def test_round_g_rows_take_the_fast_passes_median():
+    """Round g: a pass is fast when both its canaries are <= 7.6 us; a row's eager figure is the median of its fast
+    passes over both processes (all passes, marked slow, where none is fast)."""
+    by = V._round_g_fast_passes()
+    rows = {(r["model"], r["batch"]): r for r in V.round_g_rows()}
+    assert len(rows) == 36  # 9 transformers decoders x batch 1/8/32/64
+    for key, (r, fast) in by.items():
+        g = rows[key]
+        assert g["fast_passes"] == len(fast) and g["fast_host"] == bool(fast)
+        if fast:
+            assert g["eager_measured_ms"] == pytest.approx(statistics.median(p["median"] for p in fast))
+            assert all(max(p["canary_before"]["host_us"], p["canary_after"]["host_us"]) <= V.FAST_CANARY_US
+                       for p in fast)
+            assert g["canary_us"][1] <= V.FAST_CANARY_US
+    slow = [k for k, r in rows.items() if not r["fast_host"]]
+    assert slow and all(rows[k]["canary_us"][1] > V.FAST_CANARY_US for k in slow)
