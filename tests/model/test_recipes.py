@@ -147,7 +147,6 @@ def test_refusals_are_one_line():
     from simulator.model.parallel import shard
 
     m = PRESETS["qwen3-0.6b"]
-    g = load_model(str(CONFIGS / "gemma-2-2b.json"))
     cases = [
         (lambda: build_step(m, decode(1, 8), "packed", "hf"), "fusion levels are none, compiled"),
         (lambda: build_step(m, decode(1, 8), "fused", "reference"), "fusion levels are none, packed, compiled"),
