@@ -1,11 +1,13 @@
-"""Before/after in one run: the `optimize` and `sweep` targets of bench_targets.py, timed alternately on a base
-checkout (e.g. a temporary `git worktree add /tmp/base 7c1aa12`) and on this one, on the same machine and load.
+"""Before/after in one run: targets of bench_targets.py (default optimize, sweep694, sweep100k), each a fresh whole
+process, timed alternately on a base checkout (e.g. a temporary `git worktree add /tmp/base c3cb4ce`) and on this
+one, on the same machine and load.
 
-Each target runs as its own process in each checkout (cwd = that checkout, so its `simulator` package is the one
-imported); the table shows the median wall time and the median CPU time (the child process and its children:
-the sweep's workers) per checkout, and after / before.
+Each command is bench_targets.py's own command line (`commands`: the same scenario files and CSV for both trees,
+a fresh --out folder per run), run with cwd = that checkout, so its `simulator` package is the one imported; the
+table shows the median wall time and the median CPU time (the process and its children: the sweep's workers) per
+checkout, and after / before.
 
-    python benchmarks/bench_ab.py --base /tmp/base [--repeats 3] [--sweep-repeats 1] [--only optimize,sweep]
+    python benchmarks/bench_ab.py --base /tmp/base [--repeats 3] [--only optimize,sweep694,sweep100k]
 """
 
 from __future__ import annotations
@@ -21,22 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from machine import cpu_name  # benchmarks/machine.py (scripts run from benchmarks/)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_targets import TARGETS, commands  # noqa: E402  (benchmarks/bench_targets.py)
+from machine import cpu_name  # noqa: E402  (benchmarks/machine.py)
 
 ROOT = Path(__file__).resolve().parents[1]
-
-SWEEP = """
-import sys
-sys.path.insert(0, "benchmarks")
-from bench_targets import sweep_scenario  # the same 100,800-point grid in both checkouts
-from simulator.config import parse_scenario
-from simulator.studies.sweep import build_points
-from simulator.sweep.grid import run_points
-sc = parse_scenario(sweep_scenario())
-pts = build_points(sc)
-run = run_points(pts, None, "local", 2, sc.chunk, progress=False)
-assert len(run.rows) == len(pts) == 100800
-"""
 
 
 def _children_cpu() -> float:
@@ -53,38 +44,33 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", required=True, type=Path, help="the checkout to compare against")
-    ap.add_argument("--repeats", type=int, default=3, help="runs of optimize per checkout")
-    ap.add_argument("--sweep-repeats", type=int, default=1, help="runs of the sweep per checkout")
-    ap.add_argument("--only", default="optimize,sweep")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per target and checkout (median)")
+    ap.add_argument("--only", default="optimize,sweep694,sweep100k")
     a = ap.parse_args()
     base = a.base.resolve()
-    py = sys.executable
-    with tempfile.TemporaryDirectory() as d:
-        csv = Path(d) / "uniform1024.csv"
-        csv.write_text("batch,count\n" + "".join(f"{b},1\n" for b in range(1, 1025)))
-        cases = {
-            "optimize": ([py, "-m", "simulator.cli", "optimize", "--distribution", str(csv), "--model", "qwen3-8b",
-                          "--fusion", "fused", "--graph", "full", "--max-graphs", "64", "--max-size", "1024", "--json"],
-                         a.repeats, 1.0),
-            "sweep": ([py, "-c", SWEEP], a.sweep_repeats, 10.0),
-        }
-        if not (base / "benchmarks" / "bench_targets.py").is_file():
-            sys.exit(f"{base}: not a launchsim checkout")
+    if not (base / "simulator" / "cli").is_dir():
+        sys.exit(f"{base}: not a launchsim checkout")
+    names = [n for n in a.only.split(",") if n]
+    unknown = [n for n in names if n not in TARGETS or TARGETS[n][1] != "s" or n == "bare"]
+    if unknown:
+        sys.exit(f"unknown or untimed target(s) {', '.join(unknown)}: use run, predict, optimize, sweep694, sweep100k")
+    with tempfile.TemporaryDirectory(prefix="launchsim-ab-") as d:
+        cmds = commands(Path(d))
         print(f"machine: {cpu_name()} ({platform.processor() or platform.machine()}), {os.cpu_count()} cores, python "
               f"{platform.python_version()}; load average at start {os.getloadavg()[0]:.2f}; base {base}, after {ROOT}")
         hdr = (f"{'target':<9} {'goal':>6} {'runs':>4} {'before wall':>12} {'before CPU':>11} {'after wall':>11} "
                f"{'after CPU':>10} {'wall after/before':>17} {'CPU after/before':>16}")
         print(hdr)
         print("-" * len(hdr))
-        for name in a.only.split(","):
-            cmd, n, goal = cases[name]
+        for name in names:
+            goal = TARGETS[name][0]
             res = {"before": [], "after": []}
-            for _ in range(n):  # alternate, so that both see the same load
-                res["before"].append(timed(cmd, base))
-                res["after"].append(timed(cmd, ROOT))
+            for i in range(a.repeats):  # alternate, so that both see the same load
+                res["before"].append(timed(cmds[name](2 * i), base))
+                res["after"].append(timed(cmds[name](2 * i + 1), ROOT))
             (bw, bc), (aw, ac) = ((statistics.median(x[0] for x in res[k]), statistics.median(x[1] for x in res[k]))
                                   for k in ("before", "after"))
-            print(f"{name:<9} {f'{goal:g} s':>6} {n:>4} {bw:>10.2f} s {bc:>9.2f} s {aw:>9.2f} s {ac:>8.2f} s "
+            print(f"{name:<9} {f'{goal:g} s':>6} {a.repeats:>4} {bw:>10.2f} s {bc:>9.2f} s {aw:>9.2f} s {ac:>8.2f} s "
                   f"{aw / bw:>17.2f} {ac / bc:>16.2f}", flush=True)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 

@@ -234,13 +234,21 @@ def _key(k) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
 
 
-def indented(obj, known: dict[int, str] | None = None) -> str:
+def indented(obj, known: dict[int, str] | None = None, depth: int = 0) -> str:
     """`dumps(obj, indent=2)`. `known`: id(value) -> `indented(value)` already made for a value inside `obj` (a
     sweep's rows, written alone and inside result.json): its text is reused, indented to its depth (JSON strings
-    hold no raw line breaks, so every line break in it is the layout's)."""
+    hold no raw line breaks, so every line break in it is the layout's). `depth`: the text `obj` has as an item
+    at that depth of an enclosing document (`indented_list` joins such items)."""
     parts: list[str] = []
-    _indented(obj, 0, parts, known or {})
+    _indented(obj, depth, parts, known or {})
     return "".join(parts)
+
+
+def indented_list(items: list[str]) -> str:
+    """`indented(list)` from the texts of its items, each `indented(item, depth=1)`."""
+    if not items:
+        return "[]"
+    return "[\n  " + ",\n  ".join(items) + "\n]"
 
 
 def _indented(obj, depth: int, out: list[str], known: dict[int, str] | None = None) -> None:

@@ -4,7 +4,10 @@
 (engine/setup.py: model, profile digest, fusion, implementation; plus the plan mode and the shape):
 - `cache.step_time(setup, plan_mode, shape)`: the fast engine's StepResult of one step (no padding added),
 - `cache.routed(setup, shape)`: `setup.capture` routes the step once, then `step_time` of the padded step,
-- `cache.expected(setup, batches, weights, ctx, mixed)`: `Expected` over a batch-size distribution.
+- `cache.expected(setup, batches, weights, ctx, mixed)`: `Expected` over a batch-size distribution,
+- `cache.step_seconds(setup, mode, shapes)` / `cache.routed_seconds(setup, shapes, captures)`: the step times of
+  many shapes at once (engine/batched.py: the batch axis vectorised, the same figures as `step_time`); `expected`
+  and the optimizer's per-size costs are priced this way.
 The module functions below (`step_time`, `routed_step`, `expected_step`) are the same rules for loose arguments,
 over the module's `DEFAULT` cache (kept for callers that have no setup, and for the tests that pin them).
 
@@ -123,6 +126,9 @@ class StepCostCache:
         self._small: dict[tuple, object] = {}  # (setup.build_key, layers, shape) -> Step (tiling's cut builds)
         self._ops: dict[int, tuple] = {}  # plan.lower's memo of those steps' op costs (shared by the plan modes)
         self._axis: dict[tuple, dict[int, tuple]] = {}  # (setup, ctx, step kind) -> batch -> _COLUMNS
+        self._secs: dict[tuple, float] = {}  # (setup.cost_key, plan mode, shape) -> step s (engine/batched.py)
+        self._rows: dict[tuple, dict] = {}  # setup.cost_key -> batched.py's memo of built, costed steps by shape
+        self._figs: dict[str, dict] = {}  # profile digest -> batched.py's memo of op figures (Op -> figures)
         self.stats = {"lookups": 0, "simulated": 0}
 
     def clear(self) -> None:
@@ -130,6 +136,9 @@ class StepCostCache:
         self._small.clear()
         self._ops.clear()
         self._axis.clear()
+        self._secs.clear()
+        self._rows.clear()
+        self._figs.clear()
         self.stats.update(lookups=0, simulated=0)
 
     def step_time(self, setup, mode: str, shape: StepShape) -> StepResult:
@@ -153,19 +162,82 @@ class StepCostCache:
             STATS["simulated"] += 1
         return r
 
+    def step_seconds(self, setup, mode: str, shapes: Sequence[StepShape]) -> np.ndarray:
+        """`step_time(setup, mode, s).step_s` for each shape (routed already): memoised, the missing shapes priced
+        together over the batch axis (engine/batched.py: the same step times, without a plan per shape)."""
+        from simulator.engine.batched import step_seconds
+
+        key0 = setup.cost_key
+        keys = [(key0, mode, s) for s in shapes]
+        n = len(keys)
+        self.stats["lookups"] += n
+        STATS["lookups"] += n
+        steps, secs = self._steps, self._secs
+        out = np.empty(n)
+        miss: dict[tuple, list[int]] = {}
+        for i, k in enumerate(keys):
+            v = secs.get(k)
+            if v is None:
+                r = steps.get(k)
+                if r is None:
+                    miss.setdefault(k, []).append(i)
+                    continue
+                v = r.step_s
+            out[i] = v
+        if miss:
+            if len(secs) > self.LIMIT:
+                secs.clear()
+            todo = list(miss)
+            rows = self._rows.get(key0)
+            if rows is None or len(rows) > 4096:  # a bound on memory (entries hold a step's distinct ops)
+                if sum(len(v) for v in self._rows.values()) > 16384:
+                    self._rows.clear()
+                rows = self._rows[key0] = {}
+            figs = self._figs.get(setup.digest)
+            if figs is None or len(figs) > 1 << 17:
+                figs = self._figs[setup.digest] = {}
+            vals = step_seconds(setup, mode, [k[2] for k in todo], rows, figs).tolist()
+            for k, v in zip(todo, vals):
+                secs[k] = v
+                for i in miss[k]:
+                    out[i] = v
+            self.stats["simulated"] += len(todo)
+            STATS["simulated"] += len(todo)
+        return out
+
+    def routed_seconds(self, setup, shapes: Sequence[StepShape], captures: Sequence | None = None) -> tuple:
+        """(routes, padded shapes, step s) of each shape routed by `setup.capture` (or by `captures[i]`, one capture
+        per shape: the cost does not depend on it), as `routed` would give them; priced by `step_seconds`, one call
+        per plan mode."""
+        cap = setup.capture
+        routed = [(captures[i] if captures is not None else cap).padded(s) for i, s in enumerate(shapes)]
+        out = np.empty(len(shapes))
+        by_mode: dict[str, list[int]] = {}
+        for i, (r, _) in enumerate(routed):
+            by_mode.setdefault(r.mode, []).append(i)
+        for mode, idx in by_mode.items():
+            out[idx] = self.step_seconds(setup, mode, [routed[i][1] for i in idx])
+        return [r for r, _ in routed], [x for _, x in routed], out
+
     def routed(self, setup, shape: StepShape) -> RoutedStep:
         """`setup.capture` routes the step (once), then the padded step's cost in the routed plan mode."""
         r, run = setup.capture.padded(shape)
         return RoutedStep(r, run, self.step_time(setup, r.mode, run))
 
-    def _per_batch(self, setup, shape, memo: dict, b: int) -> tuple:
-        rs = self.routed(setup, shape)
-        r = rs.route
-        run = rs.step_s
-        unpad = self.step_time(setup, r.mode, shape).step_s if r.padding else run
-        v = memo[b] = (float(r.executed), float(r.padding), float(r.padded is None), float(r.overflow), run, unpad,
+    def _fill(self, setup, memo: dict, bs: list[int], shapes: list[StepShape]) -> None:
+        """memo[b] = the _COLUMNS of each batch's step: routed and costed as `routed` does it (the padded step in
+        its routed plan mode; the same mode at its own rows for `unpad`), priced together (`step_seconds`)."""
+        routes, _, run = self.routed_seconds(setup, shapes)
+        unpad = run.copy()
+        by_mode: dict[str, list[int]] = {}
+        for i, r in enumerate(routes):
+            if r.padding:
+                by_mode.setdefault(r.mode, []).append(i)
+        for mode, idx in by_mode.items():
+            unpad[idx] = self.step_seconds(setup, mode, [shapes[i] for i in idx])
+        for b, r, x, u in zip(bs, routes, run.tolist(), unpad.tolist()):
+            memo[b] = (float(r.executed), float(r.padding), float(r.padded is None), float(r.overflow), x, u,
                        r.padding / r.executed)
-        return v
 
     def expected(self, setup, batches: Sequence[int], weights: Sequence[float], ctx: int,
                  mixed: tuple[float, int, int] | None = None, *, sizes=None) -> Expected:
@@ -201,9 +273,11 @@ class StepCostCache:
                     self._axis.clear()
                 memo = self._axis[key] = {}
             get = memo.get
-            rows = [get(b) or self._per_batch(setup, decode(b, ctx) if pre is None else StepShape(b, ctx, pre[0],
-                                                                                                   pre[1]), memo, b)
-                    for b in bs]
+            miss = list(dict.fromkeys(b for b in bs if b not in memo))
+            if miss:
+                self._fill(setup, memo, miss, [decode(b, ctx) if pre is None else StepShape(b, ctx, pre[0], pre[1])
+                                               for b in miss])
+            rows = [get(b) for b in bs]
             ww = wk * w
             parts.append(ww[:, None] * np.array(rows))
             toks.append(ww * (np.asarray(bs, dtype=float) + (0 if pre is None else pre[0] * pre[1])))

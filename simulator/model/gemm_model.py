@@ -65,6 +65,13 @@ class GemmFallback:
                               np.array([self.roofline_s(t.n, t.k, m) for m in t.m])) for t in self.tables]
         self._x = [_coord(t.n, t.k, W) for t in self.tables]
         self._xk = [_coord(t.n, t.k, W_K) for t in self._counted]
+        # memos of what does not depend on m (the neighbours of an (n, k), its nearest counted table) and of the
+        # floor at an m: the same figures, computed once (a step grid prices the same shapes at many m)
+        self._log_m = [np.log(np.asarray(t.m, float)) for t in self.tables]  # each table's log M grid, once
+        self._log_us = [np.log(np.asarray(t.us, float)) for t in self.tables]
+        self._near: dict[tuple[int, int], tuple] = {}
+        self._floor: dict[float, float] = {}
+        self._count_at: dict[tuple[int, int], object] = {}
 
     def roofline_s(self, n: int, k: int, m: int) -> float:
         return max(2.0 * m * n * k / self.peak_flops, 2.0 * (m * k + n * k + m * n) / self.bw)
@@ -76,27 +83,44 @@ class GemmFallback:
             return float(ys[0])
         return float(np.interp(math.log(m), np.log(np.asarray(ms, float)), ys))
 
+    @staticmethod
+    def _at_log_m(lm, ys, m: float) -> float:
+        """`_at_m` with the grid's log M given (`lm`: np.log of the grid, as `_at_m` computes it)."""
+        if len(lm) == 1:
+            return float(ys[0])
+        return float(np.interp(math.log(m), lm, ys))
+
     def time_s(self, n: int, k: int, m: int) -> float | None:
         """Predicted seconds of one GEMM (m x k) @ (k x n), or None (no tables, or m outside their grid)."""
         if not self.tables or n < MIN_DIM or k < MIN_DIM or not (self.m_lo <= m <= self.m_hi):
             return None
-        x = _coord(n, k, W)
-        d = [math.hypot(x[0] - a, x[1] - b) for a, b in self._x]
-        order = sorted(range(len(d)), key=lambda i: d[i])[:NN]
-        if d[order[0]] < 1e-12:
-            ls = self._at_m(self.tables[order[0]].m, self._log_s[order[0]], m)
+        near = self._near.get((n, k))
+        if near is None:
+            x = _coord(n, k, W)
+            d = [math.hypot(x[0] - a, x[1] - b) for a, b in self._x]
+            order = sorted(range(len(d)), key=lambda i: d[i])[:NN]
+            near = self._near[(n, k)] = (order, None if d[order[0]] < 1e-12 else
+                                         [1.0 / d[i] ** POWER for i in order])
+        order, w = near
+        at, lm = self._at_log_m, self._log_m
+        if w is None:
+            ls = at(lm[order[0]], self._log_s[order[0]], m)
         else:
-            w = [1.0 / d[i] ** POWER for i in order]
-            ls = sum(wi * self._at_m(self.tables[i].m, self._log_s[i], m) for wi, i in zip(w, order)) / sum(w)
-        floor = min(math.exp(self._at_m(t.m, np.log(np.asarray(t.us, float)), m)) for t in self.tables) * 1e-6
+            ls = sum(wi * at(lm[i], self._log_s[i], m) for wi, i in zip(w, order)) / sum(w)
+        floor = self._floor.get(m)
+        if floor is None:
+            floor = self._floor[m] = min(math.exp(at(lm[i], self._log_us[i], m))
+                                         for i in range(len(self.tables))) * 1e-6
         return max(math.exp(ls) * self.roofline_s(n, k, m), floor)
 
     def kernels(self, n: int, k: int, m: int) -> int:
         """cuBLAS kernels per call (2: split-K plus its reduce) of the nearest table recording counts; else 1."""
         if not self._counted or n < MIN_DIM or k < MIN_DIM:
             return 1
-        x = _coord(n, k, W_K)
-        i = min(range(len(self._xk)), key=lambda j: (math.hypot(x[0] - self._xk[j][0], x[1] - self._xk[j][1]), j))
-        t = self._counted[i]
+        t = self._count_at.get((n, k))
+        if t is None:
+            x = _coord(n, k, W_K)
+            i = min(range(len(self._xk)), key=lambda j: (math.hypot(x[0] - self._xk[j][0], x[1] - self._xk[j][1]), j))
+            t = self._count_at[(n, k)] = self._counted[i]
         g = int(np.argmin([abs(math.log(max(m, 1) / mm)) for mm in t.m]))
         return int(t.kernels[g])

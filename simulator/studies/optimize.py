@@ -120,6 +120,20 @@ class Setup:
         st = self.step.with_capture(self.step.capture.with_graph(self.step.capture.graph, sizes))
         return self.cache.routed(st, self.shape(b)).step_s
 
+    def steps_s(self, pairs) -> np.ndarray:
+        """`step_s(b, sizes)` of each (b, sizes) pair, priced together (`StepCostCache.routed_seconds`: each step
+        routed by its own capture, the steps of one plan mode costed over the batch axis at once)."""
+        base = self.step.capture
+        caps: dict[tuple, Capture] = {}
+        captures = []
+        for _, sizes in pairs:
+            key = tuple(sizes)
+            c = caps.get(key)
+            if c is None:
+                c = caps[key] = base.with_graph(base.graph, key)
+            captures.append(c)
+        return self.cache.routed_seconds(self.step, [self.shape(b) for b, _ in pairs], captures)[2]
+
     def graph_s(self, s: int) -> float:
         """The DP's alpha: a step of one sequence padded to captured size s (its padding rows attend to nothing,
         so a padded step's cost also depends on its real batch: `real_s`)."""
@@ -244,9 +258,15 @@ def build_problem(st: Setup, budget: float | None, max_graphs: int | None = None
         static = static + gm.constants.capture_workspace_bytes
     if inp.objective == "step-time":
         top = int(sizes[-1])
-        alpha = np.array([st.graph_s(int(s)) for s in sizes])
-        beta = np.array([st.real_s(int(x), top) if r <= top else 0.0 for x, r in zip(b, rows)])
-        eager = np.array([st.eager_s(int(x)) for x in b])
+        # graph_s(s), real_s(b, top) and eager_s(b) of every candidate and batch, priced in one pass
+        n_s, n_b = sizes.size, b.size
+        fit = [int(x) for x, r in zip(b, rows) if r <= top]
+        v = st.steps_s([(1, (int(s),)) for s in sizes] + [(1, (top,))] + [(x, (top,)) for x in fit]
+                       + [(int(x), ()) for x in b])
+        alpha = v[:n_s]
+        beta = np.zeros(n_b)
+        beta[rows <= top] = v[n_s + 1:n_s + 1 + len(fit)] - v[n_s]
+        eager = v[n_s + 1 + len(fit):]
         final_ok = sizes == sizes[-1] if inp.cover_max_size else None
     else:
         alpha, beta, eager = sizes.astype(float), -rows.astype(float), np.zeros(b.size)  # padded rows (tokens)

@@ -14,8 +14,8 @@ from simulator.layouts.buckets import parse_layout
 from simulator.config.sweep import NamedDistribution, SweepScenario
 from simulator.layouts.distribution import BatchDistribution
 from simulator.report.html import table_html, write_csv, write_html
-from simulator.common.jsonfile import indented, write_json
-from simulator.sweep.grid import Point, point_for, run_points
+from simulator.common.jsonfile import indented, indented_list, write_json
+from simulator.sweep.grid import Point, budget_template, fill_budget, point_for, run_points
 
 MiB = 1 << 20
 
@@ -93,6 +93,7 @@ def summary_columns(rows: list[dict]) -> list[str]:
 def summarize_rows(rows: list[dict]) -> list[dict]:
     """One compact row per point without the budget axis; `budgets` lists each budget's check."""
     out: dict[tuple, dict] = {}
+    checks: dict[tuple, list[str]] = {}
     spec = any(r.get("spec_tokens") for r in rows)
     for r in rows:
         k = (r["model"], r["profile"], r["fusion"], r["graph"], r["layout"], r["distribution"],
@@ -107,9 +108,30 @@ def summarize_rows(rows: list[dict]) -> list[dict]:
                 s.update(spec_k=r["spec_tokens"], accept=r["acceptance"], tok_per_step=r["tokens_per_step"],
                          ms_per_token=r["ms_per_token"], decode_ms=r["decode_step_ms"])
                 s = out[k] = {c: s[c] for c in summary_columns(rows)}
-        check = f"{r['budget_bytes'] / MiB:g}MiB:{'ok' if r['fits_budget'] else 'OVER'}"
-        s["budgets"] = f"{s['budgets']} {check}".strip()
+        checks.setdefault(k, []).append(f"{r['budget_bytes'] / MiB:g}MiB:{'ok' if r['fits_budget'] else 'OVER'}")
+    for k, s in out.items():  # joined once (a string grown per budget is quadratic in the budgets)
+        s["budgets"] = budget_cell(checks[k])
     return list(out.values())
+
+
+BUDGET_CELL_LIST = 8  # up to this many budgets a summary row lists each check; above, runs of equal checks
+
+
+def budget_cell(checks: list[str]) -> str:
+    """The summary's `budgets` cell from a row's checks ("<MiB>MiB:ok|OVER", in the scenario's budget order): each
+    check up to BUDGET_CELL_LIST budgets; above, each run of consecutive equal results as "<first>..<last>:ok (n)"
+    (a row of 694 budgets printed a 9 KB cell that the terminal table folded into dozens of lines)."""
+    if len(checks) <= BUDGET_CELL_LIST:
+        return " ".join(checks)
+    runs: list[list] = []  # [first MiB, last MiB, result, count]
+    for c in checks:
+        mib, res = c.rsplit(":", 1)
+        if runs and runs[-1][2] == res:
+            runs[-1][1] = mib
+            runs[-1][3] += 1
+        else:
+            runs.append([mib, mib, res, 1])
+    return " ".join(f"{a}:{r}" if n == 1 else f"{a}..{b}:{r} ({n})" for a, b, r, n in runs)
 
 
 def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = True) -> dict:
@@ -131,8 +153,8 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
     if be:
         result["spec_breakeven"] = be
     if out is not None:
-        write_csv(out / "results.csv", rows)
-        rows_text = indented(rows)  # written twice: alone and inside result.json
+        write_rows_csv(out / "results.csv", rows, run.family)
+        rows_text = rows_json(rows, run.family)  # written twice: alone and inside result.json
         write_json(out / "results.json", rows, {id(rows): rows_text})
         write_json(out / "result.json", result, {id(rows): rows_text})
         write_html(out / "report.html", f"launchsim: {sc.name}", figures(rows) + breakeven_figures(be, rows,
@@ -143,6 +165,74 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
                    intro=f"{sc.description} {len(points)} points ({run.computed} computed, {run.cached} from "
                          f"the cache); profiles: {', '.join(sc.profiles)}; context {sc.ctx}.")
     return result
+
+
+def rows_json(rows: list[dict], family: list[int]) -> str:
+    """`indented(rows)`, each family's row text made once (`sweep/grid.budget_template`: rows of one family differ
+    only in budget_bytes and fits_budget): linear in points with a small constant per budget."""
+    if len(family) != len(rows):
+        return indented(rows)
+    enc = lambda t: indented(t, depth=1)  # noqa: E731
+    tpls: dict[int, list[str] | None] = {}
+    items = []
+    for r, f in zip(rows, family):
+        text = None
+        if f >= 0:
+            if f not in tpls:
+                tpls[f] = budget_template(r, enc)
+            if tpls[f] is not None:
+                text = fill_budget(tpls[f], r)
+        items.append(enc(r) if text is None else text)
+    return indented_list(items)
+
+
+_CSV_B, _CSV_F = "@@budget_bytes@@", "@@fits_budget@@"
+
+
+def write_rows_csv(path: Path, rows: list[dict], family: list[int]) -> Path:
+    """`report/html.write_csv(path, rows)`, each family's line made once (as `rows_json`)."""
+    import csv
+    import io
+
+    from simulator.common.jsonfile import atomic_write_text
+
+    if not rows or len(family) != len(rows):
+        return write_csv(path, rows)
+    keys = list(rows[0].keys())
+    seen = set(keys)
+    for r in rows[1:]:  # write_csv's columns: every key, in first-seen order
+        if len(r) != len(seen) or not seen.issuperset(r):
+            new = [k for k in r if k not in seen]
+            keys += new
+            seen.update(new)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=keys)
+    w.writeheader()
+    line = io.StringIO()
+    lw = csv.DictWriter(line, fieldnames=keys)
+
+    def template(r: dict) -> list[str] | None:
+        line.seek(0)
+        line.truncate()
+        lw.writerow({**r, "budget_bytes": _CSV_B, "fits_budget": _CSV_F})
+        text = line.getvalue()
+        if text.count(_CSV_B) != 1 or text.count(_CSV_F) != 1 or text.index(_CSV_B) > text.index(_CSV_F):
+            return None
+        head, rest = text.split(_CSV_B)
+        return [head, *rest.split(_CSV_F)]
+
+    tpls: dict[int, list[str] | None] = {}
+    for r, f in zip(rows, family):
+        b, fits = r.get("budget_bytes"), r.get("fits_budget")
+        if f >= 0 and type(b) is int and type(fits) is bool:
+            if f not in tpls:
+                tpls[f] = template(r)
+            t = tpls[f]
+            if t is not None:
+                buf.write(t[0] + str(b) + t[1] + str(fits) + t[2])
+                continue
+        w.writerow(r)
+    return atomic_write_text(path, buf.getvalue())
 
 
 def batch_means(sc: SweepScenario) -> dict[str, float]:
@@ -229,7 +319,14 @@ def memory_table(points: list[dict]) -> str:
 
 
 def _first(rows: list[dict], **fixed) -> list[dict]:
-    return [r for r in rows if all(r[k] == v for k, v in fixed.items())]
+    """The rows whose fields equal `fixed` (names, labels and budgets: plain strings and numbers), in order."""
+    from operator import itemgetter
+
+    if not fixed:
+        return list(rows)
+    get = itemgetter(*fixed)
+    want = tuple(fixed.values()) if len(fixed) > 1 else next(iter(fixed.values()))
+    return [r for r in rows if get(r) == want]
 
 
 def budget_lines(fig: go.Figure, xs: list[float]) -> None:

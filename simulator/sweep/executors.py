@@ -72,26 +72,30 @@ def _progress(enabled: bool, total: int, cached: int):
 def run_chunks(evaluate: Callable[[list], tuple[list, dict]], chunks: list[list],
                on_done: Callable[[int, list, dict], None], executor: str = "local",
                workers: int = 2, progress: bool = True, total_points: int = 0, cached_points: int = 0,
-               affinity: list[int] | None = None) -> None:
+               affinity: list[int] | None = None, weights: list[int] | None = None) -> None:
     """Evaluate every chunk with `evaluate(chunk) -> (rows, stats)` (a module-level function: worker processes
     and Ray pickle it); call on_done(chunk_index, rows, stats) in the parent as each one finishes.
 
     `affinity[i]` (local processes only): the worker (0..workers-1) that runs chunk i, in chunk order, so
-    chunks that share step simulations share one worker's memo; without it any free worker takes the next."""
+    chunks that share step simulations share one worker's memo; without it any free worker takes the next.
+    `weights[i]`: the points chunk i stands for on the progress bar (default: the rows it returns)."""
     if executor not in EXECUTORS:
         raise ExecutorError(f"unknown executor '{executor}': use local or ray")
     if workers <= 0:
         raise ExecutorError(f"workers must be a positive integer, got {workers}")
     if not chunks:
         return
+    def size(i: int, rows: list) -> int:
+        return weights[i] if weights is not None else len(rows)
+
     if executor == "ray":
-        return _run_ray(evaluate, chunks, on_done, workers, progress, total_points, cached_points)
+        return _run_ray(evaluate, chunks, on_done, workers, progress, total_points, cached_points, size)
     if workers == 1 or len(chunks) == 1:
         with _progress(progress, total_points, cached_points) as adv:
             for i, c in enumerate(chunks):
                 rows, st = evaluate(c)
                 on_done(i, rows, st)
-                adv(len(rows), st["simulated"])
+                adv(size(i, rows), st["simulated"])
         return
     if affinity is None:
         pools = [ProcessPoolExecutor(max_workers=min(workers, len(chunks)), initializer=_die_with_parent)]
@@ -109,7 +113,7 @@ def run_chunks(evaluate: Callable[[list], tuple[list, dict]], chunks: list[list]
                 for f in sorted(finished, key=futs.get):
                     rows, st = f.result()
                     on_done(futs[f], rows, st)
-                    adv(len(rows), st["simulated"])
+                    adv(size(futs[f], rows), st["simulated"])
     except BaseException:
         # the workers first: shutdown() forgets them (pool._processes = None), and a worker left running keeps
         # the manager thread, and so interpreter exit, waiting for its chunk
@@ -125,7 +129,7 @@ def run_chunks(evaluate: Callable[[list], tuple[list, dict]], chunks: list[list]
         pool.shutdown(wait=True)
 
 
-def _run_ray(evaluate, chunks, on_done, workers, progress, total_points, cached_points) -> None:
+def _run_ray(evaluate, chunks, on_done, workers, progress, total_points, cached_points, size) -> None:
     try:
         import ray
     except ImportError:
@@ -144,7 +148,7 @@ def _run_ray(evaluate, chunks, on_done, workers, progress, total_points, cached_
                 for r in ready:
                     rows, st = ray.get(r)
                     on_done(refs[r], rows, st)
-                    adv(len(rows), st["simulated"])
+                    adv(size(refs[r], rows), st["simulated"])
     finally:
         if started:
             ray.shutdown()

@@ -17,6 +17,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, fields
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +112,23 @@ class Point:
                             **{f: v for f, v in off.items() if f not in ("attention_backend", "prefill_sizes")}})
         return hashlib.sha256((k + extra).encode()).hexdigest()[:24]
 
+    def key_parts(self) -> tuple[bytes, str | None]:
+        """What `key` hashes besides the budget: (the key text after budget_bytes, the routing JSON or None);
+        `key_at(budget, parts)` is then the key of this point at any budget (a family's keys, made once)."""
+        off = {f: getattr(self, f) for f in _ROUTING_FIELDS if getattr(self, f) != _DEFAULTS[f]}
+        extra = None
+        if off:
+            extra = json.dumps({"attention_backend": self.attention_backend, "prefill_sizes": self.prefill_sizes,
+                                **{f: v for f, v in off.items() if f not in ("attention_backend", "prefill_sizes")}})
+        return self._key_text(skip="budget_bytes"), extra
+
+    @staticmethod
+    def key_at(budget, parts: tuple[bytes, str | None]) -> str:
+        """`key` of a point with budget_bytes `budget` and `key_parts` `parts`."""
+        bj = int.__repr__(budget) if type(budget) is int else json.dumps(budget)
+        k = hashlib.sha256(b'{"budget_bytes": ' + bj.encode() + parts[0]).hexdigest()[:24]
+        return k if parts[1] is None else hashlib.sha256((k + parts[1]).encode()).hexdigest()[:24]
+
     def base_key(self) -> str:
         """sha256 of json.dumps({**asdict(self), "v": CACHE_VERSION}, sort_keys=True), first 24 hex digits.
 
@@ -152,6 +170,7 @@ class Point:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(Point))
+_FAMILY_FIELDS = itemgetter(*[f for f in _FIELD_NAMES if f != "budget_bytes"])  # a point's fields but its budget
 _ROUTING_FIELDS = ("attention_backend", "prefill_sizes", "impl", "kv_cache", "max_cache_len", "host_canary_us",
                    "spec_tokens", "acceptance", "draft", "spec_engine", "decode_sizes")  # outside base_key
 _DEFAULTS = {f.name: f.default for f in fields(Point) if f.name in _ROUTING_FIELDS}
@@ -373,11 +392,47 @@ def load_cache(out: Path) -> dict[str, dict]:
     return done
 
 
-def append_cache(out: Path, rows: list[tuple[str, dict]]) -> None:
-    """Append one line per point in a single write to an O_APPEND file, then fsync."""
+def cache_line(key: str, row: dict) -> str:
+    """One cache record: `json.dumps({"key": key, "row": row})` and a line break."""
+    return json.dumps({"key": key, "row": row}) + "\n"
+
+
+_SENT_B, _SENT_F = "\x00budget_bytes\x00", "\x00fits_budget\x00"  # stand-ins no row value can hold
+
+
+def budget_template(row: dict, encode) -> list[str] | None:
+    """`encode(row)` split around its budget_bytes and fits_budget values: [before, between, after] (the same
+    text for every row that differs from `row` only in those two; `fill_budget` puts them back), or None where
+    the text cannot be split so (a NaN the encoder refuses, the stand-ins not found exactly once)."""
+    t = dict(row)
+    t["budget_bytes"], t["fits_budget"] = _SENT_B, _SENT_F
+    try:
+        text = encode(t)
+    except ValueError:
+        return None
+    b, f = json.dumps(_SENT_B), json.dumps(_SENT_F)
+    if text.count(b) != 1 or text.count(f) != 1 or text.index(b) > text.index(f):
+        return None
+    head, rest = text.split(b)
+    mid, tail = rest.split(f)
+    return [head, mid, tail]
+
+
+def fill_budget(tpl: list[str], row: dict) -> str | None:
+    """The text of `row` from its family's template (JSON of an int budget and a bool); None for another type."""
+    b, f = row["budget_bytes"], row["fits_budget"]
+    if type(b) is not int or type(f) is not bool:
+        return None
+    return tpl[0] + int.__repr__(b) + tpl[1] + ("true" if f else "false") + tpl[2]
+
+
+def append_cache(out: Path, rows: list[tuple[str, dict]], text: str | None = None) -> None:
+    """Append one line per point in a single write to an O_APPEND file, then fsync (`text`: those lines made
+    already, `cache_line` of each)."""
     path = Path(out) / CACHE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps({"key": k, "row": r}) + "\n" for k, r in rows)
+    if text is None:
+        text = "".join(cache_line(k, r) for k, r in rows)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         if os.fstat(fd).st_size and _last_byte(path) != b"\n":
@@ -405,6 +460,9 @@ class SweepRun:
     step_evals: int = 0  # step times the computed points' expectations sum over
     wall_s: float = 0.0
     points: list[Point] = field(default_factory=list, repr=False)
+    # per row: the family of points it was computed in (rows of one family differ only in budget_bytes and
+    # fits_budget; -1: a row read from the cache), so writers encode a family's text once
+    family: list[int] = field(default_factory=list, repr=False)
 
     @property
     def keys(self) -> list[str]:
@@ -423,7 +481,21 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
     from simulator.sweep.executors import run_chunks
 
     t0 = time.perf_counter()
-    keys = [p.key() for p in points] if out is not None else None  # only the cache needs them
+    # points that differ only in their budget form one family (its rows differ only in budget_bytes and
+    # fits_budget): found by the identity of every other field's value (the points are alive for the run, so
+    # equal ids are the same values; equal values in distinct objects only make two families of the same row)
+    fam_get = _FAMILY_FIELDS
+    fam_of: dict[tuple, int] = {}
+    fam = [fam_of.setdefault(tuple(map(id, fam_get(p.__dict__))), len(fam_of)) for p in points]
+    keys = None
+    if out is not None:  # only the cache needs them: each family's key text is made once
+        parts: dict[int, tuple] = {}
+        keys = []
+        for p, f in zip(points, fam):
+            kp = parts.get(f)
+            if kp is None:
+                kp = parts[f] = p.key_parts()
+            keys.append(Point.key_at(p.budget_bytes, kp))
     done = load_cache(out) if out is not None else {}
     pending = [i for i, k in enumerate(keys) if k not in done] if done else list(range(len(points)))
     cached = len(points) - len(pending)
@@ -435,27 +507,60 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
         q = points[i]
         return (q.model, q.profile, q.fusion, q.ctx)
 
-    pending.sort(key=lambda i: (group(i), points[i].graph, i))
-    tasks = [c for _, g in itertools.groupby(pending, key=group) for c in _chunks(list(g), chunk)]
+    # points that differ only in their budget form one family: its first point is evaluated (by a worker), the
+    # others are its row with their own budget_bytes and fits_budget (evaluate_point's rule, here in the parent)
+    slot: dict[int, int] = {}
+    members: list[list[int]] = []
+    for i in pending:
+        f = slot.get(fam[i])
+        if f is None:
+            f = slot[fam[i]] = len(members)
+            members.append([])
+        members[f].append(i)
+    reps = [m[0] for m in members]
+    fam_at = {m[0]: f for f, m in enumerate(members)}
+    reps.sort(key=lambda i: (group(i), points[i].graph, i))
+    # `chunk` points are sent per task; fewer where that would leave fewer than 4 tasks per worker (a family
+    # stands for many points, so a grid of few families would otherwise run on one worker)
+    size = max(1, min(chunk, -(-len(reps) // (4 * workers))))
+    tasks = [c for _, g in itertools.groupby(reps, key=group) for c in _chunks(list(g), size)]
+    weight = [sum(len(members[fam_at[i]]) for i in t) for t in tasks]  # points per task
     # each local worker takes a contiguous run of tasks (balanced by points): a group's steps are then simulated
     # by one worker, not by every worker that happens to pick up one of its chunks
-    starts = np.cumsum([0] + [len(t) for t in tasks[:-1]])
+    starts = np.cumsum([0] + weight[:-1])
     affinity = [min(workers - 1, int(s0 * workers // max(len(pending), 1))) for s0 in starts]
     fresh: dict[int, dict] = {}
+    family: dict[int, int] = {}
     stats = {"simulated": 0, "lookups": 0, "evals": 0}
 
     def on_done(task_idx: int, rows: list[dict], st: dict) -> None:
-        idx = tasks[task_idx]
-        for i, r in zip(idx, rows):
-            fresh[i] = r
+        lines = []
+        for rep, r in zip(tasks[task_idx], rows):
+            f = fam_at[rep]
+            tpl = budget_template(r, json.dumps) if out is not None else None
+            for i in members[f]:
+                if i == rep:
+                    row = r
+                else:
+                    row = r.copy()
+                    b = points[i].budget_bytes
+                    row["budget_bytes"] = b
+                    row["fits_budget"] = bool(row["graph_bytes"] <= b)
+                fresh[i] = row
+                family[i] = f
+                if out is not None:
+                    t = fill_budget(tpl, row) if tpl is not None else None
+                    lines.append(cache_line(keys[i], row) if t is None else
+                                 '{"key": "' + keys[i] + '", "row": ' + t + "}\n")
+            stats["evals"] += r["step_evals"] * len(members[f])
         if out is not None:
-            append_cache(out, [(keys[i], r) for i, r in zip(idx, rows)])
-        for k in stats:
-            stats[k] += st[k]
+            append_cache(out, [], "".join(lines))
+        stats["simulated"] += st["simulated"]
+        stats["lookups"] += st["lookups"]
 
     try:
         run_chunks(evaluate_chunk, [[points[i] for i in t] for t in tasks], on_done, executor, workers, progress,
-                   total_points=len(pending), cached_points=cached, affinity=affinity)
+                   total_points=len(pending), cached_points=cached, affinity=affinity, weights=weight)
     except (KeyboardInterrupt, Interrupted) as e:
         if out is None:
             raise
@@ -463,13 +568,15 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
             f"{str(e) or 'interrupted'}: {cached + len(fresh)} of {len(points)} points are saved in "
             f"{Path(out) / CACHE_FILE}; rerun the same command to resume from there",
             getattr(e, "code", 130)) from None
-    rows = []
+    rows, fams = [], []
     for i in range(len(points)):
         r = fresh.get(i)
+        f = family.get(i, -1)
         if r is None and done:
             r = done.get(keys[i])
         if r is not None:
             rows.append(r)
+            fams.append(f)
     return SweepRun(rows, computed=len(fresh), cached=cached, simulated_steps=stats["simulated"],
                     step_lookups=stats["lookups"], step_evals=stats["evals"], wall_s=time.perf_counter() - t0,
-                    points=points)
+                    points=points, family=fams)

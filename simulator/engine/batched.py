@@ -1,0 +1,274 @@
+"""Step times of many shapes of one setup and plan mode at once: the batch axis vectorised.
+
+`step_seconds(setup, mode, shapes)` is, for every shape, the `step_s` of `StepCostCache.step_time(setup, mode,
+shape)` (the fast engine's step time of `tiling.tiled_lower`, i.e. of `plan.lower(setup.build(shape), ...)`),
+without a `LaunchPlan`, a `Timeline` or a `StepResult` per shape:
+
+1. Each shape's step is built once (`setup.build`; a decoder's layers 1..L-1 are the same Op objects, so the
+   step holds a few dozen distinct ops) and each distinct op is costed once (`CostModel.gpu_s`, `gemm_kernels`,
+   `host_s` at the median, as `plan.lower` reads them). Its ops become a row of per-position figures.
+2. Shapes whose steps have the same launch structure (which ops launch kernels, which are attention, which
+   are trace-timed, compiled paths) share one lowering: the plan-mode rules of `plan.lower` (eager launches
+   folding views' host time into the next launch, one graph replay, or graph pieces split at attention) are
+   applied to the rows as arrays [shapes x launches] and [shapes x kernels], with the same additions in the same
+   order as `lower`, so every plan array is bitwise `lower`'s.
+3. The fast path's recurrence (`fastpath.simulate_fast`) runs over all rows at once where its first,
+   unconstrained window covers the whole plan and no launch would wait for the queue: the same numpy operations
+   along each row, so those step times are bitwise `simulate_fast`'s. Any other row (the queue binds, or more
+   than 8 x queue-depth launches) is materialised as a `LaunchPlan` and run by `simulate_fast` itself.
+
+So each step time equals the scalar path's (tests/engine/test_batched.py checks batched == per-shape). What a
+shape costs here is its build and its distinct ops' costs (model/workload.py, model/costs.py, per shape); the
+lowering and the recurrence are array operations over the shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from simulator.engine.plan import _COMPILED_PATHS, LaunchPlan, PlanError
+from simulator.engine.routing import PLAN_MODES
+from simulator.model.kernels import OpClass
+from simulator.model.workload import StepShape
+
+
+class _Pattern:
+    """Which positions of a step hold the same Op object: `first` (position of each distinct op), `inv` (distinct op
+    of each position). Steps of one setup at other batch sizes repeat it (the builder emits the same sequence of
+    objects), so it is factorised once and checked, not recomputed, for the next step."""
+
+    __slots__ = ("n", "first", "inv", "firsts")
+
+    def __init__(self, ids: np.ndarray):
+        _, self.first, self.inv = np.unique(ids, return_index=True, return_inverse=True)
+        self.n = ids.size
+        self.firsts = self.first.tolist()
+
+    def fits(self, ids: np.ndarray) -> bool:
+        """Whether `ids` factor the same way: equal where this pattern's ops are the same, distinct elsewhere."""
+        if ids.size != self.n:
+            return False
+        u = ids[self.first]
+        if not (u[self.inv] == ids).all():
+            return False
+        ul = u.tolist()
+        return len(set(ul)) == len(ul)
+
+
+class _Row:
+    """One shape's step: its pattern, its distinct ops and their figures."""
+
+    __slots__ = ("pat", "ops", "gpu", "extra", "key", "_figs", "_host")
+
+    def __init__(self, step, costs, patterns: list, figs: dict):
+        ops = step.ops
+        ids = np.fromiter(map(id, ops), dtype=np.int64, count=len(ops))
+        pat = next((p for p in patterns if p.fits(ids)), None)
+        if pat is None:
+            pat = _Pattern(ids)
+            patterns.append(pat)
+        self.pat = pat
+        self.ops = uniq = [ops[i] for i in pat.firsts]
+        gpu, extra, flags, entries = [], [], [], []
+        get = figs.get
+        for o in uniq:  # each distinct op once; views launch nothing (lower reads no GPU figure of them)
+            v = get(o)  # equal ops (by value) recur across shapes: the same figures
+            if v is None:  # [gpu s, extra kernels, structure flags, host s at the median (read when needed)]
+                lk = o.op_class is not OpClass.VIEW  # Op.launches_kernel
+                v = figs[o] = [costs.gpu_s(o) if lk else 0.0, (costs.gemm_kernels(o) - 1) if lk else 0,
+                               (lk, lk and o.op_class is OpClass.ATTENTION, lk and o.fixed_gpu_s is not None,
+                                o.path in _COMPILED_PATHS), None]
+            gpu.append(v[0])
+            extra.append(v[1])
+            flags.append(v[2])
+            entries.append(v)
+        self.gpu, self.extra, self._figs = gpu, extra, entries
+        # what decides the launch structure: the pattern and which distinct ops launch kernels, are attention,
+        # are trace-timed, take a compiled path
+        self.key = (id(pat), tuple(flags))
+        self._host = None
+
+    def host(self, costs) -> list:
+        """The distinct ops' host times at the median (`CostModel.host_s`), read only where a plan mode uses them
+        (as `lower` does: a graph replay reads none of its ops' host figures)."""
+        if self._host is None:
+            h = []
+            for o, v in zip(self.ops, self._figs):
+                if v[3] is None:
+                    v[3] = costs.host_s(o, 0.5)
+                h.append(v[3])
+            self._host = h
+        return self._host
+
+
+_PATTERNS = "patterns"  # the key of a rows memo's list of patterns (shapes are StepShape keys)
+
+
+class _Lowering:
+    """What `plan.lower` does with a launch structure under a plan mode, as index arrays (the same for every row of
+    the structure): which distinct op each kernel is, the launches' constant host times and which launches take
+    an op's host time, the gap of each kernel as A + extra kernels x B."""
+
+    __slots__ = ("ki", "counts", "host_const", "host_cols", "host_ops", "layers", "tail_ops", "gap_a", "gap_b")
+
+    def __init__(self, r0: "_Row", costs, mode: str):
+        inv = r0.pat.inv
+        flags = np.asarray(r0.key[1], dtype=bool).reshape(-1, 4)[inv]  # per position
+        lk = flags[:, 0]
+        kpos = np.flatnonzero(lk)
+        if kpos.size == 0:
+            raise PlanError("step has no kernels")
+        nK = kpos.size
+        self.ki = inv[kpos]  # distinct op of each kernel
+        self.layers, self.tail_ops, self.host_cols, self.host_ops = [], [], None, None
+        if mode == "none":
+            n = lk.size
+            seg = np.cumsum(lk) - lk  # the launch each op's host work goes to (ops after the last: the tail)
+            entry = costs.compiled_entry_s if flags[:, 3].any() else 0.0
+            self.host_const = np.zeros(nK)
+            if entry:
+                self.host_const[0] = entry
+            # the k-th op of each launch, k = 0, 1, ...: pending += host(op) in the loop's order
+            starts = np.concatenate(([0], kpos + 1))  # first op of each launch; [nK]: of the tail
+            pos = np.arange(n) - starts[seg]
+            in_launch = seg < nK
+            for k in range(int(pos.max()) + 1):
+                at_k = pos == k
+                sel = np.flatnonzero(at_k & in_launch)
+                if sel.size:
+                    self.layers.append((seg[sel], inv[sel]))
+                tsel = np.flatnonzero(at_k & ~in_launch)
+                if tsel.size:
+                    self.tail_ops.append(int(inv[tsel[0]]))
+            eg = costs.eager_gap_s
+            self.gap_a = self.gap_b = np.full(nK, eg)
+            self.counts = np.ones(nK, dtype=np.int64)
+            return
+        node, node_tr, lat = costs.graph_node_s, costs.graph_node_trace_s, costs.graph_launch_latency_s
+        nodes = np.where(flags[kpos, 2], node_tr, node)  # per kernel: the node cost a replayed kernel pays
+        if mode == "full":
+            first = np.zeros(nK, dtype=bool)
+            first[0] = True
+            self.host_const = np.array([costs.graph_launch_s(nK)])
+            self.counts = np.array([nK], dtype=np.int64)
+            self.gap_a, self.gap_b = np.where(first, lat, nodes), nodes
+            return
+        # piecewise: graph pieces split at attention kernels, each attention kernel one eager launch
+        at = flags[kpos, 1]
+        eg = costs.eager_gap_s
+        consts, counts, first, cols, ops = [], [], np.zeros(nK, dtype=bool), [], []
+        run = 0
+        for i, a in enumerate(at.tolist()):
+            if a:
+                if run:
+                    consts.append(costs.graph_launch_s(run))
+                    counts.append(run)
+                    first[i - run] = True
+                    run = 0
+                cols.append(len(consts))
+                ops.append(int(self.ki[i]))
+                consts.append(0.0)
+                counts.append(1)
+            else:
+                run += 1
+        if run:
+            consts.append(costs.graph_launch_s(run))
+            counts.append(run)
+            first[nK - run] = True
+        self.host_const = np.asarray(consts)
+        self.counts = np.asarray(counts, dtype=np.int64)
+        if cols:  # only attention kernels launch eagerly: only their host figures are read
+            self.host_cols, self.host_ops = np.asarray(cols), np.asarray(ops)
+        self.gap_a = np.where(at, eg, np.where(first, lat, nodes))
+        self.gap_b = np.where(at, eg, nodes)
+
+
+def _lower_rows(rows: list[_Row], costs, mode: str, memo: dict):
+    """`plan.lower`'s arrays for rows of one launch structure: (host [S, nL], counts [nL], gpu [S, nK],
+    gap [S, nK], tail [S]), the same floating-point operations in the same order as `lower`. `memo`: the
+    structure's `_Lowering` per plan mode."""
+    r0 = rows[0]
+    S = len(rows)
+    key = ("lowering", r0.key, mode)
+    lw = memo.get(key)
+    if lw is None:
+        lw = memo[key] = _Lowering(r0, costs, mode)
+    G = np.asarray([r.gpu for r in rows], dtype=float)[:, lw.ki]
+    X = np.asarray([r.extra for r in rows], dtype=float)[:, lw.ki]
+    gap = lw.gap_a + X * lw.gap_b
+    host = np.empty((S, lw.host_const.size))
+    host[:] = lw.host_const
+    tail = np.zeros(S)
+    if mode == "none":
+        Hu = np.asarray([r.host(costs) for r in rows], dtype=float)  # [S, distinct ops]
+        for launch, op in lw.layers:
+            host[:, launch] += Hu[:, op]
+        for op in lw.tail_ops:
+            tail += Hu[:, op]
+    elif lw.host_cols is not None:
+        host[:, lw.host_cols] = np.asarray([r.host(costs) for r in rows], dtype=float)[:, lw.host_ops]
+    return host, lw.counts, G, gap, tail
+
+
+def _recurrence(host, counts, gpu, gap, tail, Q: int) -> np.ndarray:
+    """Step time of each row: `simulate_fast`'s first window over every row at once where it covers the plan and
+    no launch waits for the queue (bitwise its values); the other rows run `simulate_fast` alone."""
+    from simulator.engine.fastpath import simulate_fast
+    from simulator.engine.timeline import step_s
+
+    S, n_l = host.shape
+    out = np.empty(S)
+    alone = np.ones(S, dtype=bool)
+    single = gpu.shape[1] == n_l
+    if n_l <= 8 * Q:
+        c = gap + gpu
+        C = np.cumsum(c, axis=1)
+        D = C - c
+        sub = np.cumsum(host, axis=1)
+        np.add(sub, 0.0 - 0.0, out=sub)  # run_block(0, n, None, 0.0, 0.0)
+        e = np.subtract(sub if single else np.repeat(sub, counts, axis=1), D)
+        np.maximum.accumulate(e, axis=1, out=e)
+        np.maximum(e, (0.0 - D[:, 0])[:, None], out=e)
+        np.add(C, e, out=e)
+        alone[:] = False
+        if Q < n_l:  # the stall check: leave times of launches j - Q against the host-only chain
+            last_k = np.arange(n_l) if single else np.cumsum(counts) - 1
+            lk = last_k[:n_l - Q]
+            alone = (e[:, lk] - gpu[:, lk] > sub[:, Q - 1:n_l - 1] + host[:, Q:n_l]).any(axis=1)
+        ok = ~alone
+        out[ok] = np.maximum(sub[ok, -1] + tail[ok], e[ok, -1])
+    for r in np.flatnonzero(alone):
+        plan = LaunchPlan(host_s=host[r].copy(), kernels_per_launch=counts, gpu_s=gpu[r].copy(),
+                          gap_s=gap[r].copy(), queue_depth=Q, host_tail_s=float(tail[r]))
+        out[r] = step_s(simulate_fast(plan))
+    return out
+
+
+def step_seconds(setup, mode: str, shapes: Sequence[StepShape], rows: dict | None = None,
+                 figs: dict | None = None) -> np.ndarray:
+    """Step time (s) of `setup`'s step of each shape in plan mode `mode` (routed already, no padding added):
+    `StepCostCache.step_time(setup, mode, shape).step_s` for each. The caller's memos (a run's StepCostCache owns
+    them): `rows`, shape -> the built and costed step of `setup.cost_key` (shared by the plan modes); `figs`, Op ->
+    its figures under `setup.costs` (ops are compared by value)."""
+    if mode not in PLAN_MODES:
+        raise PlanError(f"unknown plan mode '{mode}': use one of {', '.join(PLAN_MODES)}")
+    costs = setup.costs
+    memo = {} if rows is None else rows
+    figs = {} if figs is None else figs
+    patterns: list[_Pattern] = memo.setdefault(_PATTERNS, [])
+    rows = []
+    for s in shapes:
+        r = memo.get(s)
+        if r is None:
+            r = memo[s] = _Row(setup.build(s), costs, patterns, figs)
+        rows.append(r)
+    out = np.empty(len(rows))
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault(r.key, []).append(i)
+    for idx in groups.values():
+        host, counts, gpu, gap, tail = _lower_rows([rows[i] for i in idx], costs, mode, memo)
+        out[idx] = _recurrence(host, counts, gpu, gap, tail, costs.queue_depth)
+    return out
