@@ -92,6 +92,8 @@ def rows(round_dir: Path, profile: str = "h200") -> tuple[list[dict], dict]:
 
 
 ROUND_G = HERE / "measured" / "h200-round-g"
+# round g's eager timing processes (eager3: passes 6-8 of the rows left with fewer than 2 fast-host passes)
+ROUND_G_EAGER = ("eager.json", "eager2.json", "eager3.json")
 
 
 def _is_fast(p: dict) -> bool:
@@ -99,9 +101,9 @@ def _is_fast(p: dict) -> bool:
 
 
 def _round_g_fast_passes(round_dir: Path = ROUND_G) -> dict:
-    """(model, batch) -> (the row, its fast-host passes) over round g's two eager processes (hf, q_len 1)."""
+    """(model, batch) -> (the row, its fast-host passes) over round g's eager processes (hf, q_len 1)."""
     by: dict = {}
-    for f in ("eager.json", "eager2.json"):
+    for f in ROUND_G_EAGER:
         for r in (_load(round_dir, f) or {}).get("rows", []):
             if r["impl"] == "hf" and r["q_len"] == 1:
                 by.setdefault((r["model"], r["batch"]), (r, []))[1].extend(p for p in r["passes"] if _is_fast(p))
@@ -109,8 +111,8 @@ def _round_g_fast_passes(round_dir: Path = ROUND_G) -> dict:
 
 
 def round_g_rows(round_dir: Path = ROUND_G, profile: str = "h200") -> list[dict]:
-    """Round g's transformers decode rows (q_len 1, StaticCache of ctx + 128 slots): each row measured in up to 5
-    seeded shuffled passes over two timing processes (eager.json, eager2.json), a canary right before and after each
+    """Round g's transformers decode rows (q_len 1, StaticCache of ctx + 128 slots): each row measured in up to 8
+    seeded shuffled passes over three timing processes (ROUND_G_EAGER), a canary right before and after each
     pass of each row. Eager = the median of the row's fast-host passes (both canaries <= FAST_CANARY_US; the median of
     all passes where none is fast, marked slow host); full graph = eager.json's replay timing; kernels per step from
     round f's counts_hf.json (same models, batches) and round g's counts_gemma.json (gemma-3-1b)."""
@@ -124,7 +126,7 @@ def round_g_rows(round_dir: Path = ROUND_G, profile: str = "h200") -> list[dict]
 
     cm = CostModel(load_profile(profile))
     by: dict = {}
-    for f in ("eager.json", "eager2.json"):
+    for f in ROUND_G_EAGER:
         d = _load(round_dir, f)
         for r in (d or {}).get("rows", []):
             if r["impl"] != "hf" or r["q_len"] != 1:
@@ -515,9 +517,9 @@ def _pred_rows(impl: str, family: str, cm, hf_consts=None) -> list[dict]:
                 score({"impl": impl, "model": r["model"], "source": tag, "canary": _canary_text(d),
                        "fusion": r["fusion"], "batch": r["batch"], "ctx": r["ctx"]}, st, meas, fast)
         # round g: the reference decoder's step (its verify step at q_len 1 is the fusion-none step exactly), each row
-        # in up to 5 passes with a canary before and after each: the median of the fast passes
+        # in up to 8 passes with a canary before and after each: the median of the fast passes
         by: dict = {}
-        for f in ("eager.json", "eager2.json"):
+        for f in ROUND_G_EAGER:
             for r in (_load(ROUND_G, f) or {}).get("rows", []):
                 if r["impl"] == "ref_verify" and r["q_len"] == 1 and r["model"] in PRESETS \
                         and family_of(r["model"]) == family and r["batch"] <= MAX_BATCH:
@@ -645,8 +647,8 @@ fusion-none rows at ctx 512 with per-pass canaries):
 - The op lists (kernels per layer) are structural (calibration/reference_decoder.py's code, checked by the profiler
   on both presets): nothing to refit.
 hf (transformers 5.17; round c's Qwen3-0.6B rows, round f's eight decoders, round g's nine with per-pass canaries):
-- PYTHON_US_PER_CALL (3.28 us): mean of qwen3-0.6b's 3.50 and gemma-2-2b's 3.06 us (round g's fast-host passes);
-  refit in (b) on the fit model of the other family (qwen3 out: 3.06; gemma2 out: 3.50; other families: unchanged,
+- PYTHON_US_PER_CALL (3.27 us): mean of qwen3-0.6b's 3.50 and gemma-2-2b's 3.04 us (round g's fast-host passes);
+  refit in (b) on the fit model of the other family (qwen3 out: 3.04; gemma2 out: 3.50; other families: unchanged,
   they were never in it).
 - CUDNN_PLAN_MS (28.9 ms, DynamicCache + cuDNN SDPA): fitted on qwen3-0.6b's dynamic rows; qwen3 out: refit on
   llama-3.2-1b's (the other model measured with and without cuDNN SDPA).
@@ -711,10 +713,10 @@ NOTES = """## Notes
   leave-one-shape-out MAPE 12.0 % against 49.3 % for the roofline it replaced), and their split-K reduce counts
   from the nearest table that records them. Nothing there is fitted to these rows, except one binary choice of that
   split-K rule's distance weight, taken after seeing round f's kernel counts (gemm_fallback.md says so).
-- Eager: transformers' Python is charged per host call (3.28 us, fitted on the two fit models' fast-host passes in
+- Eager: transformers' Python is charged per host call (3.27 us, fitted on the two fit models' fast-host passes in
   round g, recipes.PYTHON_US_PER_CALL; round f's one process gave 10.0 us by the same formula). Round f's rows are
   one process whose medians move by up to 2x between neighbouring rows (round f README) under a canary that read
-  fast at its start and end; round g times every row in up to five shuffled passes over two processes with a canary
+  fast at its start and end; round g times every row in up to eight shuffled passes over three processes with a canary
   right before and after each pass, and scores only the passes whose two canaries are both <= 7.6 us: its rows are
   the eager check, round f's are shown beside them. DynamicCache with cuDNN SDPA pays a cuDNN plan
   build per step (a new key length each step: 28.9 ms, fitted on qwen3-0.6b in round f); the `dynamic_nocudnn` rows

@@ -94,14 +94,14 @@ CUDNN_SPLIT_MIN_KEYS = 512
 STRIDED_COPY_US = (2.57, 0.446e6)  # (floor us, elements per us)
 # transformers' Python beyond what the profile's per-op launch costs hold (module calls, the cache's and attention
 # interface's code), charged per host call (aten op or view) of the recipe: fitted on the two fit models' eager steps
-# in round g's fast-host passes (calibration/measured/h200-round-g eager.json + eager2.json: each row timed in up to
-# 5 shuffled passes with a canary right before and after each; a pass is fast when both are <= 7.6 us), static cache,
-# the median over batches 1-64 of (measured - predicted without it) / host calls: qwen3-0.6b 3.50, gemma-2-2b 3.06
+# in round g's fast-host passes (calibration/measured/h200-round-g eager.json, eager2.json, eager3.json: each row
+# timed in up to 8 shuffled passes with a canary right before and after each; a pass is fast when both are <= 7.6
+# us), static cache, the median over batches 1-64 of (measured - predicted without it) / host calls: qwen3-0.6b 3.50, gemma-2-2b 3.04
 # us; the mean (calibration/validate_impl.py `python_per_call_fit`). The same formula on round f's one timing process
 # gave 7.1 and 12.9 (10.0, the figure before round g): its medians moved up to 2x between rows under one canary.
 # Round g's held-out models give 3.3-4.3 us. Round c's profiled traces give 180-570 us a layer for the same Python in
 # other processes (build_recipes.interpreter_excess): host state moves it by 2-3x.
-PYTHON_US_PER_CALL = 3.28
+PYTHON_US_PER_CALL = 3.27
 # DynamicCache + cuDNN SDPA: a new key length every step, and cuDNN builds an execution plan for each new shape
 # (once a step: the layers share it). Fitted on qwen3-0.6b: round f's dynamic rows with cuDNN SDPA (median 67.7 ms)
 # less the same rows with it off (38.8 ms).
