@@ -142,6 +142,40 @@ def build(timing: dict, counts: dict | None = None, name: str = "h200", notes: s
     }
 
 
+def graph_node_gaps(p: dict, depth: dict) -> dict[tuple[str, str], float]:
+    """Per (model, fusion) configuration of the depth sweep (fusion compiled left out): the slope over depth of the
+    graph replay's device time minus the slope of the table prediction, per node, in us."""
+    import dataclasses
+
+    from simulator.engine.plan import build_plan
+    from simulator.model.costs import CostModel
+    from simulator.model.models import PRESETS
+    from simulator.model.profile import parse_profile
+    from simulator.model.workload import build_step, decode
+
+    cm = CostModel(parse_profile(p))
+    by: dict = {}
+    for r in depth["rows"]:
+        if "full" not in r or r["fusion"] == "compiled":
+            continue
+        m = dataclasses.replace(PRESETS[r["model"]], num_hidden_layers=r["layers"])
+        pl = build_plan(build_step(m, decode(r["batch"], r["ctx"] - 1), r["fusion"]), cm, "full")
+        pred = (pl.gpu_s.sum() + pl.gap_s.sum()) * 1e3
+        by.setdefault((r["model"], r["fusion"]), {})[r["layers"]] = (r["full"]["device_ms"]["p50"], pred, pl.gpu_kernels)
+    gaps = {}
+    for key, v in by.items():
+        lo, hi = min(v), max(v)
+        (m0, p0, k0), (m1, p1, k1) = v[lo], v[hi]
+        gaps[key] = ((m1 - m0) - (p1 - p0)) / (k1 - k0) * 1e3
+    return gaps
+
+
+def graph_node_us_of(gaps) -> float:
+    """device.graph_node_us from the configurations' gaps: their median (the upper one of an even count), >= 0."""
+    gaps = sorted(gaps)
+    return max(gaps[len(gaps) // 2], 0.0)
+
+
 def with_decoder_figures(p: dict, depth: dict, fit_row: dict | None) -> tuple[dict, str]:
     """Two figures that single-op microbenchmarks cannot give, added to a built profile:
     - device.graph_node_us from the depth sweep (calibration/depth_sweep.py: 1/2/4-layer decoders, never
@@ -152,7 +186,6 @@ def with_decoder_figures(p: dict, depth: dict, fit_row: dict | None) -> tuple[di
       sweep could not give it: the VM's host speed moved 2x between its shallow-model steps.
     Returns the profile and a note."""
     import copy
-    import dataclasses
 
     from simulator.model.costs import CostModel
     from simulator.model.models import PRESETS
@@ -161,22 +194,8 @@ def with_decoder_figures(p: dict, depth: dict, fit_row: dict | None) -> tuple[di
     from simulator.model.workload import build_step, decode
 
     q = copy.deepcopy(p)
-    cm = CostModel(parse_profile(q))
-    by: dict = {}
-    for r in depth["rows"]:
-        if "full" not in r or r["fusion"] == "compiled":
-            continue
-        m = dataclasses.replace(PRESETS[r["model"]], num_hidden_layers=r["layers"])
-        pl = build_plan(build_step(m, decode(r["batch"], r["ctx"] - 1), r["fusion"]), cm, "full")
-        pred = (pl.gpu_s.sum() + pl.gap_s.sum()) * 1e3
-        by.setdefault((r["model"], r["fusion"]), {})[r["layers"]] = (r["full"]["device_ms"]["p50"], pred, pl.gpu_kernels)
-    gaps = []
-    for v in by.values():
-        lo, hi = min(v), max(v)
-        (m0, p0, k0), (m1, p1, k1) = v[lo], v[hi]
-        gaps.append(((m1 - m0) - (p1 - p0)) / (k1 - k0) * 1e3)
-    gaps.sort()
-    node = max(gaps[len(gaps) // 2], 0.0)
+    gaps = sorted(graph_node_gaps(q, depth).values())
+    node = graph_node_us_of(gaps)
     q["device"]["graph_node_us"] = node
     q["device"]["source"] += (f"; graph_node_us {node:.3f} us from the depth sweep (1-4 layer decoders, "
                               f"{len(gaps)} configurations: {', '.join(f'{g:.3f}' for g in gaps)})")

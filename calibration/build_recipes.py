@@ -38,6 +38,7 @@ ATEN_OF = {
     "and_causal": "bitwise_and", "inv_freq_float": "copy_", "pos_float": "copy_",
     "matmul": "bmm", "cos": "cos", "cos_scale": "mul", "sin": "sin", "sin_scale": "mul", "cos_cast": "copy_",
     "sin_cast": "copy_", "cat_pass": "cat", "cast": "copy_", "div": "div", "tanh": "tanh",
+    "roll_k": "roll", "roll_v": "roll", "index_put_k": "_index_put_impl_", "index_put_v": "_index_put_impl_",
 }
 
 
@@ -120,6 +121,21 @@ def compare(path, model, cache, batch, ctx, slots, positions: str = "given") -> 
             "measured_preamble": len(pre), "recipe_preamble": len(rp), "measured_tail": len(tail),
             "recipe_tail": len(rt), "layer_equal": layer == rl, "preamble_equal": pre == rp, "tail_equal": tail == rt,
             "first_layer_mismatch": first, "measured": layer, "recipe": rl}
+
+
+def compare_step(path, model, cache, batch, ctx, slots, positions: str = "given") -> dict:
+    """The whole first step, kernel by kernel, against the recipe's step (for a layer pattern with no period that
+    divides the layers, gemma3's 5:1 over 26): equal, the first mismatch and both lengths."""
+    from simulator.model.workload import build_step, decode
+
+    got = trace_tokens(path)
+    st = build_step(model, decode(batch, ctx), "none", "hf", cache=cache, max_cache_len=slots, positions=positions)
+    mine = [aten_of(o) for o in st.ops if o.launches_kernel]  # split-K reduces: in neither list (GEMM tables)
+    first = next((i for i, (x, y) in enumerate(zip(got, mine)) if x != y), None)
+    if first is None and len(got) != len(mine):
+        first = min(len(got), len(mine))
+    return {"trace": Path(path).name, "measured": len(got), "recipe": len(mine), "equal": got == mine,
+            "first_mismatch": first}
 
 
 REF_TRACE = Path(__file__).parent / "measured" / "h200-round-a" / "ref_qwen3-0.6b_none_b1_ctx512.trace.json.gz"

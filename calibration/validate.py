@@ -73,13 +73,48 @@ def fit_split(row: dict, graph: str) -> str:
 
 
 def mode_of(fusion: str, graph: str, dynamic: bool | None = None) -> str:
-    """The scoring mode. launchsim's `compiled` level is Inductor's output with dynamic shapes (how vLLM
-    compiles); rows compiled with dynamic=False (28 fewer Triton kernels on qwen3-0.6b: Inductor fuses one
-    more pair per layer) are scored as their own 'compiled static' modes."""
+    """The scoring mode. Rows compiled with dynamic=True score as 'compiled', dynamic=False (28 fewer Triton
+    kernels on qwen3-0.6b: Inductor fuses one more pair per layer) as 'compiled static'; each is predicted with the
+    same `dynamic` (`predict_compiled`: Inductor's pass over the `none` list, simulator/model/inductor.py)."""
     if fusion == "compiled":
         kind = "compiled static" if dynamic is False else "compiled"
         return f"{kind} + graph" if graph == "full" else f"{kind}, no graph"
     return "graph replay" if graph == "full" else "eager"
+
+
+def dynamic_profile(profile):
+    """`profile` with torch.compile(dynamic=True)'s wrapper cost: host.compiled_wrapper_us +
+    inductor.DYNAMIC_WRAPPER_EXTRA_US per launch (measured on round b's qwen3-0.6b batch-16 rows, static vs dynamic,
+    beyond the extra kernels; the profile has one wrapper figure, and predict has no dynamic option: validation
+    only)."""
+    from simulator.model.inductor import DYNAMIC_WRAPPER_EXTRA_US
+
+    h = profile.host.model_copy(update={"compiled_wrapper_us": profile.host.compiled_wrapper_us
+                                        + DYNAMIC_WRAPPER_EXTRA_US})
+    return profile.model_copy(update={"host": h})
+
+
+def predict_compiled(model, batch: int, ctx: int, graph: str, profile, dynamic: bool, impl: str | None = None,
+                     replicates: int = 0, seed: int = 0, **options):
+    """predict() of a `compiled` step built with compile_dynamic=`dynamic` (Inductor's pass, inductor.py), priced
+    with the dynamic wrapper cost where dynamic (`dynamic_profile`); `options`: the hf recipe's (cache, ...)."""
+    from simulator.engine.plan import lower
+    from simulator.engine.predict import Prediction, _band, run_engine
+    from simulator.engine.setup import Capture, StepSetup
+    from simulator.engine.timeline import summarize
+    from simulator.model.costs import CostModel
+    from simulator.model.models import load_model
+    from simulator.model.workload import build_step, decode
+
+    m = load_model(model) if isinstance(model, str) else model
+    costs = CostModel(dynamic_profile(profile) if dynamic else profile)
+    setup = StepSetup(m, costs, "", "compiled", impl, Capture.of(graph, None, None))
+    r, shape = setup.capture.padded(decode(batch, ctx))
+    step = build_step(m, shape, "compiled", setup.recipe, compile_dynamic=dynamic, **options)
+    plan = lower(step, costs, r.mode)
+    tl = run_engine(plan, "fast")
+    band = _band(plan, step, costs, replicates, seed) if replicates > 0 else None
+    return Prediction(summarize(tl), tl, step, band, r)
 
 
 def _predict(row, graph, profile, replicates, seed=0):
@@ -87,8 +122,12 @@ def _predict(row, graph, profile, replicates, seed=0):
 
     # the reference decoder's ctx counts the new token (it attends over ctx keys, ctx-1 of them past);
     # the workload's ctx is the past context, so the same step is ctx - 1 there
+    reps = replicates if graph == "none" else 0
+    if row["fusion"] == "compiled":
+        return predict_compiled(row["model"], row["batch"], row["ctx"] - 1, graph, profile,
+                                bool(row.get("dynamic", True)), replicates=reps, seed=seed)
     return predict(row["model"], row["batch"], row["ctx"] - 1, row["fusion"], graph, profile,
-                   replicates=replicates if graph == "none" else 0, seed=seed)
+                   replicates=reps, seed=seed)
 
 
 def pipelined_ms(result) -> float:
@@ -143,7 +182,8 @@ def kernel_rows(counts: dict, compiled: list[dict], profile) -> list[dict]:
     for r in list(counts.get("rows", [])) + [x for c in compiled for x in c.get("rows", [])]:
         if r.get("graph") != "none":
             continue
-        step = build_step(load_model(r["model"]), decode(r["batch"], r["ctx"] - 1), r["fusion"])
+        opt = {"compile_dynamic": bool(r.get("dynamic", True))} if r["fusion"] == "compiled" else {}
+        step = build_step(load_model(r["model"]), decode(r["batch"], r["ctx"] - 1), r["fusion"], **opt)
         pred = costs.step_kernels(step.ops)
         rows.append({"model": r["model"], "fusion": r["fusion"], "dynamic": r.get("dynamic"), "batch": r["batch"],
                      "ctx": r["ctx"], "kernels_measured": r["kernels"], "kernels_predicted": pred,

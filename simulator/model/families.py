@@ -21,7 +21,8 @@ are marked in simulator/model/recipes.py):
   does not apply it; listed in ignored fields), sliding window on every other layer (even layers).
 - gemma3 (text): as gemma2 plus qk-norm (Gemma norm), no soft-capping by default, a local and a global rotary
   embedding (two rotary preambles), sliding window on five of every six layers (`layer_types` or
-  `sliding_window_pattern`), embedding scale as a buffer cast to the dtype (2 kernels).
+  `sliding_window_pattern`), embedding scale one mul (round g's gemma-3-1b trace: no cast kernel); transformers
+  projects q, k, v before the q/k norms; with one kv head repeat_kv is a view (no copy).
 
 `consumed_fields` lists the config fields that change a step or the model's size; every other field present in a
 config is returned by `ignored_config_fields` (for predict's JSON `ignored_config_fields`).
@@ -63,7 +64,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("gemma2", ("gemma2",), ("Gemma2ForCausalLM",), norm_kind="gemma", sandwich_norms=True,
            default_act="gelu_pytorch_tanh", embed_scale_kernels=1, sliding="alternate", default_window=4096),
     Family("gemma3", ("gemma3_text",), ("Gemma3ForCausalLM",), qk_norm=True, norm_kind="gemma",
-           sandwich_norms=True, default_act="gelu_pytorch_tanh", embed_scale_kernels=2, rope_sets=2,
+           sandwich_norms=True, default_act="gelu_pytorch_tanh", embed_scale_kernels=1, rope_sets=2,
            sliding="layer_types", default_window=4096),
     Family("qwen3_moe", ("qwen3_moe",), ("Qwen3MoeForCausalLM",), qk_norm=True, sliding="qwen2", moe=True,
            default_window=4096),

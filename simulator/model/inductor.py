@@ -112,12 +112,18 @@ _FEEDS: dict[str, tuple[str, ...]] = {
                   "repeat_kv_v|cache.index_copy_v|cache.cat_v|cache_write_v", "sdpa"),
     "attn": ("attention",),
     "o_proj": ("attn|attention",),
-    "residual_add": ("o_proj|down_proj|post_attention_layernorm|post_feedforward_layernorm", _NORMS_IN),
+    # the reference decoder's sandwich norms (Gemma: post_attn_norm after o_proj, post_mlp_norm after down_proj)
+    "post_attn_norm": ("o_proj",), "post_mlp_norm": ("down_proj",),
+    "residual_add": ("o_proj|down_proj|post_attention_layernorm|post_feedforward_layernorm|post_attn_norm|"
+                     "post_mlp_norm", _NORMS_IN),
     "gate_proj": ("post_norm|post_attention_layernorm|pre_feedforward_layernorm",),
     "up_proj": ("post_norm|post_attention_layernorm|pre_feedforward_layernorm",),
     "gate_up_proj": ("post_norm|post_attention_layernorm|pre_feedforward_layernorm",),
     "silu": ("gate_proj|gate_up_proj",), "act": ("gate_proj|gate_up_proj",),
-    "mul": ("silu|act", "up_proj|gate_up_proj"),
+    # the reference decoder names a non-SiLU activation by itself (families.ACTIVATIONS)
+    "gelu_pytorch_tanh": ("gate_proj|gate_up_proj",), "gelu": ("gate_proj|gate_up_proj",),
+    "gelu_new": ("gate_proj|gate_up_proj",),
+    "mul": ("silu|act|gelu_pytorch_tanh|gelu|gelu_new", "up_proj|gate_up_proj"),
     "down_proj": ("mul",),
     "lm_head": ("final_norm",), "logit_softcap": ("lm_head",),
 }

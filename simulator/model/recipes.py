@@ -4,7 +4,8 @@
 - `reference` (fusion none / packed / compiled): launchsim's calibration decoder (calibration/reference_decoder.py),
   the op lists of simulator/model/workload.py unchanged for llama / qwen3 layers; other families' math (norm variant
   and count, biases, activation, soft-capping, embedding scale, sliding window) is added to `none` / `packed`; its
-  `compiled` list is the measured Inductor table of the llama / qwen3 layer and is refused for other families.
+  `compiled` list is Inductor's fusion pass over the `none` list (simulator/model/inductor.py `compile_ops`, checked
+  on the H200 for llama and qwen3: calibration/validation/inductor.md), for every family.
 - `hf` (fusion none / compiled): transformers' own modeling code, SDPA attention, with `cache="static"` (StaticCache
   of `max_cache_len` slots: attention reads every slot under a mask) or `cache="dynamic"` (DynamicCache: the cache
   grows by a cat each step and attention reads ctx + 1 keys with enable_gqa). Source: transformers 5.17, torch 2.11
@@ -21,7 +22,7 @@ v_proj, RoPE 5 + 5, StaticCache update 5 (arange, add, add_ of the write positio
 2 (a copy of k and of v to every query head over all slots: SDPA gets a mask, so transformers does not pass
 enable_gqa), SDPA's mask handling 3 (two scalar fills, a where over the [B, 1, 1, slots] mask), cuDNN attention 1 or 2
 (the split-KV lean_reduction kernel appears while batch x kv heads given to SDPA <= 64: measured at 8, 16, 64
-(split) and 128 (not)), o_proj, residual add, RMSNorm 8, gate_proj, SiLU, up_proj, mul, down_proj, residual add.
+(split) and 128 (not), and only over more than 512 keys: CUDNN_SPLIT_MIN_KEYS), o_proj, residual add, RMSNorm 8, gate_proj, SiLU, up_proj, mul, down_proj, residual add.
 Dynamic cache: the 5 cache-update, 2 repeat_kv and 3 mask kernels are replaced by 2 cats (58 measured). Preamble:
 embedding, the static cache's causal mask (7 kernels over the slots; none for dynamic), rotary set-up 10. Tail: final
 RMSNorm 8, lm_head (and its memset, not modelled). `positions="computed"` (the caller passes no cache_position, as
@@ -33,12 +34,15 @@ step (CUDNN_PLAN_MS); SDPA over repeated heads is priced from the GQA table at r
 
 Family pieces from transformers 5.17's source: qwen2's q/k/v bias (one cuBLASLt GEMM with a bias epilogue: bytes,
 not kernels), phi3's packed projections and rotary pass-through cat, Gemma's 10-kernel norm, four norms a layer,
-GELU-tanh, embedding scale, final soft-capping (3 kernels), gemma3's second rotary set-up (not measured: no gemma3
-trace). Checked since on round f's traces (calibration/validation/impl_hf.md): qwen2's bias GEMMs (one addmm each),
+GELU-tanh, embedding scale, final soft-capping (3 kernels), gemma3's second rotary set-up. Checked since on round f's
+traces (calibration/validation/impl_hf.md): qwen2's bias GEMMs (one addmm each),
 phi3's packed projections and pass-through cats, Gemma's norms, GELU-tanh, embedding scale and soft-capping, the
 static sliding-window mask (12 kernels: the causal mask's 6, then fill, sub, gt, and, le, and; instead of the causal
 mask where every layer slides, besides it where some do) and a sliding layer's cache update (its add_ after the two
-index_copy_).
+index_copy_). Round g's gemma-3-1b traces (batch 1 and 8, ctx 512 = its window; equal kernel by kernel, 2400 kernels a
+step): gemma3's two rotary set-ups, six Gemma norms a layer, q/k/v projected before the q/k-norms, one embedding-scale
+kernel, no repeat_kv copy with one kv head, a full sliding window's cache roll (roll k/v, index_put_ k/v), and no
+cuDNN split-KV reduce over 512 keys (CUDNN_SPLIT_MIN_KEYS).
 """
 
 from __future__ import annotations
@@ -77,6 +81,10 @@ RECIPES = {
 # cuDNN SDPA's split-KV reduction kernel: launched while batch x kv heads (as given to SDPA) is at most this
 # (measured on qwen3-0.6b: 8, 16, 64 split; 128 not; the threshold lies in [64, 128))
 CUDNN_SPLIT_MAX = 64
+# ... and only over more keys than one KV block holds: measured split at 513 keys (qwen3-0.6b DynamicCache at ctx
+# 512, round c/f), 576 and 640 (StaticCache); not at 512 (gemma-3-1b's sliding layers over their 512-slot window,
+# batch 1 and 8, round g, while its 640-slot full layers split). The bound lies in [512, 513).
+CUDNN_SPLIT_MIN_KEYS = 512
 # repeat_kv's copy is aten's generic strided elementwise kernel (elementwise_kernel<128, 4> over a 5-d expand), not a
 # vectorised copy, and runs at an element rate, not at the copy bandwidth: round c's qwen3-0.6b traces measured
 # 5.22 us (1.18 M elements, batch 1) and 23.72 us (9.44 M, batch 8), i.e. t = 2.57 us + elements / 0.446 per ps
@@ -86,11 +94,14 @@ CUDNN_SPLIT_MAX = 64
 STRIDED_COPY_US = (2.57, 0.446e6)  # (floor us, elements per us)
 # transformers' Python beyond what the profile's per-op launch costs hold (module calls, the cache's and attention
 # interface's code), charged per host call (aten op or view) of the recipe: fitted on the two fit models' eager steps
-# in round f's timing process (hf_timing.json, canary 7.63 -> 7.34 us: the fast host state), static cache, the
-# median over batches 1-64 of (measured - predicted without it) / host calls: qwen3-0.6b 7.1, gemma-2-2b 12.9 us;
-# the mean (calibration/validate_impl.py `python_per_call_fit`). Round c's profiled traces give 180-570 us a layer
-# for the same Python in other processes (build_recipes.interpreter_excess): host state moves it by 2-3x.
-PYTHON_US_PER_CALL = 10.0
+# in round g's fast-host passes (calibration/measured/h200-round-g eager.json, eager2.json, eager3.json: each row
+# timed in up to 8 shuffled passes with a canary right before and after each; a pass is fast when both are <= 7.6
+# us), static cache, the median over batches 1-64 of (measured - predicted without it) / host calls: qwen3-0.6b 3.50, gemma-2-2b 3.04
+# us; the mean (calibration/validate_impl.py `python_per_call_fit`). The same formula on round f's one timing process
+# gave 7.1 and 12.9 (10.0, the figure before round g): its medians moved up to 2x between rows under one canary.
+# Round g's held-out models give 3.3-4.3 us. Round c's profiled traces give 180-570 us a layer for the same Python in
+# other processes (build_recipes.interpreter_excess): host state moves it by 2-3x.
+PYTHON_US_PER_CALL = 3.27
 # DynamicCache + cuDNN SDPA: a new key length every step, and cuDNN builds an execution plan for each new shape
 # (once a step: the layers share it). Fitted on qwen3-0.6b: round f's dynamic rows with cuDNN SDPA (median 67.7 ms)
 # less the same rows with it off (38.8 ms).
@@ -98,7 +109,8 @@ CUDNN_PLAN_MS = 28.9
 
 
 def family_extras(m) -> list[str]:
-    """The family features the reference decoder's compiled table does not have."""
+    """The family features beyond the llama / qwen3 layer the reference decoder was measured with (its `compiled`
+    level handles them through Inductor's pass; listed so that a preset is seen to have none)."""
     out = []
     if m.norm_kind != "rms":
         out.append("Gemma norms")
@@ -296,30 +308,47 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
             norm(b, "q_norm", T * Hq, hd)
             norm(b, "k_norm", T * KV, hd)
     else:
+        # Gemma3Attention projects q, k and v first, then q-norm and k-norm (round g's gemma-3-1b trace); Qwen3
+        # norms each projection as it comes (round c)
+        proj_first = m.qk_norm and m.norm_kind == "gemma"
         for name, n, heads in (("q", q, Hq), ("k", kv, KV), ("v", kv, KV)):
             b.gemm(f"{name}_proj", T, n, H, bias=m.qkv_bias)
             b.view(f"{name}.view_transpose", 2)
-            if m.qk_norm and name != "v":
+            if m.qk_norm and name != "v" and not proj_first:
                 norm(b, f"{name}_norm", T * heads, hd)
+        if proj_first:
+            norm(b, "q_norm", T * Hq, hd)
+            norm(b, "k_norm", T * KV, hd)
     b.view("rope.unsqueeze", 2)
     rope(b, "rope_q", Hq)
     rope(b, "rope_k", KV)
     rep = Hq // KV
     if cache == "static":
         keys = keys_of(m, layer, slots)
-        b.ew("cache.arange", 1, 0, 8)
-        b.ew("cache.pos_add", 1, 8, 8)
-        sliding = m.sliding_at(layer)  # round f: a sliding layer's cache advances its position after the writes
-        if not sliding:
-            b.ew("cache.pos_add_", 1, 8, 8)
-        b.copy("cache.index_copy_k", T * kv, e, e)
-        b.copy("cache.index_copy_v", T * kv, e, e)
-        if sliding:
-            b.ew("cache.pos_add_", 1, 8, 8)
+        sliding = m.sliding_at(layer)
+        if sliding and s.ctx >= keys:
+            # a sliding layer whose window is full (the new position >= its min(window, slots) slots): the cache
+            # rolls by one and the new token is written into the last slot, no position arithmetic (round g,
+            # gemma-3-1b at ctx 512 = its window: roll, roll, index_put_, index_put_)
+            for t in ("k", "v"):
+                b.copy(f"cache.roll_{t}", s.seqs * KV * keys * hd, e, e)
+            for t in ("k", "v"):
+                b.copy(f"cache.index_put_{t}", T * kv, e, e)
+        else:
+            b.ew("cache.arange", 1, 0, 8)
+            b.ew("cache.pos_add", 1, 8, 8)
+            if not sliding:  # round f: a sliding layer's cache advances its position after the writes
+                b.ew("cache.pos_add_", 1, 8, 8)
+            b.copy("cache.index_copy_k", T * kv, e, e)
+            b.copy("cache.index_copy_v", T * kv, e, e)
+            if sliding:
+                b.ew("cache.pos_add_", 1, 8, 8)
         # a verify step (q_len > 1): the repeat_kv copies and SDPA's mask kernels are parts of the measured
         # hf_static verify-attention block (costs.py prices them inside it where the profile has that table)
         part = verify_part(m, s)
-        if rep > 1:  # repeat_kv: SDPA gets a mask, so no enable_gqa; an expand + reshape copies every slot
+        # repeat_kv: SDPA gets a mask, so no enable_gqa; an expand + reshape copies every slot, except with one kv
+        # head, where the reshape of the expanded [B, 1, rep, S, D] is a view (round g: gemma-3-1b launches no copy)
+        if rep > 1 and KV > 1:
             for t in ("k", "v"):
                 b.view(f"repeat_kv_{t}.expand", 1)
                 n = s.seqs * Hq * keys * hd
@@ -340,7 +369,7 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
         verify_block_op(b, keys)
     else:
         attention_op(b, "attention", P.EAGER_ATTENTION, keys, heads_sdpa, masked, table_kv_heads=KV)
-    if s.seqs * heads_sdpa <= CUDNN_SPLIT_MAX:
+    if s.seqs * heads_sdpa <= CUDNN_SPLIT_MAX and keys > CUDNN_SPLIT_MIN_KEYS:
         # its launch and GPU time are inside the attention op's measured figures (the profile's SDPA host path
         # and attention table were taken at batch 1 where cuDNN splits too)
         b.ops.append(Op("attention.split_kv_reduce", OpClass.REDUCTION, P.EAGER_REDUCTION, s.attn_tokens * Hq * hd,

@@ -4,9 +4,10 @@ Fusion levels (names are part of the interface):
 - `none`: Hugging Face transformers-style eager decoder (RMSNorm as 8 kernels, separate projections,
   RoPE via rotate_half, q/k-norm where the model has it, static KV-cache writes, SDPA with GQA).
 - `packed`: as `none` but QKV is one GEMM and gate/up is one GEMM.
-- `compiled`: what torch.compile (Inductor) leaves: GEMMs and attention stay, neighbouring
-  elementwise/reduction ops fuse into one Triton kernel each (lists checked against torch.profiler
-  on an H200 with torch 2.11: calibration/measured/h200-decode.json).
+- `compiled`: what torch.compile (Inductor) leaves of the `none` list: simulator/model/inductor.py's fusion pass
+  (GEMMs and attention extern, pointwise chains and reductions fused with their producers/consumers), checked
+  kernel by kernel against Inductor's output on an H200 with torch 2.11 (calibration/validation/inductor.md:
+  round a's 28-layer qwen3-0.6b steps, round f's reference and transformers steps, dynamic True and False).
 - `fused`: a serving engine's hand-fused custom ops (fused add-RMSNorm, fused RoPE + cache write,
   silu_and_mul, one attention kernel, packed QKV and gate/up).
 The per-layer kernel lists below are the model; calibration/reference_decoder.py implements the
@@ -16,6 +17,7 @@ same lists in PyTorch so that the profiler can check the counts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
@@ -80,8 +82,8 @@ class _Builder:
     def __init__(self, m: ModelSpec, shape: StepShape):
         self.m, self.s, self.ops = m, shape, []
         self.e = m.dtype_bytes
-        self.pending_embedding = 0.0  # compiled: embedding bytes folded into the first fused norm
         self.tp = tp_of(m)  # tensor parallelism: `m` is one GPU's shard (simulator/model/parallel.py)
+        self.quant_fusion: str | None = None
 
     def add(self, name, cls, path, flops=0.0, nbytes=0.0, **shape):
         self.ops.append(Op(name, cls, path, float(flops), float(nbytes), tuple(sorted(shape.items()))))
@@ -100,7 +102,9 @@ class _Builder:
                  **bx)
 
     def quant(self, site, rows, k, fusion):
-        quant_ops(self, site, rows, k, fusion)  # fp8 only (simulator/model/dtype.py)
+        # fp8 only (simulator/model/dtype.py); `quant_fusion`: the level whose quant kernels the step launches (the
+        # reference `compiled` step is built as `none` and then compiled: its quant kernels are Inductor's)
+        quant_ops(self, site, rows, k, self.quant_fusion or fusion)
 
     def ew(self, name, elems, in_b, out_b, path=P.EAGER_ELEMENTWISE, cls=OpClass.ELEMENTWISE):
         """An elementwise-like kernel touching `elems` elements, `in_b` bytes read and `out_b` written each."""
@@ -236,41 +240,6 @@ def _layer_eager(b: _Builder, packed: bool, layer: int = 0) -> None:
     b.ew("residual_add", T * H, 2 * e, e)
 
 
-def _layer_compiled(b: _Builder) -> None:
-    """Inductor's partition of the eager layer: each run of pointwise/reduction ops between two
-    extern kernels (GEMM, attention) becomes one Triton kernel."""
-    m, T, e = b.m, b.s.tokens, b.e
-    H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
-    C, X = P.COMPILED, P.COMPILED_EXTERN  # Triton kernels; extern calls (aten GEMM / attention) from the wrapper
-    first = b.pending_embedding  # layer 0's norm also does the embedding gather (Inductor fuses them)
-    b.pending_embedding = 0.0
-    b.red("add_rmsnorm", T * H, 3 * e + first / max(T * H, 1), e, path=C)
-    b.quant("norm", T, H, "compiled")
-    b.gemm("q_proj", T, q, H, path=X)
-    b.gemm("k_proj", T, kv, H, path=X)
-    b.gemm("v_proj", T, kv, H, path=X)
-    if m.qk_norm:  # measured (torch 2.11): q-norm+RoPE, k-norm, and RoPE-k+cache write are three kernels
-        b.red("qk_norm_rope_q", T * q, 2 * e, e, path=C)
-        b.red("k_norm", T * kv, e, e, path=C)
-        b.ew("rope_k_cache_write_k", T * kv, 2 * e, 2 * e, path=C)
-    else:
-        b.red("rope_q", T * q, 2 * e, e, path=C)
-        b.red("rope_k_cache_write_k", T * kv, 2 * e, 2 * e, path=C)
-    b.copy("cache_write_v", T * kv, e, e, path=C)
-    b.attention(X)
-    b.quant("attn", T, q, "compiled")
-    b.gemm("o_proj", T, H, q, path=X)
-    b.all_reduce("o_proj.all_reduce", T)
-    b.red("add_rmsnorm", T * H, 3 * e, 2 * e, path=C)
-    b.quant("norm", T, H, "compiled")
-    b.gemm("gate_proj", T, I, H, path=X)
-    b.gemm("up_proj", T, I, H, path=X)
-    b.ew("silu_mul", T * I, 2 * e, e, path=C)
-    b.quant("silu", T, I, "compiled")
-    b.gemm("down_proj", T, H, I, path=X)
-    b.all_reduce("down_proj.all_reduce", T)
-
-
 def _layer_fused(b: _Builder, layer: int = 0) -> None:
     """vLLM-style custom ops: 9 kernels per layer (q/k-norm folds into the RoPE kernel); Gemma's post-sublayer
     norms are two more RMSNorm kernels (vLLM's Gemma2: the post norms take no residual), biases fold into the
@@ -368,24 +337,16 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
                             "an MoE layer was not measured): use none, packed or fused")
     if impl == "hf":
         return _build_hf(model, shape, fusion, cache, slots, compile_dynamic, positions)
-    if fusion == "compiled" and R.family_extras(model):
-        raise WorkloadError(f"fusion 'compiled' of implementation 'reference' is the measured Inductor list of a "
-                            f"llama / qwen3 layer; {model.name} ({model.family}) has "
-                            f"{', '.join(R.family_extras(model))}: use implementation 'hf'")
     b = _Builder(model, shape)
-    T, H, e = shape.tokens, model.hidden_size, model.dtype_bytes
-    eager = fusion in V.EAGER_FUSIONS
+    T, H = shape.tokens, model.hidden_size
+    # reference `compiled`: the `none` list of the same step, then Inductor's fusion pass (simulator/model/inductor.py
+    # compile_ops, checked against Inductor's kernels on the H200: calibration/validation/inductor.md); its fp8
+    # activation-quant kernels are the compiled ones (dtype.py)
+    eager = fusion in V.EAGER_FUSIONS or fusion == "compiled"
     if fusion == "compiled":
-        # measured: Inductor fuses the embedding gather into layer 0's RMSNorm kernel; the rotary
-        # preamble is one Triton kernel (positions to fp32) plus the extern bmm; cos/sin are
-        # recomputed inside each layer's RoPE kernels.
-        b.pending_embedding = float(T * (H * e + 8))
-        b.ew("rotary_pos", T, 8, 4, path=P.COMPILED)
-        b.gemm("rotary.matmul", T, model.head_dim // 2, 1, path=P.COMPILED_EXTERN)
-        b.all_reduce("embedding.all_reduce", T)  # tp > 1: the vocab-parallel embedding's partial rows
-    else:
-        R.embedding(b, scale_path=P.CUSTOM_OP if fusion == "fused" else P.EAGER_ELEMENTWISE)
-        b.all_reduce("embedding.all_reduce", T)
+        b.quant_fusion = "compiled"
+    R.embedding(b, scale_path=P.CUSTOM_OP if fusion == "fused" else P.EAGER_ELEMENTWISE)
+    b.all_reduce("embedding.all_reduce", T)
     if eager:
         for _ in range(model.rope_sets):
             _rotary_preamble_eager(b)
@@ -393,28 +354,34 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
     def layer(i):
         if eager:
             _layer_eager(b, packed=(fusion == "packed"), layer=i)
-        elif fusion == "compiled":
-            _layer_compiled(b)
         else:
             _layer_fused(b, layer=i)
 
-    _layers(b, model, shape, layer, fresh_first=fusion == "compiled")
+    _layers(b, model, shape, layer, fresh_first=False)
     # logits for each sequence's last token (each of a verify sequence's q_len tokens) and each padding row
     last = shape.decode_seqs * shape.q_len + shape.prefill_seqs + shape.padding
     if eager:
         R.norm(b, "final_norm", T, H)
         b.gemm("lm_head", last, model.vocab_size, H)
-    elif fusion == "compiled":
-        b.red("final_add_rmsnorm", T * H, 3 * e, e, path=P.COMPILED)
-        b.gemm("lm_head", last, model.vocab_size, H, path=P.COMPILED_EXTERN)
     else:
-        b.red("final_add_rmsnorm", T * H, 3 * e, e, path=P.CUSTOM_OP)
+        b.red("final_add_rmsnorm", T * H, 3 * model.dtype_bytes, model.dtype_bytes, path=P.CUSTOM_OP)
         b.gemm("lm_head", last, model.vocab_size, H)
     b.all_gather_logits(last)
     R.softcap(b, last, path=P.EAGER_ELEMENTWISE)
+    ops = tuple(b.ops)
+    if fusion == "compiled":
+        ops = _compiled(ops, compile_dynamic)
     label = f"{model.name} {fusion} seqs={shape.seqs} tokens={T} ctx={shape.ctx}" + (
         f" q_len={shape.q_len}" if shape.q_len > 1 else "")
-    return Step(tuple(b.ops), label=label, layers=model.num_hidden_layers, tokens=T)
+    return Step(ops, label=label, layers=model.num_hidden_layers, tokens=T)
+
+
+@lru_cache(maxsize=128)
+def _compiled(ops: tuple[Op, ...], dynamic: bool) -> tuple[Op, ...]:
+    """Inductor's pass over an eager op list (pure, so memoised: a sweep builds the same step many times)."""
+    from simulator.model.inductor import compile_ops
+
+    return tuple(compile_ops(ops, dynamic))
 
 
 def layers_repeat(model: ModelSpec, shape: StepShape, slots: int | None = None) -> bool:

