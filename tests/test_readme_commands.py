@@ -11,18 +11,25 @@ How each line is treated:
   `.ci/run` calls exactly that command.
 - A line whose comment says `exit code N` must exit with N; every other command must exit 0.
 - Commands that need a CUDA GPU (`launchsim calibrate`, `launchsim measure`) are skipped, with a note.
-- Slow commands are SHORTENED by flags this test appends (see SHORTEN): fewer host-noise replicates and memory
-  budgets of the grid scenarios. Serving and capacity commands run as written (about 2 s and 25 s): their figures are checked.
+- Slow commands are SHORTENED by flags this test appends (see SHORTEN): fewer memory budgets and graph modes of the
+  grid sweeps. Everything else runs as written (serving and capacity about 2 s and 25 s): its figures are checked.
 
 The README's figures are checked against what the commands print (issue 22, item 2), so a stale figure fails:
 - a command's notes (its trailing `# ...` comment and the comment-only lines right after it) that quote
   `"key": value` pairs are compared with the command's JSON output (`--json`); notes that quote output lines
   (`#   text`, three spaces) must appear in its output (whitespace collapsed); notes of a SHORTENED command
   are not compared (it printed something else), and the test lists them;
-- figures in the prose are listed in PROSE: a pattern on the README text, the README command whose output
-  holds them, and where in that output (the result.json it writes with --out: the numbers it prints);
+- an output block (a plain fenced block) mapped in OUTPUTS to a README command: every line of it must be in that
+  command's output (whitespace collapsed);
+- figures in the prose and tables are listed in PROSE: a pattern on the README text, the README command(s) whose
+  output holds them (None: the shipped profile, which no command prints, read directly), what to read ("stdout":
+  its JSON, "stdout:text", or a file it wrote), and per named group how to get the figure from it;
 - tolerance: half a unit of the last digit the README quotes (a figure quoted as 5.075 must be within
-  0.0005 of the command's value), so a figure matches exactly when rounded as quoted.
+  0.0005 of the command's value), so a figure matches exactly when rounded as quoted; "sig": an integer quoted
+  rounded (~1,600) to its last non-zero digit; "bound": the quoted figure bounds the value ("within ±5 %");
+- every other number of the README must be named no figure by NOT_FIGURES (inputs, parameters, names, formulas,
+  with the reason): test_every_readme_number_is_checked_or_named fails on a number nothing covers
+  (`python scripts/readme_figures.py` lists the inventory).
 """
 
 from __future__ import annotations
@@ -121,9 +128,9 @@ PROSE: list[tuple[str, str, str, dict]] = [
 
 def rx(pattern: str, group: int | str = 1, scale: float = 1.0):
     """A getter for a text output: the number `pattern`'s group matches in it (a space in the pattern matches any
-    run of whitespace; `^` a line start), or None when the output does not print it."""
+    run of whitespace; `^` a line start; `(?s)` to let `.` cross lines), or None when the output does not print it."""
     def get(out: str):
-        m = re.search(pattern.replace(" ", r"\s+"), out, flags=re.M | re.S)
+        m = re.search(pattern.replace(" +", " ").replace(" ", r"\s+"), out, flags=re.M)
         return None if m is None else _num(m.group(group)) * scale
     return get
 
@@ -131,7 +138,7 @@ def rx(pattern: str, group: int | str = 1, scale: float = 1.0):
 def rx_all(pattern: str, reduce, group: int = 1):
     """A getter: `reduce` (min, max, len, ...) of the numbers `pattern`'s group matches on every line it matches."""
     def get(out: str):
-        vals = [_num(m.group(group)) for m in re.finditer(pattern.replace(" ", r"[ \t]+"), out, flags=re.M)]
+        vals = [_num(m.group(group)) for m in re.finditer(pattern.replace(" +", " ").replace(" ", r"[ \t]+"), out, flags=re.M)]
         return reduce(vals) if vals else None
     return get
 
@@ -271,8 +278,11 @@ def _spec_verify_range(d, pick):
     return -_signed_extreme(e, pick)  # quoted as "under-predicted N %"
 
 
-_S13_ROW = r"32 layers x {k} kernels │ (\d+) │ ([\d.]+) │ ([\d.]+) │ ([\d.]+) │ ([\d.]+) │"
-_FG_ROW = r"32 layers x 11 kernels │ {case} +│ +(\d+) │ +(\d+) │ +([\d.]+) │ +([\d.]+) │ +([\d.]+) │ +([\d.]+) │ +\w+ +│ +([\d.]+) │"
+
+
+def _fg(d, toggles: str, batch: int = 1):
+    """s13_fusion_graphs' result row of `toggles` at `batch`."""
+    return next(r for r in d["rows"] if r["toggles"] == toggles and r["batch"] == batch)
 
 PROSE += [
     # the opening and "One step"
@@ -311,20 +321,20 @@ PROSE += [
     (r"\((?P<L>\d+) layers × (?P<k>\d+) kernels = (?P<n>\d+) launches × (?P<us>\d+) µs = (?P<cpu>[\d.]+) ms of host "
      r"time, GPU busy (?P<gpu>[\d.]+) ms, CPU-bound, GPU utilisation (?P<g2>[\d.]+)/(?P<st>[\d.]+) = (?P<u>[\d.]+)%; "
      r"(?P<k11>\d+) kernels per layer: (?P<n11>\d+) × (?P<us2>\d+) µs = (?P<cpu11>[\d.]+) ms\)",
-     "launchsim run scenarios/s13_launch_bound.yaml --out out/s13_launch_bound", "stdout:text",
-     {"L": rx(r"(\d+) layers x 9 kernels"), "k": rx(r"\d+ layers x (9) kernels"),
-      "n": rx(_S13_ROW.format(k=9), 1), "cpu": rx(_S13_ROW.format(k=9), 2), "gpu": rx(_S13_ROW.format(k=9), 3),
-      "g2": rx(_S13_ROW.format(k=9), 3), "st": rx(_S13_ROW.format(k=9), 4), "u": rx(_S13_ROW.format(k=9), 5, 100),
-      "us": lambda o: rx(_S13_ROW.format(k=9), 2)(o) / rx(_S13_ROW.format(k=9), 1)(o) * 1e3,  # µs per launch
-      "k11": rx(r"\d+ layers x (11) kernels"), "n11": rx(_S13_ROW.format(k=11), 1),
-      "us2": lambda o: rx(_S13_ROW.format(k=11), 2)(o) / rx(_S13_ROW.format(k=11), 1)(o) * 1e3,
-      "cpu11": rx(_S13_ROW.format(k=11), 2)}),
+     "launchsim run scenarios/s13_launch_bound.yaml --out out/s13_launch_bound", "out/s13_launch_bound/result.json",
+     {"L": lambda d: d["rows"][0]["layers"], "k": lambda d: d["rows"][0]["kernels_per_layer"],
+      "n": lambda d: d["rows"][0]["launches"], "us": lambda d: d["rows"][0]["launch_us"],
+      "cpu": lambda d: d["rows"][0]["cpu_ms"], "gpu": lambda d: d["rows"][0]["gpu_ms"], "g2": lambda d: d["rows"][0]["gpu_ms"],
+      "st": lambda d: d["rows"][0]["step_ms"], "u": lambda d: 100 * d["rows"][0]["gpu_utilization"],
+      "k11": lambda d: d["rows"][1]["kernels_per_layer"], "n11": lambda d: d["rows"][1]["launches"],
+      "us2": lambda d: d["rows"][1]["launch_us"], "cpu11": lambda d: d["rows"][1]["cpu_ms"]}),
     (r"seed's (?P<a>\d+) → (?P<b>\d+) kernels-per-layer fusion table \(batch (?P<bt>\d+): (?P<un>[\d.]+) ms "
      r"unoptimised, (?P<t>[\d.]+) ms with either toggle, (?P<x>[\d.]+)×\)",
-     "launchsim run scenarios/s13_fusion_graphs.yaml --out out/s13_fusion_graphs", "stdout:text",
-     {"a": rx(r"32 layers x (\d+) kernels"), "b": rx(_FG_ROW.format(case="fusion"), 2, 1 / 32),  # launches / 32 layers
-      "bt": rx(_FG_ROW.format(case="unoptimised"), 1), "un": rx(_FG_ROW.format(case="unoptimised"), 6),
-      "t": rx(_FG_ROW.format(case="graph"), 6), "x": rx(_FG_ROW.format(case="graph"), 8)}),
+     "launchsim run scenarios/s13_fusion_graphs.yaml --out out/s13_fusion_graphs", "out/s13_fusion_graphs/result.json",
+     {"a": lambda d: _fg(d, "unoptimised")["kernels_per_layer"], "b": lambda d: _fg(d, "fusion")["kernels_per_layer"],
+      "bt": lambda d: _fg(d, "unoptimised")["batch"], "un": lambda d: _fg(d, "unoptimised")["step_ms"],
+      "t": lambda d: max(_fg(d, "graph")["step_ms"], _fg(d, "fusion")["step_ms"]),
+      "x": lambda d: min(_fg(d, "graph")["speedup_vs_unoptimised"], _fg(d, "fusion")["speedup_vs_unoptimised"])}),
     # key figures: the shipped profile
     (r"host per eager op (?P<el>[\d.]+) µs \(elementwise\) to (?P<sd>[\d.]+) µs \(SDPA\), view (?P<v>[\d.]+) µs "
      r"\(isolated microbenchmark × the measured mixed-block factor (?P<f>[\d.]+)\); compiled call (?P<ce>[\d.]+) µs \+ "
@@ -415,7 +425,7 @@ PROSE += [
      r"\((?P<lo>\d+)–(?P<hi>\d+) nodes\)", _ST, "stdout:text",
      {"q": rx(r"^compile static cold +qwen3-0\.6b +(\d+) layers, \d+ nodes .*derived"),
       "l1": rx(r"^compile static cold +llama3-8b +(\d+) layers, \d+ nodes .*derived"),
-      "l2": rx(r"^compile static cold +llama3-8b +\d+ layers.*?^compile static cold +llama3-8b +(\d+) layers, \d+ "
+      "l2": rx(r"(?s)^compile static cold +llama3-8b +\d+ layers.*?^compile static cold +llama3-8b +(\d+) layers, \d+ "
                r"nodes [^\n]*derived"),
       "lo": _startup_nodes("compile static cold", "derived", min), "hi": _startup_nodes("compile static cold", "derived", max)}),
     (r"\(qwen3-0\.6b (?P<q>\d+) layers, llama3-8b (?P<l>\d+) layers: (?P<qn>[\d,]+) and (?P<ln>[\d,]+) nodes\)",
@@ -446,11 +456,8 @@ PROSE += [
     (r"shape \((?P<a>\d+)–(?P<b>\d+) ms per size on llama3-8b\)", _ST, "stdout:text",
      {"a": rx(r"first runs of a new shape, (\d+)-(\d+) ms"), "b": rx(r"first runs of a new shape, (\d+)-(\d+) ms", 2)}),
     # tensor parallelism: the assumed NCCL latency the profile carries
-    (r"small-message latency \((?P<a>\d+)/(?P<b>\d+)/(?P<c>\d+) µs at (?P<n2>\d)/(?P<n4>\d)/(?P<n8>\d) GPUs\)", None,
-     _PROFILE, {**{g: (lambda i: lambda d: sorted(d["device"]["collective"]["nccl_latency_us"].values())[i])(i)
-                   for g, i in zip("abc", range(3))},
-                **{g: (lambda i: lambda d: sorted(int(k) for k in d["device"]["collective"]["nccl_latency_us"])[i])(i)
-                   for g, i in zip(("n2", "n4", "n8"), range(3))}}),
+    (r"small-message latency \((?P<a>\d+)/(?P<b>\d+)/(?P<c>\d+) µs at 2/4/8 GPUs\)", None, _PROFILE,
+     {g: (lambda n: lambda d: d["device"]["collective"]["nccl_latency_us"][n])(n) for g, n in zip("abc", "248")}),
     # FP8 and MoE
     (r"fp8 GEMM table vs (?P<h>\d+) held-out M points it never saw: MAPE (?P<m>[\d.]+)%, (?P<w>\d+)/(?P<n0>\d+) within (?P<t>\d+)%, worst "
      r"(?P<x>[-−][\d.]+)% \(n (?P<n>\d+), k (?P<k>\d+), M (?P<M>\d+):", _MOE, "stdout:text",
@@ -458,8 +465,8 @@ PROSE += [
       **{g: rx(r"MAPE ([\d.]+)%, (\d+)/(\d+) within (\d+)%, worst ([-+][\d.]+)% \(n (\d+), k (\d+), M (\d+):", i)
          for g, i in zip(("m", "w", "n0", "t", "x", "n", "k", "M"), range(1, 9))}}),
     (r"seeded routed decode batches: MAPE (?P<m>[\d.]+)%, worst (?P<x>[-−][\d.]+)%", _MOE, "stdout:text",
-     {"m": rx(r"## Grouped GEMM.*?MAPE ([\d.]+)%, worst ([-+][\d.]+)%", 1),
-      "x": rx(r"## Grouped GEMM.*?MAPE ([\d.]+)%, worst ([-+][\d.]+)%", 2)}),
+     {"m": rx(r"(?s)## Grouped GEMM.*?MAPE ([\d.]+)%, worst ([-+][\d.]+)%", 1),
+      "x": rx(r"(?s)## Grouped GEMM.*?MAPE ([\d.]+)%, worst ([-+][\d.]+)%", 2)}),
     (r"Qwen3-MoE cut to (?P<L>\d+) layers \(ctx (?P<c>\d+)\)", _MOE, "stdout:text",
      {"L": rx(r"Qwen3-MoE, (\d+) layers, ctx (\d+)"), "c": rx(r"Qwen3-MoE, (\d+) layers, ctx (\d+)", 2)}),
     (r"the sparse block per layer (?P<p1>[\d.]+) / (?P<p8>[\d.]+) / (?P<p64>[\d.]+) µs predicted vs (?P<m1>[\d.]+) / "
@@ -596,6 +603,7 @@ NOT_FIGURES: list[tuple[str, str]] = [
     (r"batch ≥ (?P<n>8) at q_len ≥ (?P<m>2)", "the rows the range covers (inputs)"),
     (r"batch ≥ 8 at q_len ≥ 2", "the rows the range covers (inputs)"),
     (r"median of (?P<n>3)", "the benchmark's method (runs per target)"),
+    (r"µs at (?P<n>2/4/8) GPUs", "tensor-parallel sizes (inputs)"),
 ]
 
 
@@ -828,8 +836,11 @@ def test_every_readme_command_runs_verbatim(tmp_path):
     repo = tmp_path / "clone"
     repo.mkdir()
     _fresh_copy(repo)
-    (repo / ".venv").mkdir()
-    (repo / ".venv" / "bin").symlink_to(bin_dir, target_is_directory=True)
+    if (bin_dir.parent / "pyvenv.cfg").exists():  # a venv: link it whole, so `python` in it finds its packages
+        (repo / ".venv").symlink_to(bin_dir.parent, target_is_directory=True)
+    else:
+        (repo / ".venv").mkdir()
+        (repo / ".venv" / "bin").symlink_to(bin_dir, target_is_directory=True)
     env = {**os.environ, "PATH": _path_without_launchsim(), "COLUMNS": "100", "LAUNCHSIM_DEBUG": ""}
     env.pop("VIRTUAL_ENV", None)
     ran, notes = 0, []
