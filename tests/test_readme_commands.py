@@ -791,17 +791,20 @@ def shorten(cmd: str) -> str:
     return " && ".join(parts)
 
 
-def _fresh_copy(dst: Path) -> None:
+def _fresh_copy(dst: Path) -> list[str]:
     try:
         files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
                                capture_output=True).stdout.decode().split("\0")
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("needs git to list the repository's files")
+    copied = []
     for f in filter(None, files):
         src = ROOT / f
         if src.is_file():
             (dst / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst / f)
+            copied.append(f)
+    return copied
 
 
 def _venv_bin() -> Path:
@@ -835,7 +838,7 @@ def test_every_readme_command_runs_verbatim(tmp_path):
     bin_dir = _venv_bin()
     repo = tmp_path / "clone"
     repo.mkdir()
-    _fresh_copy(repo)
+    files = _fresh_copy(repo)
     if (bin_dir.parent / "pyvenv.cfg").exists():  # a venv: link it whole, so `python` in it finds its packages
         (repo / ".venv").symlink_to(bin_dir.parent, target_is_directory=True)
     else:
@@ -877,6 +880,8 @@ def test_every_readme_command_runs_verbatim(tmp_path):
         ran += 1
         notes.append(f"{time.perf_counter() - t0:6.2f} s  {run}")
     assert ran >= 10, f"only {ran} README commands ran"
+    rewritten = [f for f in files if not (repo / f).is_file() or (repo / f).read_bytes() != (ROOT / f).read_bytes()]
+    assert not rewritten, f"README commands rewrote files of the repository (issue 22 item 7): {rewritten[:10]}"
     stale += check_prose(text, repo, unshortened) + check_outputs(text, unshortened)
     assert not stale, "README figures that the commands no longer print:\n  " + "\n  ".join(stale)
     print("\n".join(notes))
@@ -919,3 +924,25 @@ def test_every_readme_number_is_checked_or_named():
                            + "\n  ".join(f"line {e.figure.line}: {e.figure.text} | {e.context[:100]}" for e in uncovered))
     for pat, reason in NOT_FIGURES:  # no stale rule
         assert re.search(pat.replace(" ", r"\s+"), text), f"NOT_FIGURES rule /{pat}/ ({reason}) matches nothing"
+
+
+def test_inventory_names_what_covers_each_number():
+    """The inventory on a small README: command arguments and names are no figures; a compared note, an output
+    block line and a PROSE group are checked; a number nothing covers is reported (and a NOT_FIGURES rule names one)."""
+    from tests.readme_figures import inventory
+
+    text = ("Intro: qwen3-0.6b's q_len-4 step runs 4.17 ms here, and 12 things.\n\n```bash\nlaunchsim predict --batch 8 --json"
+            "   # \"step_ms\": 4.172\nlaunchsim validate x.json   # \"mape\": 3.1\n```\n\n```\nrow 1615 kernels\n```\n"
+            "Built with `--ctx 511` and issue 7.\n")
+    prose = [(r"runs (?P<ms>[\d.]+) ms", "launchsim predict --batch 8 --json", "stdout", {"ms": lambda d: d["step_ms"]})]
+    entries = inventory(text, prose=prose, outputs=[(r"^row", "launchsim predict --batch 8 --json")],
+                        not_figures=[(r"issue (?P<n>\d+)", "an issue number")],
+                        compared=lambda c: None if c.startswith("launchsim validate") else "run unshortened",
+                        strip_comment=_strip_comment, pair_rx=_PAIR)
+    got = {e.figure.text: e.check or "UNCOVERED" for e in entries}
+    assert "0.6" not in got and got["4"].startswith("not a figure: part of a name")  # no number inside a word
+    assert got["4.17"].startswith("PROSE")
+    assert got["12"] == "UNCOVERED" and got["8"].startswith("not a figure: an argument")
+    assert got["4.172"].startswith("JSON note") and got["3.1"] == "UNCOVERED"  # a shortened command's note: unchecked
+    assert got["1615"].startswith("output block") and got["511"].startswith("not a figure: inline code")
+    assert got["7"] == "not a figure: an issue number"
