@@ -607,6 +607,98 @@ NOT_FIGURES: list[tuple[str, str]] = [
 ]
 
 
+# calibration/README.md (the main README links it for "every figure's source and the full tables"): its two result
+# tables and the figures beside them are compared with the same README commands' outputs (the rest of that file is
+# the method and a dated snapshot of the measurements: it says so at its top).
+CALIB_README = ROOT / "calibration" / "README.md"
+
+
+def _vboth(mode: str, key: str = "mape_pct", run: str = "round b"):
+    """(isolated, pipelined) getters of a validation summary figure."""
+    return (_vsum(run, f"{mode} [isolated]", key), _vsum(run, f"{mode} [pipelined]", key))
+
+
+def _eager_b(d):
+    return [r["error_pct"] for r in d["rows"] if r["source"] == "round b" and r["mode"] == "eager"
+            and r["regime"] == "isolated" and r["split"] == "validation"]
+
+
+_GR, _GRP = _vboth("graph replay")
+_GRA, _GRAP = _vboth("graph replay", run="round a (other machine)")
+_CG, _CGP = _vboth("compiled + graph")
+_CN, _CNP = _vboth("compiled, no graph")
+_EG, _EGP = _vboth("eager")
+_EGA, _EGAP = _vboth("eager", run="round a (other machine)")
+CALIB_PROSE: list[tuple[str, str, str, dict]] = [
+    (r"\| graph replay, none/packed \(isolated / pipelined\) \| (?P<n>\d+) \| (?P<i>[\d.]+) % / (?P<p>[\d.]+) % \| "
+     r"(?P<na>\d+) \| (?P<ia>[\d.]+) % / (?P<pa>[\d.]+) % \| ≤ (?P<t>\d+) % \|", _VR, _VRJ,
+     {"n": _vsum("round b", "graph replay [isolated]", "rows"), "i": _GR, "p": _GRP,
+      "na": _vsum("round a (other machine)", "graph replay [isolated]", "rows"), "ia": _GRA, "pa": _GRAP,
+      "t": _vsum("round b", "graph replay [isolated]", "target_pct")}),
+    (r"\| compiled \(dynamic\) \+ graph \| (?P<n>\d+) \| (?P<i>[\d.]+) % / (?P<p>[\d.]+) % \| – \| – \| ≤ (?P<t>\d+) % \|",
+     _VR, _VRJ, {"n": _vsum("round b", "compiled + graph [isolated]", "rows"), "i": _CG, "p": _CGP,
+                 "t": _vsum("round b", "compiled + graph [isolated]", "target_pct")}),
+    (r"\| compiled \(dynamic\), no graph \| (?P<n>\d+) \| (?P<i>[\d.]+) % / (?P<p>[\d.]+) % \| – \| – \| ≤ (?P<t>\d+) % \|",
+     _VR, _VRJ, {"n": _vsum("round b", "compiled, no graph [isolated]", "rows"), "i": _CN, "p": _CNP,
+                 "t": _vsum("round b", "compiled, no graph [isolated]", "target_pct")}),
+    (r"\| eager none/packed \(isolated / pipelined\) \| (?P<n>\d+) \| (?P<i>[\d.]+) % / (?P<p>[\d.]+) % \(median "
+     r"(?P<md>[\d.]+) %\) \| (?P<na>\d+) \| (?P<ia>[\d.]+) % / (?P<pa>[\d.]+) % \| ≤ (?P<t>\d+) % \|", _VR, _VRJ,
+     {"n": _vsum("round b", "eager [isolated]", "rows"), "i": _EG, "p": _EGP,
+      "md": _vsum("round b", "eager [isolated]", "median_abs_error_pct"),
+      "na": _vsum("round a (other machine)", "eager [isolated]", "rows"), "ia": _EGA, "pa": _EGAP,
+      "t": _vsum("round b", "eager [isolated]", "target_pct")}),
+    (r"\| compiled static \(dynamic=False\) \+ graph \| (?P<n>\d+) \| (?P<m>[\d.]+) % \| – \| – \| ≤ (?P<t>\d+) %", _VR, _VRJ,
+     {"n": _vsum("round b", "compiled static + graph [isolated]", "rows"),
+      "m": _vsum("round b", "compiled static + graph [isolated]", "mape_pct"),
+      "t": _vsum("round b", "compiled static + graph [isolated]", "target_pct")}),
+    (r"\| compiled static, no graph \| (?P<n>\d+) \| (?P<m>[\d.]+) % \| – \| – \| ≤ (?P<t>\d+) %", _VR, _VRJ,
+     {"n": _vsum("round b", "compiled static, no graph [isolated]", "rows"),
+      "m": _vsum("round b", "compiled static, no graph [isolated]", "mape_pct"),
+      "t": _vsum("round b", "compiled static, no graph [isolated]", "target_pct")}),
+    (r"\| kernels per step \(none, packed; ctx 512\) \| (?P<n>\d+) \| (?P<m>[\d.]+) % \| \| \| ≤ (?P<t>\d+) % \|", _VR, _VRJ,
+     {"n": lambda d: len(_kernel_rows(d, None)),
+      "m": lambda d: max(abs(r["kernels_error_pct"]) for r in _kernel_rows(d, None)),
+      "t": lambda d: d["summary"]["kernels"]["target_pct"]}),
+    (r"\| kernels per step, compiled dynamic / static \| (?P<nd>\d+) / (?P<ns>\d+) \| (?P<md>[\d.]+) % / (?P<ms>[\d.]+) % \|",
+     _VR, _VRJ,
+     {"nd": lambda d: len(_kernel_rows(d, True)), "ns": lambda d: len(_kernel_rows(d, False)),
+      "md": lambda d: sum(abs(r["kernels_error_pct"]) for r in _kernel_rows(d, True)) / len(_kernel_rows(d, True)),
+      "ms": lambda d: sum(abs(r["kernels_error_pct"]) for r in _kernel_rows(d, False)) / len(_kernel_rows(d, False))}),
+    (r"with (?P<n>\d+) rows at (?P<hi>[−-]\d+) to (?P<lo>[−-]\d+) %", _VR, _VRJ,
+     {"n": lambda d: sum(e < -35 for e in _eager_b(d)), "hi": lambda d: max(e for e in _eager_b(d) if e < -35),
+      "lo": lambda d: min(_eager_b(d))}),
+    (r"predicts round a's\s+machine within (?P<m>[\d.]+) % \((?P<w>\d+)/(?P<n>\d+) rows within (?P<t>\d+) %\)", _VR, _VRJ,
+     {"m": _vsum("round a (other machine)", "eager [isolated]", "mape_pct"),
+      "w": _vsum("round a (other machine)", "eager [isolated]", "within_target"),
+      "n": _vsum("round a (other machine)", "eager [isolated]", "rows"),
+      "t": _vsum("round a (other machine)", "eager [isolated]", "target_pct")}),
+    (r"(?P<b>\d+) of\s+(?P<n>\d+) round-b medians lie inside the predicted p10–p90 band", _VR, _VRJ,
+     {"b": _vsum("round b", "eager [isolated]", "in_band"), "n": _vsum("round b", "eager [isolated]", "rows")}),
+    (r"\((?P<k>\d+) kernels per qwen3-0\.6b step: 16 per layer \+ 4; matched within (?P<e>[\d.]+) %\)", _VR, _VRJ,
+     {"k": lambda d: _kernel_rows(d, True)[0]["kernels_predicted"],
+      "e": lambda d: max(abs(r["kernels_error_pct"]) for r in _kernel_rows(d, True))}),
+    (r"`dynamic=False` Inductor fuses one more pair per layer \((?P<k>\d+) kernels\)", _VR, _VRJ,
+     {"k": lambda d: min(r["kernels_measured"] for r in _kernel_rows(d, False))}),
+    (r"llama3-8b at batch 512, ctx 128 \((?P<w>[−-][\d.]+) %\); the median error is (?P<m>[\d.]+) %", _VR, _VRJ,
+     {"w": lambda d: rx(r"([-+][\d.]+)%$")(d["runs"]["round b"]["summary"]["graph replay [isolated]"]["worst"]),
+      "m": _vsum("round b", "graph replay [isolated]", "median_abs_error_pct")}),
+    (r"\| 1 \| (?P<ep>[\d.]+) / (?P<em>[\d.]+) ms \| (?P<ee>[−+-][\d.]+) % \| (?P<gp>[\d.]+) / (?P<gm>[\d.]+) ms \| "
+     r"(?P<ge>[−+-][\d.]+) % \|", _HF, "stdout:text",
+     {"ep": _hf_row(1, 1), "em": _hf_row(1, 2), "ee": _hf_row(1, 3), "gp": _hf_row(1, 4), "gm": _hf_row(1, 5),
+      "ge": _hf_row(1, 6)}),
+    (r"\| 8 \| (?P<ep>[\d.]+) / (?P<em>[\d.]+) ms \| (?P<ee>[−+-][\d.]+) % \| (?P<gp>[\d.]+) / (?P<gm>[\d.]+) ms \| "
+     r"(?P<ge>[−+-][\d.]+) % \|", _HF, "stdout:text",
+     {"ep": _hf_row(8, 1), "em": _hf_row(8, 2), "ee": _hf_row(8, 3), "gp": _hf_row(8, 4), "gm": _hf_row(8, 5),
+      "ge": _hf_row(8, 6)}),
+    (r"the same Python ran (?P<a>[\d.]+) ms at batch 1 and (?P<b>[\d.]+) ms at batch 8", _HF, "stdout:text",
+     {"a": _hf_row(1, 2), "b": _hf_row(8, 2)}),
+    (r"HF's step has (?P<h>[\d,]+) kernels at\s+batch 1 against launchsim's (?P<l>[\d,]+) for its own `none` level",
+     _HF, "stdout:text",
+     {"h": rx(r"## Batch 1(?s:.*?)Kernels per step: trace (\d+)"),
+      "l": rx(r"## Batch 1(?s:.*?)launchsim builder \(fusion none\) (\d+)")}),
+]
+
+
 # Output blocks (plain fenced blocks) the README says a command prints: (regex on the block's first line, the
 # README command); every line of the block must be in that command's output (whitespace collapsed).
 OUTPUTS: list[tuple[str, str]] = [
@@ -690,10 +782,10 @@ def check_line_notes(notes: list[str], stdout: str) -> list[str]:
     return bad
 
 
-def check_prose(text: str, repo: Path, ran: dict[str, str]) -> list[str]:
+def check_prose(text: str, repo: Path, ran: dict[str, str], prose=None) -> list[str]:
     """Mismatches between PROSE's figures and the outputs of the commands (`ran`: unshortened command -> stdout)."""
     bad = []
-    for pat, cmd, src, where in PROSE:
+    for pat, cmd, src, where in PROSE if prose is None else prose:
         m = re.search(pat.replace(" ", r"\s+"), text)  # a space in a pattern matches a line break too
         if m is None:
             bad.append(f"README no longer quotes /{pat}/: update PROSE")
@@ -884,6 +976,7 @@ def test_every_readme_command_runs_verbatim(tmp_path):
                  if not (repo / f).is_file() or hashlib.sha256((repo / f).read_bytes()).digest() != h]
     assert not rewritten, f"README commands rewrote files of the repository (issue 22 item 7): {rewritten[:10]}"
     stale += check_prose(text, repo, unshortened) + check_outputs(text, unshortened)
+    stale += [f"calibration/README.md: {b}" for b in check_prose(CALIB_README.read_text(), repo, unshortened, CALIB_PROSE)]
     assert not stale, "README figures that the commands no longer print:\n  " + "\n  ".join(stale)
     print("\n".join(notes))
 
@@ -913,6 +1006,8 @@ def test_figure_checks_catch_a_stale_figure():
         assert re.search(pat.replace(" ", r"\s+"), README.read_text()), pat
     for _, cmd in OUTPUTS:
         assert cmd in commands, cmd
+    for pat, cmd, _, _ in CALIB_PROSE:  # calibration/README.md's checked figures, from the main README's commands
+        assert cmd in commands and re.search(pat.replace(" ", r"\s+"), CALIB_README.read_text()), pat
 
 
 def test_every_readme_number_is_checked_or_named():
