@@ -15,6 +15,7 @@ from simulator.engine.predict import host_band, run_engine
 from simulator.report.html import table_html, write_html
 from simulator.common.jsonfile import write_json
 from simulator.engine.timeline import summarize
+from simulator.model.recipes import FUSIONS_OF
 from simulator.model.workload import decode, kernels_per_layer
 
 
@@ -61,7 +62,9 @@ def run_step_scenario(sc: StepScenario, out: Path | None) -> dict:
 
     tl = predict_setup(base.with_fusion(tl_spec.fusion).with_capture(Capture(tl_spec.graph)),
                        decode(tl_spec.batch, sc.ctx), "des").timeline
-    kpl = {f: kernels_per_layer(model, f) for f in V.values(V.Fusion)}
+    # the scenario's implementation (impl hf: its levels none / compiled and its cache), not always the reference's
+    levels = V.values(V.Fusion) if base.impl is None else FUSIONS_OF[base.impl]
+    kpl = {f: kernels_per_layer(model, f, base.impl, cache=base.cache) for f in levels}
     result = {
         "scenario": sc.model_dump(mode="json"),
         "profile": {"name": prof.name, "source": prof.source, "date": prof.date},
