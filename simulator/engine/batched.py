@@ -48,7 +48,7 @@ class _Pattern:
         # the repeated positions as runs (p, q, length): positions p.. hold the ops of positions q.. (q < p)
         src = self.first[self.inv]
         rep = np.flatnonzero(src != np.arange(self.n))
-        runs = []
+        runs: list[list[int]] = []
         for p in rep.tolist():
             q = int(src[p])
             if runs and runs[-1][0] + runs[-1][2] == p and runs[-1][1] + runs[-1][2] == q:
@@ -96,13 +96,13 @@ class _Row:
         # what decides the launch structure: the pattern and which distinct ops launch kernels, are attention,
         # are trace-timed, take a compiled path
         self.key = (id(pat), tuple(flags))
-        self._host = None
+        self._host: list[float] | None = None
 
-    def host(self, costs) -> list:
+    def host(self, costs) -> list[float]:
         """The distinct ops' host times at the median (`CostModel.host_s`), read only where a plan mode uses them
         (as `lower` does: a graph replay reads none of its ops' host figures)."""
         if self._host is None:
-            h = []
+            h: list[float] = []
             for o, v in zip(self.ops, self._figs):
                 if v[3] is None:
                     v[3] = costs.host_s(o, 0.5)
@@ -266,17 +266,17 @@ def step_seconds(setup, mode: str, shapes: Sequence[StepShape], rows: dict | Non
     memo = {} if rows is None else rows
     figs = {} if figs is None else figs
     patterns: list[_Pattern] = memo.setdefault(_PATTERNS, [])
-    rows = []
+    built: list[_Row] = []
     for s in shapes:
         r = memo.get(s)
         if r is None:
             r = memo[s] = _Row(setup.build(s), costs, patterns, figs)
-        rows.append(r)
-    out = np.empty(len(rows))
+        built.append(r)
+    out = np.empty(len(built))
     groups: dict[tuple, list[int]] = {}
-    for i, r in enumerate(rows):
+    for i, r in enumerate(built):
         groups.setdefault(r.key, []).append(i)
     for idx in groups.values():
-        host, counts, gpu, gap, tail = _lower_rows([rows[i] for i in idx], costs, mode, memo)
+        host, counts, gpu, gap, tail = _lower_rows([built[i] for i in idx], costs, mode, memo)
         out[idx] = _recurrence(host, counts, gpu, gap, tail, costs.queue_depth)
     return out
