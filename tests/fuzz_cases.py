@@ -230,7 +230,7 @@ COMMANDS = {
     "startup": (["startup", "--model", "qwen3-0.6b", "--layout", "1,8", "--fusion", "compiled"],
                 {"--compile": ["jit", ""], "--compile-cache": ["hot"], "--dtype": ["fp4"], "--prefill-layout": ["x"],
                  "--warmups": ["-1", "x"], "--ctx": BAD_INTS + ["0"]}),
-    "optimize": (["optimize", "--dist", "{d}/dist.csv"],
+    "optimize": (["optimize", "--dist", "{d}/dist.csv", "--model", "qwen3-8b"],
                  {"--max-size": BAD_INTS + ["0", "10000000"], "--max-graphs": BAD_INTS + ["0"],
                   "--ctx": BAD_INTS + ["0", "999999999"], "--capture-budget": BAD_FLOATS,
                   "--memory-budget": ["1e999", "x", "-5", "0", "nan", "1e999GiB"], "--objective": ["fast"],
@@ -294,7 +294,7 @@ def flag_cases() -> list[Case]:
 FOLDER_OUT = {
     "run": ["run", "{d}/scenarios/s13_launch_bound.yaml", "--out"],
     "serve": ["serve", "--model", "qwen3-0.6b", "--rate", "2", "--duration", "1", "--out"],
-    "optimize": ["optimize", "--dist", "{d}/dist.csv", "--out"],
+    "optimize": ["optimize", "--dist", "{d}/dist.csv", "--model", "qwen3-8b", "--out"],
     "validate": ["validate", str(ROOT / "calibration/measured/h200-decode.json"), "--replicates", "1", "--out"],
 }
 FILE_OUT = {
@@ -461,10 +461,10 @@ def csv_cases() -> list[Case]:
             "count-huge": "batch,count\n1,1e308\n2,1e308\n", "count-zero": "batch,count\n1,0\n",
             "frac": "batch\n1.5\n", "ten-million": "batch\n10000000\n", "short-row": "batch,count\n1\n",
             "binary": bytes(range(256)), "latin1": "batch\n\xe9\n".encode("latin-1")}
-    cases = [Case(f"csv-dist:{n}", ["optimize", "--dist", "{d}/bad.csv"], needles=("bad.csv",), files={"bad.csv": t})
+    cases = [Case(f"csv-dist:{n}", ["optimize", "--dist", "{d}/bad.csv", "--model", "qwen3-8b"], needles=("bad.csv",), files={"bad.csv": t})
              for n, t in dist.items() if n != "count-huge"]
     # counts near the float limit once overflowed to a ZeroDivisionError; they are valid input
-    cases.append(Case("csv-dist:count-huge", ["optimize", "--dist", "{d}/huge.csv", "--json"], 0,
+    cases.append(Case("csv-dist:count-huge", ["optimize", "--dist", "{d}/huge.csv", "--model", "qwen3-8b", "--json"], 0,
                       files={"huge.csv": dist["count-huge"]}))
     req = {"nan-ts": "timestamp,prompt_tokens,output_tokens\nnan,1,1\n",
            "inf-ts": "timestamp,prompt_tokens,output_tokens\ninf,1,1\n",

@@ -36,16 +36,21 @@ def scenario_from_flags(kind: type, data: dict, flags: dict[str, str], given: di
     except UserError as e:
         msg = str(e)
         m = _FIELD.search(msg)
-        if m and m.group(1) == "<top>":  # a rule across fields: name the flags of the fields it names
+        flag = _flag_for(m.group(1), flags, given) if m else None
+        if m and flag is None and (m.group(1) == "<top>" or any(f.startswith(m.group(1) + ".") for f in flags)):
+            # a rule across fields (of the scenario, or of a nested mapping such as `engine`): name the flags of
+            # the fields it names
+            pre = "" if m.group(1) == "<top>" else m.group(1) + "."
+            sub = {f[len(pre):]: t for f, t in flags.items() if f.startswith(pre)}
             text = msg[m.end():].removeprefix("Value error, ")
-            named = [flags[f] for f in sorted(flags, key=len, reverse=True)
-                     if re.search(rf"\b{f}\b", text) and given.get(f) is not None]
+            named = [f for f in sub if re.search(rf"\b{f}\b", text) and given.get(pre + f) is not None]
+            if pre and not named:
+                raise
             # the fields the user gave (and steps, which these rules ask for) are named by their flags; the others
             # stay field names (single words such as "engine" or "draft" also read as English)
-            for f in sorted((f for f in flags if given.get(f) is not None or f == "steps"), key=len, reverse=True):
-                text = re.sub(rf"(?<![-\w.]){f}(?![-\w])", flags[f].split("/")[0], text)
+            for f in sorted((f for f in sub if given.get(pre + f) is not None or f == "steps"), key=len, reverse=True):
+                text = re.sub(rf"(?<![-\w.]){f}(?![-\w])", sub[f].split("/")[0], text)
             raise UserError(f"{where}: {text}" if not named else text) from None
-        flag = _flag_for(m.group(1), flags, given) if m else None
         if flag is None:
             raise
         raise UserError(f"{flag} (field '{m.group(1)}'): {msg[m.end():]}") from None
@@ -54,8 +59,14 @@ def scenario_from_flags(kind: type, data: dict, flags: dict[str, str], given: di
 def run_with_flags(kind: type, kind_name: str, given: dict, flags: dict, study):
     """Fill scenario model `kind` from the flags the user gave, run `study(scenario)`, and name the flag of any field
     the study's error names (a study speaks in fields: `field 'ctx': ...`)."""
-    data = {"kind": kind_name, **{k: v for k, v in given.items() if v is not None}}
-    sc = scenario_from_flags(kind, data, flags, given)
+    from .generated import fill
+
+    sc = scenario_from_flags(kind, fill({"kind": kind_name}, given), flags, given)
+    return study_named(study, sc, flags, given)
+
+
+def study_named(study, sc, flags: dict, given: dict):
+    """`study(sc)`, an error that starts `field 'F'` naming the flag that filled F."""
     try:
         return study(sc)
     except UserError as e:
@@ -64,3 +75,29 @@ def run_with_flags(kind: type, kind_name: str, given: dict, flags: dict, study):
             if msg.startswith(f"field '{f}'") and given.get(f) is not None:
                 raise UserError(f"{flag} ({msg}") from None
         raise
+
+
+def command_scenario(kind: type, kind_name: str, given: dict, texts: dict, scenario=None, base: dict | None = None,
+                     flags=()):
+    """The scenario a command runs: the fields of `scenario` (a file of kind `kind_name`; the flags override them)
+    or the command's `base` mapping, plus the flags' values at their paths (cli/generated.py `fill`); validated and
+    resolved as a scenario file is, an error on a field a flag filled naming the flag. A file without flags is
+    returned as loaded (its errors keep their line numbers)."""
+    from .checks import named
+    from .generated import fill
+
+    if scenario is not None:
+        from simulator.config import load_scenario
+
+        typed = any(v is not None for v in given.values())
+        with named("--scenario"):
+            sc = load_scenario(scenario, check=not typed)
+        if not isinstance(sc, kind):
+            raise UserError(f"{scenario}: kind '{sc.kind}' is not a {kind_name} scenario (--scenario needs kind "
+                            f"'{kind_name}')")
+        if not typed:
+            return sc
+        data, where = sc.model_dump(mode="python", exclude_unset=True), f"{scenario} (with command-line flags)"
+    else:
+        data, where = {"kind": kind_name, **(base or {})}, "command line"
+    return scenario_from_flags(kind, fill(data, given, flags), texts, given, where)

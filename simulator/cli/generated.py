@@ -1,9 +1,16 @@
 """Flags generated from a scenario model: one typer option per pydantic field (name `--field-name`, plus the
 aliases a command declares beside it), its help the field's description with the field's default, choices from
-`Literal` fields (`--help` lists them; a bad value is one line naming the flag and the field). Every option
-defaults to None ("not given"), so the scenario model's own default applies and an error on a field the user did
-not type stays the scenario's. `model_options(Model, ...)` returns the `inspect.Parameter`s; `command(...)` wraps a
-body `f(values: dict, **extra)` into a typer command whose signature is those parameters plus the command's own.
+`Literal` fields (`--help` lists them; a bad value is one line naming the flag and the field), list fields as
+repeatable flags. Every option defaults to None ("not given"), so the scenario model's own default applies and an
+error on a field the user did not type stays the scenario's.
+
+A command names, as `Flag`s, what the plain rule cannot: a nested field under the engines' name
+(`Flag("engine.max_num_seqs")` is `--max-num-seqs`), another name (`Flag("duration_s", ("--duration",))`), or
+text a converter turns into the field's value (`--prompt-len lognormal:512` -> the `prompt` mapping). Nested
+models (and lists of them) get flags only through a `Flag`. `model_options(Model, ...)` returns the
+`inspect.Parameter`s and {field path: the flag text errors name}; `command(...)` wraps a body
+`f(given, flags, **extra)` into a typer command (`given`: {field path: value typed, None if not});
+`fill(data, given)` writes the given values into a scenario mapping at their paths.
 """
 
 from __future__ import annotations
@@ -11,8 +18,9 @@ from __future__ import annotations
 import inspect
 import types
 import typing
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, Sequence, Union
 
 import typer
 
@@ -22,14 +30,53 @@ SKIP = ("kind", "name", "description")
 # what a choice field's values are, in error messages ("unknown graph mode 'x'"); default: the field's name
 WHAT = {"graph": "graph mode", "fusion": "fusion level", "attention_backend": "attention backend",
         "kv_dtype": "KV-cache dtype", "tensor_parallel_size": "tensor-parallel size", "compile": "compile mode",
-        "compile_cache": "cache state", "retention": "output retention"}
+        "compile_cache": "cache state", "retention": "output retention", "presets": "preset",
+        "profiles": "profile"}
+_UNSET = object()
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A flag the plain rule does not make: `path` the field it fills ("engine.max_num_seqs"), `decls` its names
+    (default `--` + the last part of the path), `convert` text -> the field's value (may raise a UserError naming
+    the flag), `annotation` what typer parses (default: from the field), `help` (default: the field's
+    description), `default` shown in --help (default: the field's), `merge`: a mapping merged into the field's."""
+
+    path: str
+    decls: tuple[str, ...] = ()
+    convert: Optional[Callable[[Any], Any]] = None
+    annotation: Any = None
+    help: Optional[str] = None
+    default: Any = _UNSET
+    merge: bool = False
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.decls or (flag_of(self.path.rsplit(".", 1)[-1]),)
 
 
 def flag_of(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+def param_of(path: str) -> str:
+    """The Python parameter name of a field path ("engine.max_num_seqs" -> "engine__max_num_seqs")."""
+    return path.replace(".", "__")
+
+
+def _args(ann) -> list:
+    """A union's members without None (the annotation itself otherwise)."""
+    if typing.get_origin(ann) in (Union, types.UnionType):
+        return [a for a in typing.get_args(ann) if a is not type(None)]
+    return [ann]
+
+
+def _strip(ann):
+    return typing.get_args(ann)[0] if typing.get_origin(ann) is typing.Annotated else ann
+
+
 def _literal_values(ann) -> tuple | None:
+    ann = _strip(ann)
     if typing.get_origin(ann) is Literal:
         return tuple(typing.get_args(ann))
     if typing.get_origin(ann) in (Union, types.UnionType):
@@ -40,14 +87,31 @@ def _literal_values(ann) -> tuple | None:
     return None
 
 
+def _list_item(ann):
+    """The item type of a list field (`list[X]` or `list[X] | None`), else None."""
+    args = [_strip(a) for a in _args(ann)]
+    if len(args) == 1 and typing.get_origin(args[0]) is list:
+        return typing.get_args(args[0])[0]
+    return None
+
+
+def _is_model(ann) -> bool:
+    from pydantic import BaseModel
+
+    def model(a) -> bool:
+        a = _strip(a)
+        return isinstance(a, type) and issubclass(a, BaseModel)
+
+    item = _list_item(ann)
+    return any(model(a) for a in _args(ann)) or (item is not None and any(model(a) for a in _args(item)))
+
+
 def _scalar(ann) -> type:
     """The Python type typer parses a field's flag text into (str for unions, lists and paths)."""
-    args = [a for a in typing.get_args(ann) if a is not type(None)] if typing.get_origin(ann) in (
-        Union, types.UnionType) else [ann]
+    args = _args(ann)
     if len(args) == 1:
-        a = typing.get_origin(args[0]) or args[0]
-        if typing.get_origin(args[0]) is typing.Annotated:
-            a = typing.get_args(args[0])[0]
+        a = _strip(args[0])
+        a = typing.get_origin(a) or a
         if a in (int, float, bool):
             return a
     return str
@@ -60,57 +124,100 @@ def _choice_parser(flag: str, field: str, allowed: tuple):
         if v is None:
             return None
         if str(v) not in by:
-            raise BadChoice(choice_error(flag, v, [str(a) for a in allowed], WHAT.get(field, field.replace("_", " ")),
+            last = field.rsplit(".", 1)[-1]
+            raise BadChoice(choice_error(flag, v, [str(a) for a in allowed], WHAT.get(last, last.replace("_", " ")),
                                           field))
         return by[str(v)]
     return parse
 
 
-def model_options(model: Any, aliases: dict[str, tuple[str, ...]] | None = None,
-                  skip: tuple[str, ...] = SKIP) -> tuple[list[inspect.Parameter], dict[str, str]]:
-    """(typer parameters for every field of `model` not in `skip`, {field: the flag text errors name})."""
+def field_info(model: Any, path: str):
+    """The pydantic FieldInfo at a dotted path of `model` (nested models followed through their annotations)."""
+    from pydantic import BaseModel
+
+    cls, f = model, None
+    for part in path.split("."):
+        if f is not None:
+            cls = next(_strip(a) for a in _args(f.annotation)
+                       if isinstance(_strip(a), type) and issubclass(_strip(a), BaseModel))
+        f = cls.model_fields[part]
+    return f
+
+
+def _default_text(v) -> str:
+    v = getattr(v, "value", v)
+    if isinstance(v, (list, tuple)):
+        return ", ".join(str(getattr(x, "value", x)) for x in v)
+    return str(v)
+
+
+def model_options(model: Any, aliases: dict[str, tuple[str, ...]] | None = None, skip: tuple[str, ...] = SKIP,
+                  flags: Sequence[Flag] = (), defaults: dict[str, Any] | None = None
+                  ) -> tuple[list[inspect.Parameter], dict[str, str]]:
+    """(typer parameters for every field of `model` not in `skip` and for each `Flag`, {field path: the flag text
+    errors name}). `defaults`: the command's own defaults where they are not the model's (shown in --help)."""
     aliases = aliases or {}
-    params, flags = [], {}
+    defaults = defaults or {}
+    custom = {fl.path: fl for fl in flags}
+    params, texts = [], {}
     from simulator.config.stepopts import ShardedStepOptions
 
     shared = set(ShardedStepOptions.model_fields)  # the step knobs every kind inherits: listed after the kind's own
-    order = sorted(model.model_fields, key=lambda n: n in shared)
-    for name in order:
-        f = model.model_fields[name]
-        if name in skip:
-            continue
-        decls = (flag_of(name),) + tuple(aliases.get(name, ()))
-        flags[name] = "/".join(decls)
-        default = None if f.is_required() else f.get_default(call_default_factory=True)
-        dflt = getattr(default, "value", default)
-        help_ = (f.description or "") + (f"  [default: {dflt}]" if default is not None else "")
-        allowed = _literal_values(f.annotation)
+    paths = [n for n in model.model_fields if n not in skip and (n in custom or not _is_model(
+        model.model_fields[n].annotation))]
+    paths += [p for p in custom if p not in paths]
+    own = set(getattr(model, "__annotations__", {}))  # the kind's own fields first, then inherited, then step knobs
+    for path in sorted(paths, key=lambda n: (n in shared, n.split(".")[0] not in own)):
+        f = field_info(model, path)
+        fl = custom.get(path, Flag(path))
+        decls = fl.names + tuple(aliases.get(path, ()))
+        texts[path] = "/".join(decls)
+        if fl.default is not _UNSET:
+            default = fl.default
+        elif path in defaults:
+            default = defaults[path]
+        else:
+            default = None if f.is_required() else f.get_default(call_default_factory=True)
+        help_ = (fl.help or f.description or "") + (
+            f"  [default: {_default_text(default)}]" if default is not None else "")
         kw: dict[str, Any] = {"help": help_, "show_default": False}
         ann: Any
-        if allowed is not None:
-            kw.update(parser=_choice_parser(flags[name], name, allowed), metavar="[" + "|".join(map(str, allowed)) + "]")
-            ann = Optional[str]
+        item = _list_item(f.annotation)
+        allowed = _literal_values(f.annotation if item is None else item)
+        if fl.annotation is not None:
+            ann = fl.annotation
+        elif allowed is not None:
+            kw.update(parser=_choice_parser(texts[path], path, allowed),
+                      metavar="[" + "|".join(map(str, allowed)) + "]")
+            ann = Optional[str] if item is None else Optional[list[str]]
+        elif item is not None:
+            ann = Optional[list[_scalar(item)]]  # type: ignore[misc]
+            kw["metavar"] = f"<{_scalar(item).__name__}>"  # repeatable: one value each time
         else:
             typ = _scalar(f.annotation)
             ann = Optional[typ]
             if typ is bool:
                 decls = tuple(f"{d}/--no-{d[2:]}" if i == 0 else d for i, d in enumerate(decls))
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=typer.Option(None, *decls, **kw),
-                                        annotation=ann))
-    return params, flags
+        params.append(inspect.Parameter(param_of(path), inspect.Parameter.KEYWORD_ONLY,
+                                        default=typer.Option(None, *decls, **kw), annotation=ann))
+    return params, texts
 
 
 def command(body: Callable[..., None], model: Any, extra: list[inspect.Parameter],
-            aliases: dict[str, tuple[str, ...]] | None = None, doc: str = "") -> Callable[..., None]:
+            aliases: dict[str, tuple[str, ...]] | None = None, doc: str = "", flags: Sequence[Flag] = (),
+            defaults: dict[str, Any] | None = None, skip: tuple[str, ...] = SKIP) -> Callable[..., None]:
     """A function typer can register: keyword parameters = the model's generated options + `extra`; calling it
-    calls `body(given, flags, **extra_values)` with `given` the model fields the user typed (None: not given)."""
-    params, flags = model_options(model, aliases)
-    names = {p.name for p in params}
+    calls `body(given, texts, **extra_values)` with `given` {field path: the value typed, converted by its `Flag`
+    (None: not given)} and `texts` {field path: flag text}."""
+    params, texts = model_options(model, aliases, skip, flags, defaults)
+    paths = {param_of(p): p for p in texts}
+    conv = {fl.path: fl.convert for fl in flags if fl.convert is not None}
 
     def run(**kw):
-        given = {k: v for k, v in kw.items() if k in names}
-        rest = {k: v for k, v in kw.items() if k not in names}
-        return body(given, flags, **rest)
+        given = {paths[k]: v for k, v in kw.items() if k in paths}
+        given = {p: (conv[p](v) if p in conv and v is not None else v) for p, v in given.items()}
+        rest = {k: v for k, v in kw.items() if k not in paths}
+        return body(given, texts, **rest)
 
     run.__signature__ = inspect.Signature(params + extra)  # type: ignore[attr-defined]
     run.__doc__ = doc or body.__doc__
@@ -119,10 +226,27 @@ def command(body: Callable[..., None], model: Any, extra: list[inspect.Parameter
     return run
 
 
+def fill(data: dict, given: dict[str, Any], flags: Sequence[Flag] = ()) -> dict:
+    """`data` with each given value (not None) set at its dotted path (mappings on the way created or copied; the
+    path of a `Flag` with `merge` takes a mapping merged into the field's own)."""
+    merged = {fl.path for fl in flags if fl.merge}
+    out = dict(data)
+    for path, v in given.items():
+        if v is None:
+            continue
+        node, parts = out, path.split(".")
+        for p in parts[:-1]:
+            node[p] = dict(node.get(p) or {})
+            node = node[p]
+        last = parts[-1]
+        node[last] = {**dict(node.get(last) or {}), **v} if path in merged else v
+    return out
+
+
 def extra_option(name: str, annotation, default, *decls: str, help: str) -> inspect.Parameter:
     """A command's own option (not a field of its scenario model), e.g. --json or --workload."""
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=typer.Option(default, *decls, help=help),
                              annotation=annotation)
 
 
-__all__ = ["command", "extra_option", "flag_of", "model_options", "Path"]
+__all__ = ["Flag", "command", "extra_option", "field_info", "fill", "flag_of", "model_options", "Path"]

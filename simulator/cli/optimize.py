@@ -1,5 +1,7 @@
 """`launchsim optimize`: the exact best capture sizes for a batch-size distribution under graph-count,
-memory and capture-time budgets, compared with the engines' presets."""
+memory and capture-time budgets, compared with the engines' presets. Its flags are generated from the `buckets`
+scenario kind (config/buckets.py; cli/generated.py), so each has a YAML twin; `--scenario FILE` instead of
+`--distribution` gives the rest, flags override it. The study is studies/optimize.py."""
 
 from __future__ import annotations
 
@@ -7,75 +9,41 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import typer
-
-from . import app, choices
-from simulator.common import vocab as V
+from . import app
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import dumps
+from .generated import Flag
+
+FLAGS = [
+    Flag("distribution", ("--distribution", "--dist"), convert=lambda p: {"csv": str(p)}, annotation=Optional[Path],
+         default=None, help="batch-size CSV with a header: `batch` or `batch,count` columns (e.g. the batch_log.csv "
+                            "of `serve --out`)"),
+    Flag("shared_pool", ("--private",), convert=lambda v: False if v else None, annotation=Optional[bool],
+         default=None, help="a private memory pool per graph (default: one shared pool, as vLLM and SGLang)")]
+ALIASES = {"memory_budget": ("--budget",)}
 
 
-@app.command()
-def optimize(
-    dist: Optional[Path] = typer.Option(None, "--distribution", "--dist",
-                                        help="batch-size CSV with a header: `batch` or `batch,count` columns "
-                                             "(e.g. the batch_log.csv of `serve --out`); --dist is an alias"),
-    scenario: Optional[Path] = typer.Option(None, "--scenario", help="a `buckets` scenario file (flags override it)"),
-    model: Optional[str] = typer.Option(None, "--model", help="model preset or config.json path (default qwen3-8b)"),
-    fusion: Optional[V.Fusion] = choices.option(V.Fusion, None, "--fusion", help="fusion level (default fused, "
-                                                "vLLM V1's)",
-                                                what="fusion level", field="fusion"),
-    profile: Optional[str] = typer.Option(None, "--profile", help="profile name or path (default h200)"),
-    graph: Optional[V.GraphMode] = choices.option(V.GraphMode, None, "--graph", help="CUDA-graph mode of the "
-                                                  "captured sizes, not none (default full_and_piecewise, vLLM V1's)",
-                                                  what="graph mode", field="graph"),
-    ctx: Optional[int] = typer.Option(None, "--ctx", help="context length, tokens (default 1024)"),
-    max_graphs: Optional[int] = typer.Option(None, "--max-graphs", help="most capture sizes K (default 64)"),
-    memory_budget: Optional[str] = typer.Option(None, "--memory-budget", "--budget",
-                                                help="pinned graph memory: bytes, 512MiB, 1GiB, or a preset name "
-                                                     "(--budget is an alias)"),
-    capture_budget: Optional[float] = typer.Option(None, "--capture-budget",
-                                                  help="start-up capture budget, seconds: warm-up runs + capture of "
-                                                       "every graph, as `launchsim startup` counts them (compile "
-                                                       "excluded: it does not depend on the sizes)"),
-    max_size: Optional[int] = typer.Option(None, "--max-size", help="largest size (default: largest batch seen)"),
-    objective: Optional[V.Objective] = choices.option(V.Objective, None, "--objective", help="what to minimise "
-                                                      "(default step-time)", what="objective", field="objective"),
-    private: bool = typer.Option(False, "--private", help="a private memory pool per graph (default: shared)"),
-    out: Optional[Path] = typer.Option(None, "--out", help="folder for report.html, result.json, frontier.csv"),
-    inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html instead "
-                                       "of writing plotly.min.js beside it"),
-    dtype: Optional[V.Dtype] = choices.option(V.Dtype, None, "--dtype", help="weights (default bf16)", what="dtype", field="dtype"),
-    kv_dtype: Optional[V.Dtype] = choices.option(V.Dtype, None, "--kv-dtype", help="KV cache (default bf16)", what="KV-cache dtype", field="kv_dtype"),
-    spec_tokens: Optional[int] = typer.Option(None, "--spec-tokens", help="speculative decoding: k draft tokens "
-                                              "per sequence; sizes count verify tokens (a batch of B sequences pads "
-                                              "B(1+k) tokens), candidates are multiples of 1+k, presets the "
-                                              "engines' spec-decode lists; --max-size is then in tokens"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-) -> None:
-    """Exact best CUDA-graph capture sizes for a batch-size distribution (dynamic programming)."""
-    from simulator.studies.optimize import inputs_from_scenario, run, write_outputs
-
+def _optimize(given: dict, texts: dict, scenario: Optional[Path] = None, out: Optional[Path] = None,
+              inline_plotly: bool = False, as_json: bool = False) -> None:
+    """Exact best CUDA-graph capture sizes for a batch-size distribution (dynamic programming). Every option but
+    --scenario, --out, --inline-plotly and --json is a field of the `buckets` kind."""
+    from simulator.common.outpaths import check_out_dir, out_lock
     from simulator.report.html import set_inline_plotly
+    from simulator.studies.optimize import inputs_from_scenario, run, write_outputs
+    from .checks import as_flags
 
     set_inline_plotly(inline_plotly)
-    from simulator.common.outpaths import check_out_dir, out_lock
-
-    if (dist is None) == (scenario is None):
+    if (given["distribution"] is None) == (scenario is None):
         raise UserError("give exactly one of --distribution CSV or --scenario FILE")
     if out is not None:
         check_out_dir(out, "--out")
-    sc = buckets_scenario(scenario, dist, model=model, profile=profile, fusion=fusion, graph=graph, ctx=ctx,
-                          objective=objective, max_graphs=max_graphs, memory_budget=memory_budget,
-                          capture_budget=capture_budget, max_size=max_size, shared_pool=False if private else None,
-                          dtype=dtype, kv_dtype=kv_dtype, spec_tokens=spec_tokens)
+    sc = buckets_scenario(scenario, None, _given=given, _texts=texts)
     inp = inputs_from_scenario(sc)
     title = "launchsim optimize" if scenario is None else f"launchsim optimize: {sc.name}"
     t0 = time.perf_counter()
-    from .checks import as_flags
-
-    with as_flags({k: v for k, v in FLAGS.items() if "_" in k or k in ("ctx", "objective")}):
-        if out is None:  # the study names fields; the command names the flags that fill them
+    # the study names fields; the command names the flags that fill them
+    with as_flags({k: v for k, v in texts.items() if "_" in k or k in ("ctx", "objective")}):
+        if out is None:
             result = run(inp, frontier=False)
             result["wall_s"] = time.perf_counter() - t0
         else:
@@ -89,46 +57,32 @@ def optimize(
     _print(result, out)
 
 
-FLAGS = {"distribution": "--distribution", "model": "--model", "profile": "--profile", "fusion": "--fusion",
-         "graph": "--graph", "ctx": "--ctx", "objective": "--objective", "max_graphs": "--max-graphs",
-         "memory_budget": "--memory-budget (alias --budget)", "capture_budget": "--capture-budget",
-         "max_size": "--max-size", "dtype": "--dtype", "kv_dtype": "--kv-dtype", "spec_tokens": "--spec-tokens"}
-
-
-def buckets_scenario(scenario: Optional[Path], dist: Optional[Path], **flags):
-    """`optimize`'s flags as the `buckets` scenario (config/buckets.py), on top of --scenario FILE's fields or
-    of a CSV distribution, validated and resolved as a `kind: buckets` file is; errors name the flag and field."""
+def buckets_scenario(scenario: Optional[Path], dist: Optional[Path], _given: dict | None = None,
+                     _texts: dict | None = None, **fields):
+    """`optimize`'s flags (`fields`: {field: value}, or the command's `_given`) as the `buckets` scenario, on top of
+    --scenario FILE's fields or of a CSV distribution, validated and resolved as a `kind: buckets` file is; errors
+    name the flag and field. Without --scenario, --model is required (as every command's)."""
     from simulator.config.buckets import BucketsScenario
-    from .checks import named
-    from .flags import scenario_from_flags
+    from .flags import command_scenario
+    from .generated import model_options
 
-    over = {k: v for k, v in flags.items() if v is not None}
-    if scenario is not None:
-        from simulator.config import load_scenario
-
-        with named("--scenario"):
-            base = load_scenario(scenario, check=not over)  # no flags: checked with the file's line numbers
-        if not isinstance(base, BucketsScenario):
-            raise UserError(f"{scenario}: kind '{base.kind}' is not a buckets scenario")
-        if not over:
-            return base
-        data = base.model_dump(mode="python", exclude_unset=True)
-        where = f"{scenario} (with command-line flags)"
-    else:
-        data = {"kind": "buckets", "name": "optimize", "model": "qwen3-8b", "distribution": {"csv": str(dist)}}
-        where = "command line"
-    data.update(over)
-    return scenario_from_flags(BucketsScenario, data, FLAGS, {**flags, "distribution": dist}, where)
+    given = dict(_given) if _given is not None else {**fields, "distribution": None if dist is None else
+                                                     {"csv": str(dist)}}
+    texts = _texts if _texts is not None else model_options(BucketsScenario, ALIASES, flags=FLAGS)[1]
+    if scenario is None and given.get("model") is None:
+        raise UserError("give --model (or --scenario FILE)")
+    return command_scenario(BucketsScenario, "buckets", given, texts, scenario, {"name": "optimize"}, FLAGS)
 
 
 def _print(result: dict, out: Optional[Path]) -> None:
     from simulator.layouts.engine_syntax import engine_lines
     from simulator.studies.optimize import preset_rows
+    from simulator.studies.serve import header
     from .tables import print_rows, raw_lines, say
 
     unit = result["objective_unit"]
     inp = result["inputs"]
-    say(f"optimize {inp['model']} on {inp['profile']}: {V.defaults_note(inp['fusion'], inp['graph'])}")
+    say(header("optimize", inp["model"], inp["profile"], inp["fusion"], inp["graph"]))
     print_rows(preset_rows(result), f"objective: {unit} (gain = how much lower the optimum is)")
     unit_s = " tokens" if result.get("spec_tokens") else ""
     say(f"sizes ({len(result['sizes'])}{unit_s}): {', '.join(map(str, result['sizes']))}")
@@ -142,3 +96,20 @@ def _print(result: dict, out: Optional[Path]) -> None:
         raw_lines(engine_lines(result["sizes"]))
     if out is not None:
         say(f"wrote {out / 'report.html'}, {out / 'result.json'} and {out / 'frontier.csv'}")
+
+
+def _register() -> None:
+    from simulator.config.buckets import BucketsScenario
+    from .generated import command, extra_option
+
+    extra = [extra_option("scenario", Optional[Path], None, "--scenario",
+                          help="a `buckets` scenario file instead of --distribution (flags override it)"),
+             extra_option("out", Optional[Path], None, "--out", help="folder for report.html, result.json, "
+                                                                     "frontier.csv"),
+             extra_option("inline_plotly", bool, False, "--inline-plotly",
+                          help="inline plotly.js into report.html instead of writing plotly.min.js beside it"),
+             extra_option("as_json", bool, False, "--json", help="print one JSON object")]
+    app.command(name="optimize")(command(_optimize, BucketsScenario, extra, ALIASES, flags=FLAGS))
+
+
+_register()

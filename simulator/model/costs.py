@@ -59,10 +59,11 @@ class CostModel:
         self.compiled_wrapper_s = h.compiled_wrapper_us * US
         self._gemm = {(t.n, t.k): t for t in d.tables.gemm}
         self._attn = {(t.heads, t.kv_heads, t.head_dim): t for t in d.tables.attention if t.q_len == 1}
-        self._attn_q: dict[tuple[int, int, int], dict[int, object]] = {}  # verify tables by q_len (q_len > 1)
+        # verify tables by (heads, kv_heads, head_dim, layout), then q_len (q_len > 1)
+        self._attn_q: dict[tuple[int, int, int, str], dict[int, object]] = {}
         for t in d.tables.attention:
             if t.q_len > 1:
-                self._attn_q.setdefault((t.heads, t.kv_heads, t.head_dim), {})[t.q_len] = t
+                self._attn_q.setdefault((t.heads, t.kv_heads, t.head_dim, t.layout), {})[t.q_len] = t
         self._curves = {
             OpClass.ELEMENTWISE: d.tables.elementwise,
             OpClass.REDUCTION: d.tables.reduction or d.tables.elementwise,
@@ -116,9 +117,12 @@ class CostModel:
         (batch / edge batch) x (ctx / edge ctx) (sequences and keys are independent work at these sizes); below it,
         the first grid point (a launch-bound kernel does not get faster)."""
         q = op.dim("q_len")
-        key = (op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim"))
+        hf = op.dim("verify") == 2  # simulator/model/recipes.py: transformers' StaticCache verify attention block
+        key = (op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim"), "hf_static" if hf else "reference")
         by_q = self._attn_q.get(key, {})
         qs = sorted(by_q)
+        if hf and not self.hf_verify_covered(op):
+            return None  # no measured block for this shape / q_len: the op's own pricing (roofline), as before
         if not qs or q < qs[0] or q > qs[-1]:
             have = f"measured q_len {', '.join(map(str, qs))}" if qs else "no q_len > 1 tables"
             raise CostError(f"profile '{self.profile.name}' has no verify-attention table for q_len {q} at heads "
@@ -141,7 +145,14 @@ class CostModel:
         w = (q - qs[i - 1]) / (qs[i] - qs[i - 1])
         return a * (1 - w) + b * w
 
+    def hf_verify_covered(self, op: Op) -> bool:
+        """Whether an hf_static verify-attention table covers this op's (heads, kv_heads, head_dim, q_len)."""
+        qs = sorted(self._attn_q.get((op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim"), "hf_static"), {}))
+        return bool(qs) and qs[0] <= op.dim("q_len") <= qs[-1]
+
     def gpu_s(self, op: Op) -> float:
+        if op.dim("verify_part") and self.hf_verify_covered(op):
+            return 0.0  # repeat_kv / SDPA mask kernels of a measured hf_static verify block: inside its table figure
         if op.fixed_gpu_s is not None:
             return op.fixed_gpu_s
         if not op.launches_kernel:

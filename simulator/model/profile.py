@@ -216,6 +216,10 @@ class AttentionTable(_Strict):
     head_dim: int
     q_len: int = Field(1, ge=1, description="query tokens per sequence (1: decode; 1 + k: a speculative verify "
                                             "step); ctx counts keys, past + these q_len")
+    layout: Literal["reference", "hf_static"] = Field(
+        "reference", description="q_len > 1 only. reference: SDPA over ctx keys, causal within the new tokens, K/V "
+        "heads as stored (enable_gqa); hf_static: transformers' sdpa_attention_forward over every StaticCache slot "
+        "under a boolean mask (ctx counts slots), its two repeat_kv copies and SDPA's mask handling included")
     batch: list[int] = Field(min_length=1)
     ctx: list[int] = Field(min_length=1)
     us: list[list[float]] = Field(description="us[i][j] for batch[i], ctx[j]")

@@ -200,6 +200,32 @@ def attention_op(b, name, path, keys: int, kv_heads: int, masked: bool, table_kv
           **({"sdpa_kv_heads": kv_heads, "sdpa_keys": keys} if table_kv_heads not in (None, kv_heads) else {}))
 
 
+def verify_part(m, s) -> tuple[tuple[str, int], ...]:
+    """Shape dims marking an op as a part of transformers' verify-attention block (q_len > 1; none at q_len 1):
+    the block's table key, which costs.py checks before pricing the part (`CostModel.hf_verify_covered`)."""
+    q = max(1, s.attn_tokens // max(1, s.seqs))  # as attention_op and the workload's attention count it
+    if s.q_len <= 1 or q <= 1:
+        return ()
+    return tuple(sorted({"verify_part": 1, "heads": m.num_attention_heads, "kv_heads": m.num_key_value_heads,
+                         "head_dim": m.head_dim, "q_len": q}.items()))
+
+
+def verify_block_op(b, keys: int) -> None:
+    """transformers' SDPA attention of a verify step (q_len = 1 + k) over all `keys` StaticCache slots under a
+    boolean mask: priced by the profile's `hf_static` q_len table (calibration/measured/h200-round-g inplace.json,
+    transformers' own sdpa_attention_forward timed in place: its repeat_kv copies, SDPA's mask kernels and the
+    attention kernel together, so those parts cost nothing more there), or, for a shape with no such table, by the
+    roofline of the masked attention over repeated heads with the parts priced on their own (as before)."""
+    m, s, e = b.m, b.s, b.e
+    hd, H, KV = m.head_dim, m.num_attention_heads, m.num_key_value_heads
+    sdpa_kv = H if H > KV else KV  # the heads SDPA reads after repeat_kv
+    # flops and bytes exactly as attention_op gives this step (its roofline is the fallback, unchanged)
+    flops = 4.0 * H * hd * s.decode_seqs * keys
+    nbytes = 2 * sdpa_kv * hd * e * s.decode_seqs * keys + 2 * s.attn_tokens * H * hd * e + s.seqs * keys * e
+    b.add("attention", OpClass.ATTENTION, P.EAGER_ATTENTION, flops, nbytes, batch=s.seqs,
+          q_len=max(1, s.attn_tokens // max(1, s.seqs)), ctx=keys, heads=H, kv_heads=KV, head_dim=hd, verify=2)
+
+
 # -- the hf recipe --------------------------------------------------------------------------------------------------
 def hf_preamble(b, cache: str, slots: int, positions: str = "given") -> None:
     """Embedding (+ Gemma's scale), the cache positions when the caller passes none (`positions="computed"`:
@@ -290,22 +316,30 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
         b.copy("cache.index_copy_v", T * kv, e, e)
         if sliding:
             b.ew("cache.pos_add_", 1, 8, 8)
+        # a verify step (q_len > 1): the repeat_kv copies and SDPA's mask kernels are parts of the measured
+        # hf_static verify-attention block (costs.py prices them inside it where the profile has that table)
+        part = verify_part(m, s)
         if rep > 1:  # repeat_kv: SDPA gets a mask, so no enable_gqa; an expand + reshape copies every slot
             for t in ("k", "v"):
                 b.view(f"repeat_kv_{t}.expand", 1)
                 n = s.seqs * Hq * keys * hd
-                b.ops.append(Op(f"repeat_kv_{t}", OpClass.COPY, P.EAGER_COPY, n, n * (e / rep + e),
+                b.ops.append(Op(f"repeat_kv_{t}", OpClass.COPY, P.EAGER_COPY, n, n * (e / rep + e), part,
                                 fixed_gpu_s=(STRIDED_COPY_US[0] + n / STRIDED_COPY_US[1]) * 1e-6))
-        b.ew("sdpa.mask_fill", 1, 0, e)
-        b.ew("sdpa.mask_fill", 1, 0, e)
-        b.ew("sdpa.mask_where", s.seqs * keys, 1 + 2 * e / max(keys, 1), e)
+        b.add("sdpa.mask_fill", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, 1, e, **dict(part))
+        b.add("sdpa.mask_fill", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, 1, e, **dict(part))
+        n = s.seqs * keys
+        b.add("sdpa.mask_where", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, n, n * (1 + 2 * e / max(keys, 1) + e),
+              **dict(part))
         heads_sdpa, masked = Hq if rep > 1 else KV, True
     else:
         keys = keys_of(m, layer, s.ctx + 1)
         for t in ("k", "v"):  # DynamicCache.update: torch.cat([past, new], dim=-2)
             b.copy(f"cache.cat_{t}", s.seqs * KV * keys * hd, e, e)
         heads_sdpa, masked = KV, False
-    attention_op(b, "attention", P.EAGER_ATTENTION, keys, heads_sdpa, masked, table_kv_heads=KV)
+    if cache == "static" and s.q_len > 1:
+        verify_block_op(b, keys)
+    else:
+        attention_op(b, "attention", P.EAGER_ATTENTION, keys, heads_sdpa, masked, table_kv_heads=KV)
     if s.seqs * heads_sdpa <= CUDNN_SPLIT_MAX:
         # its launch and GPU time are inside the attention op's measured figures (the profile's SDPA host path
         # and attention table were taken at batch 1 where cuDNN splits too)

@@ -130,9 +130,18 @@ class Cohort:
         """Blocks taken over steps g_first .. g_first+k-1: (total, sum of need_i * (steps left incl. i)).
         The second figure integrates held blocks over the run (KV utilisation). Closed form over the
         periodic demand: q full cycles of block_size steps plus a partial one of `rem` steps."""
-        a = self._period_needs(g_first)
-        bs, n = len(a), sum(a)  # the period and the blocks one period takes (block_size and members at rate 1)
-        q, rem = divmod(k, bs)
+        if self.rate == 1:  # a[i] = count[(o - i) % bs]: one period is block_size steps, each member one block
+            bs, n, c, o = self.bs, self.n, self.count, (1 - g_first) % self.bs
+            q, rem = divmod(k, bs)
+            if not q:  # a run shorter than a period (the usual one): its first `rem` entries of the rotation
+                head = c[o:o - rem:-1] if rem <= o else c[o::-1] + c[:o - rem:-1]
+                w_rem = sum(head)
+                return w_rem, k * w_rem - sum(map(operator.mul, head, range(rem)))
+            a = c[o::-1] + c[:o:-1]
+        else:
+            a = self._period_needs(g_first)
+            bs, n = len(a), sum(a)  # the period and the blocks one period takes
+            q, rem = divmod(k, bs)
         head = a[:rem]
         w_rem = sum(head)
         i_rem = sum(map(operator.mul, head, range(rem)))

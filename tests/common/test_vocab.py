@@ -158,9 +158,9 @@ BAD = [  # command line, flag, the field it fills (None: the command has no scen
     (["serve", "--model", "qwen3-0.6b", "--rate", "1"], "--graph", "graph"),
     (["serve", "--model", "qwen3-0.6b", "--rate", "1"], "--scheduling", "scheduling"),
     (["run", "scenarios/serve_qwen3_0p6b.yaml"], "--scheduling", "scheduling"),
-    (["optimize", "--dist", "x.csv"], "--fusion", "fusion"),
-    (["optimize", "--dist", "x.csv"], "--graph", "graph"),
-    (["optimize", "--dist", "x.csv"], "--objective", "objective"),
+    (["optimize", "--dist", "x.csv", "--model", "qwen3-8b"], "--fusion", "fusion"),
+    (["optimize", "--dist", "x.csv", "--model", "qwen3-8b"], "--graph", "graph"),
+    (["optimize", "--dist", "x.csv", "--model", "qwen3-8b"], "--objective", "objective"),
     # startup and graph-memory fill their scenario kinds (config/capture.py): their flags now name the field
     (["startup", "--model", "qwen3-0.6b", "--fusion", "compiled"], "--compile", "compile"),
     (["startup", "--model", "qwen3-0.6b", "--fusion", "compiled"], "--compile-cache/--cache", "compile_cache"),
@@ -183,9 +183,9 @@ def test_bad_choice_is_one_line_naming_flag_and_field(capsys, argv, flag, field)
     (["predict", "--model", "qwen3-0.6b", "--tp", "3"], "--tensor-parallel-size/--tp (field 'tensor_parallel_size')"),
     (["predict", "--model", "nope"], "--model (field 'model')"),
     (["predict", "--model", "qwen3-0.6b", "--profile", ""], "--profile (field 'profile'): empty profile name"),
-    (["optimize", "--dist", "x.csv", "--max-graphs", "0"], "--max-graphs (field 'max_graphs')"),
-    (["optimize", "--dist", "nope.csv"], "--distribution (field 'distribution.csv')"),
-    (["optimize", "--dist", "x.csv", "--graph", "none"], "--graph (field 'graph'): graph none captures no graphs"),
+    (["optimize", "--dist", "x.csv", "--model", "qwen3-8b", "--max-graphs", "0"], "--max-graphs (field 'max_graphs')"),
+    (["optimize", "--dist", "nope.csv", "--model", "qwen3-8b"], "--distribution/--dist (field 'distribution.csv')"),
+    (["optimize", "--dist", "x.csv", "--model", "qwen3-8b", "--graph", "none"], "--graph (field 'graph'): graph none captures no graphs"),
     (["serve", "--model", "qwen3-0.6b", "--rate", "0"], "--rate"),
 ])
 def test_flag_errors_carry_the_field_path(capsys, tmp_path, monkeypatch, argv, field):

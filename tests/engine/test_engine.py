@@ -169,3 +169,64 @@ def test_step_times_bitwise_equal_one_replicate_at_a_time(args, reps, seed):
     got = step_times(p, hosts)
     want = [step_s(simulate_fast(p.with_host(h))) for h in hosts]
     assert got.tolist() == want
+
+
+@pytest.mark.parametrize("pieces", [False, True])
+def test_long_gpu_bound_run_hand_case(monkeypatch, pieces):
+    """1-unit host work, 3-unit kernels, queue depth 2 (integers: every sum exact). Kernel j ends at 3j + 4 from j >= 1
+    (it starts at 1, the GPU never idles after); from launch 4 on the host waits for launch j - 2's kernel to start
+    (at 3j - 5), so it stalls 2 units a launch. 4,096 launches run the blocked mode's all-at-once attempts, with the
+    prefix sums in one pass or in pieces of 8 ahead of the blocks."""
+    import simulator.engine.fastpath as fp
+    from simulator.engine.plan import LaunchPlan
+
+    if pieces:
+        monkeypatch.setattr(fp, "_PREFIX_ALL", 16)
+        monkeypatch.setattr(fp, "_PREFIX_MIN", 8)
+    n = 4096
+    j = np.arange(n, dtype=float)
+    tl = simulate_fast(LaunchPlan(np.ones(n), np.ones(n, dtype=np.int64), np.full(n, 3.0), np.zeros(n), 2))
+    want_submit = np.where(j < 4, j + 1, 3 * j - 5)
+    want_submit[2], want_submit[3] = 3.0, 4.0
+    assert np.array_equal(tl.submit, want_submit)
+    assert np.array_equal(tl.gpu_end, 3 * j + 4)
+    assert np.array_equal(tl.gpu_start, 3 * j + 1)
+    assert np.array_equal(tl.stall, np.where(j < 4, 0.0, 2.0))
+    assert summarize(tl).step_s == 3 * (n - 1) + 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 2500), st.sampled_from([1, 2, 3, 8, 64]), st.floats(0.2, 5), st.floats(0.2, 5),
+       st.floats(0, 1), st.booleans(), st.booleans(), st.integers(0, 2**32 - 1))
+def test_prefix_sums_in_pieces_bitwise_equal_one_pass(n, q, host_us, gpu_us, burst, multi, syncs, seed):
+    """Long plans fill their prefix sums in pieces just ahead of the blocks (fastpath._PREFIX_ALL/_PREFIX_MIN) and
+    write stall and gpu_start behind the blocked mode: bitwise the one-pass result, on single- and multi-kernel
+    launches, with and without host syncs, through queue runs that fill and drain; and equal to the DES."""
+    import simulator.engine.fastpath as fp
+
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 4, n) if multi else np.ones(n, dtype=np.int64)
+    nk = int(counts.sum())
+    gpu = rng.uniform(0.5, 1.5, nk) * gpu_us
+    gpu[rng.random(nk) < burst * 0.05] *= 20
+    p = make_plan(rng.uniform(0.0, 3.0, n) * host_us, gpu, rng.uniform(0, 0.5, nk), counts=counts, queue_depth=q)
+    if syncs and n > 3:
+        wk = np.full(n, -1, dtype=np.int64)
+        last = np.cumsum(counts) - 1
+        for j in rng.choice(np.arange(2, n), size=min(3, n - 2), replace=False):
+            wk[j] = last[rng.integers(0, j)]
+        p.wait_kernel = wk
+    one = simulate_fast(p)
+    saved = fp._PREFIX_ALL, fp._PREFIX_MIN
+    fp._PREFIX_ALL, fp._PREFIX_MIN = 16, int(rng.integers(1, 40))
+    try:
+        pieces = simulate_fast(p)
+    finally:
+        fp._PREFIX_ALL, fp._PREFIX_MIN = saved
+    for f in ("submit", "stall", "gpu_start", "gpu_end"):
+        assert np.array_equal(getattr(one, f), getattr(pieces, f)), f
+    if n <= 600:
+        des = simulate_des(p)
+        scale = max(float(des.gpu_end[-1]), 1e-12)
+        for f in ("submit", "stall", "gpu_start", "gpu_end"):
+            np.testing.assert_allclose(getattr(des, f), getattr(one, f), rtol=0, atol=1e-9 * scale)

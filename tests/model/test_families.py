@@ -13,7 +13,8 @@ from simulator.model.workload import build_step, decode
 
 CONFIGS = Path(__file__).resolve().parents[2] / "calibration" / "configs" / "hf"
 EXPECTED_FAMILY = {"gemma-2-2b": "gemma2", "llama-3.2-1b": "llama", "llama3-8b": "llama", "mistral-7b-v0.3": "mistral",
-                   "phi-3-mini-4k": "phi3", "qwen2-1.5b": "qwen2", "qwen3-0.6b": "qwen3", "qwen3-4b": "qwen3"}
+                   "phi-3-mini-4k": "phi3", "qwen2-1.5b": "qwen2", "qwen3-0.6b": "qwen3", "qwen3-4b": "qwen3",
+                   "gemma-3-1b": "gemma3"}
 
 BASE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
         "head_dim": 32, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 8192}

@@ -235,9 +235,13 @@ def test_steps_to_finish():
 
 
 def test_shipped_h200_has_verify_tables():
-    """simulator/profiles/h200.json carries round f's q_len 2, 3, 4, 5, 8 SDPA tables (calibration/build_spec.py)."""
-    qs = sorted({t.q_len for t in load_profile("h200").device.tables.attention if t.heads == 16})
-    assert qs == [1, 2, 3, 4, 5, 8]
+    """simulator/profiles/h200.json carries round g's in-place q_len 2-8 SDPA tables in both layouts
+    (calibration/build_spec.py `inplace_tables`) beside the q_len-1 decode table."""
+    att = load_profile("h200").device.tables.attention
+    for lay in ("reference", "hf_static"):
+        qs = sorted({t.q_len for t in att if t.heads == 16 and t.q_len > 1 and t.layout == lay})
+        assert qs == [2, 3, 4, 5, 6, 7, 8], lay
+    assert sorted({t.q_len for t in att if t.heads == 16 and t.q_len == 1}) == [1]
 
 
 def test_draft_model_of_a_sharded_target():
@@ -258,7 +262,7 @@ def test_verify_attention_outside_the_grid_scales_the_measured_kernel():
     from simulator.model.profile import load_profile
 
     cm = CostModel(load_profile("h200"))
-    t = next(x for x in cm.profile.device.tables.attention if x.q_len == 4)
+    t = next(x for x in cm.profile.device.tables.attention if x.q_len == 4 and x.layout == "reference")
 
     def op(b, c):
         return Op("attn", OpClass.ATTENTION, LaunchPath.EAGER_ATTENTION, 1.0, 1.0,

@@ -101,7 +101,7 @@ def test_vllm_flashinfer_full_verify_runs_piecewise_and_says_so():
 
 @pytest.mark.parametrize("extra,needle", [
     (["--spec-tokens", "65"], "--spec-tokens (field 'spec_tokens')"),
-    (["--spec-tokens", "2", "--memory-budget", "seed"], "--memory-budget (alias --budget) preset 'seed' has no spec-decode capture rule"),
+    (["--spec-tokens", "2", "--memory-budget", "seed"], "--memory-budget/--budget preset 'seed' has no spec-decode capture rule"),
 ])
 def test_cli_spec_refusals(tmp_path, capsys, extra, needle):
     f = tmp_path / "d.csv"

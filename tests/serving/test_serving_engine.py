@@ -312,3 +312,16 @@ def test_kv_capacity_follows_the_memory_model():
 def test_config_is_a_dataclass_with_defaults():
     cfg = ServeConfig(MODEL, PROFILE)
     assert dataclasses.replace(cfg, max_num_seqs=8).limits().max_num_seqs == 8
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-300, 3000), max_size=30), st.integers(-50, 4000), st.integers(0, 200),
+       st.sampled_from([1, 2, 3, 5, 16, 64]))
+def test_cohort_needs_over_any_block_size_matches_brute_force(bases, g, k, bs):
+    """needs_over at rate 1 (runs shorter than a period read only the rotation's first entries) against a
+    member-by-member count, for block sizes other than 16 and runs of 0 to 200 steps."""
+    c = Cohort(bs)
+    for b in bases:
+        c.add(b)
+    needs = [sum(1 for b in bases if (b + g + j) % bs == 1 % bs) for j in range(k)]
+    assert c.needs_over(g, k) == (sum(needs), sum(x * (k - j) for j, x in enumerate(needs)))
