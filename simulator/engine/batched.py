@@ -37,24 +37,33 @@ from simulator.model.workload import StepShape
 class _Pattern:
     """Which positions of a step hold the same Op object: `first` (position of each distinct op), `inv` (distinct op
     of each position). Steps of one setup at other batch sizes repeat it (the builder emits the same sequence of
-    objects), so it is factorised once and checked, not recomputed, for the next step."""
+    objects), so it is factorised once from the objects' ids and only checked for the next step (`fits`)."""
 
-    __slots__ = ("n", "first", "inv", "firsts")
+    __slots__ = ("n", "first", "inv", "firsts", "runs")
 
     def __init__(self, ids: np.ndarray):
         _, self.first, self.inv = np.unique(ids, return_index=True, return_inverse=True)
         self.n = ids.size
         self.firsts = self.first.tolist()
+        # the repeated positions as runs (p, q, length): positions p.. hold the ops of positions q.. (q < p)
+        src = self.first[self.inv]
+        rep = np.flatnonzero(src != np.arange(self.n))
+        runs: list[list[int]] = []
+        for p in rep.tolist():
+            q = int(src[p])
+            if runs and runs[-1][0] + runs[-1][2] == p and runs[-1][1] + runs[-1][2] == q:
+                runs[-1][2] += 1
+            else:
+                runs.append([p, q, 1])
+        self.runs = [(p, q, p + k, q + k) for p, q, k in runs]
 
-    def fits(self, ids: np.ndarray) -> bool:
-        """Whether `ids` factor the same way: equal where this pattern's ops are the same, distinct elsewhere."""
-        if ids.size != self.n:
+    def fits(self, ops: tuple) -> bool:
+        """Whether every repeated position of `ops` holds the op of the position it repeats here (the same object,
+        or an equal one: equal ops have equal figures), so that this pattern's distinct positions stand for all.
+        Slices of the step compared in C (an identical object compares equal without Op.__eq__)."""
+        if len(ops) != self.n:
             return False
-        u = ids[self.first]
-        if not (u[self.inv] == ids).all():
-            return False
-        ul = u.tolist()
-        return len(set(ul)) == len(ul)
+        return all(ops[p:pe] == ops[q:qe] for p, q, pe, qe in self.runs)
 
 
 class _Row:
@@ -64,10 +73,9 @@ class _Row:
 
     def __init__(self, step, costs, patterns: list, figs: dict):
         ops = step.ops
-        ids = np.fromiter(map(id, ops), dtype=np.int64, count=len(ops))
-        pat = next((p for p in patterns if p.fits(ids)), None)
+        pat = next((p for p in patterns if p.fits(ops)), None)
         if pat is None:
-            pat = _Pattern(ids)
+            pat = _Pattern(np.fromiter(map(id, ops), dtype=np.int64, count=len(ops)))
             patterns.append(pat)
         self.pat = pat
         self.ops = uniq = [ops[i] for i in pat.firsts]
@@ -88,13 +96,13 @@ class _Row:
         # what decides the launch structure: the pattern and which distinct ops launch kernels, are attention,
         # are trace-timed, take a compiled path
         self.key = (id(pat), tuple(flags))
-        self._host = None
+        self._host: list[float] | None = None
 
-    def host(self, costs) -> list:
+    def host(self, costs) -> list[float]:
         """The distinct ops' host times at the median (`CostModel.host_s`), read only where a plan mode uses them
         (as `lower` does: a graph replay reads none of its ops' host figures)."""
         if self._host is None:
-            h = []
+            h: list[float] = []
             for o, v in zip(self.ops, self._figs):
                 if v[3] is None:
                     v[3] = costs.host_s(o, 0.5)
@@ -258,17 +266,17 @@ def step_seconds(setup, mode: str, shapes: Sequence[StepShape], rows: dict | Non
     memo = {} if rows is None else rows
     figs = {} if figs is None else figs
     patterns: list[_Pattern] = memo.setdefault(_PATTERNS, [])
-    rows = []
+    built: list[_Row] = []
     for s in shapes:
         r = memo.get(s)
         if r is None:
             r = memo[s] = _Row(setup.build(s), costs, patterns, figs)
-        rows.append(r)
-    out = np.empty(len(rows))
+        built.append(r)
+    out = np.empty(len(built))
     groups: dict[tuple, list[int]] = {}
-    for i, r in enumerate(rows):
+    for i, r in enumerate(built):
         groups.setdefault(r.key, []).append(i)
     for idx in groups.values():
-        host, counts, gpu, gap, tail = _lower_rows([rows[i] for i in idx], costs, mode, memo)
+        host, counts, gpu, gap, tail = _lower_rows([built[i] for i in idx], costs, mode, memo)
         out[idx] = _recurrence(host, counts, gpu, gap, tail, costs.queue_depth)
     return out

@@ -180,8 +180,9 @@ def rows_json(rows: list[dict], family: list[int]) -> str:
         if f >= 0:
             if f not in tpls:
                 tpls[f] = budget_template(r, enc)
-            if tpls[f] is not None:
-                text = fill_budget(tpls[f], r)
+            tpl = tpls[f]
+            if tpl is not None:
+                text = fill_budget(tpl, r)
         items.append(enc(r) if text is None else text)
     return indented_list(items)
 

@@ -512,11 +512,10 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
     slot: dict[int, int] = {}
     members: list[list[int]] = []
     for i in pending:
-        f = slot.get(fam[i])
-        if f is None:
-            f = slot[fam[i]] = len(members)
+        if fam[i] not in slot:
+            slot[fam[i]] = len(members)
             members.append([])
-        members[f].append(i)
+        members[slot[fam[i]]].append(i)
     reps = [m[0] for m in members]
     fam_at = {m[0]: f for f, m in enumerate(members)}
     reps.sort(key=lambda i: (group(i), points[i].graph, i))

@@ -92,3 +92,18 @@ def test_cache_batched_entry_points_equal_routed_steps():
     unpad = sum(wi * ref.step_time(setup, ref.routed(setup, decode(b, 512)).route.mode, decode(b, 512)).step_s
                 for b, wi in zip(bs, w))
     assert e.step_s == pytest.approx(step, rel=1e-12) and e.unpadded_s == pytest.approx(unpad, rel=1e-12)
+
+
+def test_pattern_fits_only_steps_that_repeat_its_positions():
+    from dataclasses import replace
+
+    from simulator.engine.batched import _Pattern
+
+    setup = StepSetup.of(MODELS["qwen3-0.6b"], PROFILE, "fused")
+    a, b = setup.build(decode(2, 64)).ops, setup.build(decode(9, 64)).ops
+    pat = _Pattern(np.fromiter(map(id, a), dtype=np.int64, count=len(a)))
+    assert pat.runs and pat.fits(a) and pat.fits(b)  # layers 1..L-1 repeat layer 1's objects at any batch
+    i = pat.runs[-1][0]  # a repeated position holding another op: refused
+    other = replace(b[i], name=b[i].name + "_x")
+    assert not pat.fits(b[:i] + (other,) + b[i + 1:])
+    assert not pat.fits(b[:-1])
