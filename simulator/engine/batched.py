@@ -81,13 +81,22 @@ class _Row:
         self.ops = uniq = [ops[i] for i in pat.firsts]
         gpu, extra, flags, entries = [], [], [], []
         get = figs.get
+        ids = figs.get(_IDS)
+        if ids is None:
+            ids = figs[_IDS] = {}
+        iget = ids.get
         for o in uniq:  # each distinct op once; views launch nothing (lower reads no GPU figure of them)
-            v = get(o)  # equal ops (by value) recur across shapes: the same figures
-            if v is None:  # [gpu s, extra kernels, structure flags, host s at the median (read when needed)]
-                lk = o.op_class is not OpClass.VIEW  # Op.launches_kernel
-                v = figs[o] = [costs.gpu_s(o) if lk else 0.0, (costs.gemm_kernels(o) - 1) if lk else 0,
-                               (lk, lk and o.op_class is OpClass.ATTENTION, lk and o.fixed_gpu_s is not None,
-                                o.path in _COMPILED_PATHS), None]
+            e = iget(id(o))  # the same object (the builder shares unchanged ops across shapes): no hashing
+            if e is not None and e[0] is o:
+                v = e[1]
+            else:
+                v = get(o)  # equal ops (by value) recur across shapes: the same figures
+                if v is None:  # [gpu s, extra kernels, structure flags, host s at the median (read when needed)]
+                    lk = o.op_class is not OpClass.VIEW  # Op.launches_kernel
+                    v = figs[o] = [costs.gpu_s(o) if lk else 0.0, (costs.gemm_kernels(o) - 1) if lk else 0,
+                                   (lk, lk and o.op_class is OpClass.ATTENTION, lk and o.fixed_gpu_s is not None,
+                                    o.path in _COMPILED_PATHS), None]
+                ids[id(o)] = (o, v)  # the entry holds o: its id stays its own
             gpu.append(v[0])
             extra.append(v[1])
             flags.append(v[2])
@@ -112,6 +121,7 @@ class _Row:
 
 
 _PATTERNS = "patterns"  # the key of a rows memo's list of patterns (shapes are StepShape keys)
+_IDS = "ids"  # the key, in a figs memo, of its entries by object id: id(op) -> (op, figures)
 
 
 class _Lowering:

@@ -78,6 +78,14 @@ def decode(batch: int, ctx: int) -> StepShape:
     return StepShape(decode_seqs=batch, ctx=ctx)
 
 
+# Ops the builders made, by (position in the step, fields): a step of another shape whose op at that position has
+# the same fields gets the same (immutable) Op object, so steps over the batch axis share their unchanged ops (a
+# GEMM of the same rows, say) and the costing memos find them by identity. Values are exactly those of a fresh
+# Op; the position keeps two equal ops of one step distinct objects, as before. Bounded: cleared when full.
+_INTERN: dict[tuple, Op] = {}
+_INTERN_MAX = 200_000
+
+
 class _Builder:
     def __init__(self, m: ModelSpec, shape: StepShape):
         self.m, self.s, self.ops = m, shape, []
@@ -86,7 +94,14 @@ class _Builder:
         self.quant_fusion: str | None = None
 
     def add(self, name, cls, path, flops=0.0, nbytes=0.0, **shape):
-        self.ops.append(Op(name, cls, path, float(flops), float(nbytes), tuple(sorted(shape.items()))))
+        ops = self.ops
+        key = (len(ops), name, cls, path, float(flops), float(nbytes), tuple(sorted(shape.items())))
+        op = _INTERN.get(key)
+        if op is None:
+            if len(_INTERN) >= _INTERN_MAX:
+                _INTERN.clear()
+            op = _INTERN[key] = Op(name, cls, path, key[4], key[5], key[6])
+        ops.append(op)
 
     def gemm(self, name, m, n, k, path=P.EAGER_GEMM, bias=False):
         """A GEMM (m x k) @ (k x n); `bias`: a bias vector added in the GEMM's epilogue (cuBLASLt addmm: one
@@ -396,9 +411,16 @@ def _layers(b: _Builder, model: ModelSpec, shape: StepShape, layer, fresh_first:
     """Emit every layer: layer 0 built fresh, then one built list per kind of layer (full attention, or sliding
     where the window is shorter than the keys) repeated (the same Op objects), in the model's layer order."""
     L = model.num_hidden_layers
+    keys = shape.ctx + max(1, shape.prefill_len, shape.q_len)
+    if L > 1 and not fresh_first and not (model.sliding_window and model.sliding_window < keys and any(
+            model.sliding_at(i) for i in range(L))):
+        start = len(b.ops)  # every layer of one kind (full attention): layer 0 built, then repeated L - 1 times
+        layer(0)
+        b.ops.extend(b.ops[start:] * (L - 1))
+        return
     built: dict[bool, list] = {}
     for i in range(L):
-        kind = model.sliding_at(i) and model.sliding_window < shape.ctx + max(1, shape.prefill_len, shape.q_len)
+        kind = model.sliding_at(i) and model.sliding_window < keys
         if i > 0 and kind in built:
             b.ops.extend(built[kind])
             continue
