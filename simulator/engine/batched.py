@@ -66,6 +66,23 @@ class _Pattern:
         return all(ops[p:pe] == ops[q:qe] for p, q, pe, qe in self.runs)
 
 
+def _figure(o, costs, figs: dict, ids: dict) -> list:
+    """An op's figures [gpu s, extra kernels, structure flags, host s at the median (read when needed)], memoised
+    by object id first (the builder shares unchanged ops across shapes: no hashing), then by value (equal ops
+    recur across shapes: the same figures). Views launch nothing (lower reads no GPU figure of them)."""
+    e = ids.get(id(o))
+    if e is not None and e[0] is o:
+        return e[1]
+    v = figs.get(o)
+    if v is None:
+        lk = o.op_class is not OpClass.VIEW  # Op.launches_kernel
+        v = figs[o] = [costs.gpu_s(o) if lk else 0.0, (costs.gemm_kernels(o) - 1) if lk else 0,
+                       (lk, lk and o.op_class is OpClass.ATTENTION, lk and o.fixed_gpu_s is not None,
+                        o.path in _COMPILED_PATHS), None]
+    ids[id(o)] = (o, v)  # the entry holds o: its id stays its own
+    return v
+
+
 class _Row:
     """One shape's step: its pattern, its distinct ops and their figures."""
 
@@ -77,35 +94,26 @@ class _Row:
         if pat is None:
             pat = _Pattern(np.fromiter(map(id, ops), dtype=np.int64, count=len(ops)))
             patterns.append(pat)
-        self.pat = pat
-        self.ops = uniq = [ops[i] for i in pat.firsts]
-        gpu, extra, flags, entries = [], [], [], []
-        get = figs.get
         ids = figs.get(_IDS)
         if ids is None:
             ids = figs[_IDS] = {}
-        iget = ids.get
-        for o in uniq:  # each distinct op once; views launch nothing (lower reads no GPU figure of them)
-            e = iget(id(o))  # the same object (the builder shares unchanged ops across shapes): no hashing
-            if e is not None and e[0] is o:
-                v = e[1]
-            else:
-                v = get(o)  # equal ops (by value) recur across shapes: the same figures
-                if v is None:  # [gpu s, extra kernels, structure flags, host s at the median (read when needed)]
-                    lk = o.op_class is not OpClass.VIEW  # Op.launches_kernel
-                    v = figs[o] = [costs.gpu_s(o) if lk else 0.0, (costs.gemm_kernels(o) - 1) if lk else 0,
-                                   (lk, lk and o.op_class is OpClass.ATTENTION, lk and o.fixed_gpu_s is not None,
-                                    o.path in _COMPILED_PATHS), None]
-                ids[id(o)] = (o, v)  # the entry holds o: its id stays its own
-            gpu.append(v[0])
-            extra.append(v[1])
-            flags.append(v[2])
-            entries.append(v)
-        self.gpu, self.extra, self._figs = gpu, extra, entries
+        uniq = [ops[i] for i in pat.firsts]
+        self._set(pat, uniq, [_figure(o, costs, figs, ids) for o in uniq])
+
+    def _set(self, pat, uniq: list, entries: list) -> None:
+        self.pat, self.ops, self._figs = pat, uniq, entries
+        self.gpu = [v[0] for v in entries]
+        self.extra = [v[1] for v in entries]
         # what decides the launch structure: the pattern and which distinct ops launch kernels, are attention,
         # are trace-timed, take a compiled path
-        self.key = (id(pat), tuple(flags))
+        self.key = (id(pat), tuple([v[2] for v in entries]))
         self._host: list[float] | None = None
+
+    @classmethod
+    def of(cls, pat, uniq: list, entries: list) -> "_Row":
+        r = cls.__new__(cls)
+        r._set(pat, uniq, entries)
+        return r
 
     def host(self, costs) -> list[float]:
         """The distinct ops' host times at the median (`CostModel.host_s`), read only where a plan mode uses them
@@ -276,6 +284,7 @@ def step_seconds(setup, mode: str, shapes: Sequence[StepShape], rows: dict | Non
     memo = {} if rows is None else rows
     figs = {} if figs is None else figs
     patterns: list[_Pattern] = memo.setdefault(_PATTERNS, [])
+    _build_many(setup, shapes, memo, patterns, figs)
     built: list[_Row] = []
     for s in shapes:
         r = memo.get(s)
@@ -290,3 +299,53 @@ def step_seconds(setup, mode: str, shapes: Sequence[StepShape], rows: dict | Non
         host, counts, gpu, gap, tail = _lower_rows([built[i] for i in idx], costs, mode, memo)
         out[idx] = _recurrence(host, counts, gpu, gap, tail, costs.queue_depth)
     return out
+
+
+_MIN_TRACE = 8  # fewer missing shapes of one group than this: built one by one (a trace costs a few builds)
+
+
+def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
+    """Rows of the shapes `memo` lacks, many at once where their builds can be traced over the batch axis
+    (engine/batchbuild.py: one symbolic build per group of decode shapes differing in batch and padding)."""
+    from simulator.engine import batchbuild as BB
+
+    missing = [s for s in dict.fromkeys(shapes) if s not in memo]
+    if len(missing) < _MIN_TRACE:
+        return
+    groups: dict[tuple, list] = {}
+    for s in missing:
+        if BB.traceable(setup, s):
+            groups.setdefault(BB.group_key(s), []).append(s)
+    costs = setup.costs
+    ids = figs.get(_IDS)
+    if ids is None:
+        ids = figs[_IDS] = {}
+
+    def make_row(s):
+        return _Row(setup.build(s), costs, patterns, figs)
+
+    def make_traced(tops, prow: _Row, shs: list, values):
+        # the probe's check: the template repeats its positions as the probe's build does (each position's first
+        # occurrence; np.unique orders the distinct ops by id, so compare sources, not order), and the traced ops
+        # at the probe's values are the ops its real build made
+        pat, tp = prow.pat, _Pattern(np.fromiter(map(id, tops), dtype=np.int64, count=len(tops)))
+        if tp.n != pat.n or not np.array_equal(tp.first[tp.inv], pat.first[pat.inv]):
+            return None
+        if [c[0] for c in BB.distinct_ops(tops, pat.firsts, 1, BB.probe_values)] != prow.ops:
+            return None
+        cols = BB.distinct_ops(tops, pat.firsts, len(shs), values)
+        ecols = []
+        for col in cols:
+            loc: dict[int, list] = {}
+            ec = []
+            for o in col:
+                v = loc.get(id(o))
+                if v is None:
+                    v = loc[id(o)] = _figure(o, costs, figs, ids)
+                ec.append(v)
+            ecols.append(ec)
+        return {s: _Row.of(pat, [c[i] for c in cols], [ec[i] for ec in ecols]) for i, s in enumerate(shs)}
+
+    for g in groups.values():
+        if len(g) >= _MIN_TRACE:
+            memo.update(BB.rows_of(setup, g, make_row, make_traced))

@@ -86,6 +86,22 @@ _INTERN: dict[tuple, Op] = {}
 _INTERN_MAX = 200_000
 
 
+class Traced:
+    """Base of a symbolic size (engine/batchbuild.py's Sym): `as_float()` stands for float(x)."""
+
+    __slots__ = ()
+
+    def as_float(self):
+        raise NotImplementedError
+
+
+TRACING = [False]  # set while engine/batchbuild.py traces a build: `_Builder.add` keeps symbolic sizes
+
+
+def _float(x):
+    return x.as_float() if isinstance(x, Traced) else float(x)
+
+
 class _Builder:
     def __init__(self, m: ModelSpec, shape: StepShape):
         self.m, self.s, self.ops = m, shape, []
@@ -95,6 +111,9 @@ class _Builder:
 
     def add(self, name, cls, path, flops=0.0, nbytes=0.0, **shape):
         ops = self.ops
+        if TRACING[0]:  # a traced build (engine/batchbuild.py): symbolic sizes, nothing interned
+            ops.append(Op(name, cls, path, _float(flops), _float(nbytes), tuple(sorted(shape.items()))))
+            return
         key = (len(ops), name, cls, path, float(flops), float(nbytes), tuple(sorted(shape.items())))
         op = _INTERN.get(key)
         if op is None:

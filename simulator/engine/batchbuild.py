@@ -1,0 +1,254 @@
+"""Many steps of one setup built at once over the batch axis: one traced build, evaluated with numpy.
+
+`build_rows(setup, shapes, ...)` gives, for decode shapes that differ only in `decode_seqs` and `padding`, the
+op figures batched.py's `_Row` would give from `setup.build(shape)` of each, without running the builder per
+shape:
+
+1. The builder runs once on a shape whose `decode_seqs` and `padding` are symbols (`Sym`): every size it derives
+   from them (tokens, flops, bytes, GEMM m, attention batch) is an expression recorded with the Python operation
+   that made it (+, -, *, /, //, float(), unary -). Each symbol carries its value at a probe shape, so every
+   comparison the builder makes (a validity check, `max(1, seqs)`, `attn_tokens == seqs`) is answered as the probe
+   answers it and recorded as a guard. Anything else a size meets (bool(), int(), a math function, hashing by
+   value) makes the trace give up: those shapes are built one by one as before.
+2. The recorded expressions are evaluated over the shapes' arrays with the matching numpy operations (int64 for
+   Python ints, float64 for floats: the same IEEE operations elementwise, so each value is the one the scalar
+   build computes; ints stay far below 2**53). Shapes whose guards all come out as at the probe took the probe's
+   path through the builder; the others are traced again from one of them (a few rounds), and what is left is
+   built one by one.
+3. Each distinct op of the step (a template position, batched.py's `_Pattern`) gets its per-shape field values;
+   equal values give one `Op`, costed once through batched.py's figures memo.
+
+Exactness is checked, not assumed: the probe shape is also built by the real builder, and its traced op list must
+equal it value for value (else the trace is dropped); tests/engine/test_batchbuild.py checks traced rows == built
+rows over random shapes.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from simulator.model import workload as W
+from simulator.model.kernels import Op
+from simulator.model.workload import StepShape
+
+_PY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+       "floordiv": operator.floordiv, "neg": operator.neg, "float": float,
+       "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
+       "ne": operator.ne}
+_NP = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "floordiv": np.floor_divide,
+       "neg": np.negative, "float": lambda a: np.asarray(a, dtype=np.float64),
+       "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
+       "ne": np.not_equal}
+_MARK = "\x00sym\x00"  # what a symbol formats as: an op name holding it cannot be traced
+
+
+class Untraceable(Exception):
+    """The builder did something with a size that the trace cannot replay."""
+
+
+class _Trace:
+    def __init__(self):
+        self.guards: list[tuple[Sym, bool]] = []
+
+
+_ACTIVE: list[_Trace | None] = [None]
+STATS = {"traced": 0}  # rows made from a trace (tests read it: the traced path is taken where it should be)
+
+
+class Sym(W.Traced):
+    """A size of the traced build: an operation `op` on `a`, `b` (symbols or Python numbers), with its value `v`
+    at the probe shape."""
+
+    __slots__ = ("op", "a", "b", "v")
+
+    def __init__(self, op, a, b, v):
+        self.op, self.a, self.b, self.v = op, a, b, v
+
+    @staticmethod
+    def _val(x):
+        return x.v if isinstance(x, Sym) else x
+
+    def _bin(self, op, a, b):
+        if not isinstance(a, (Sym, int, float)) or not isinstance(b, (Sym, int, float)) or isinstance(
+                a, bool) or isinstance(b, bool):
+            raise Untraceable(op)
+        return Sym(op, a, b, _PY[op](self._val(a), self._val(b)))
+
+    def __add__(self, o): return self._bin("add", self, o)
+    def __radd__(self, o): return self._bin("add", o, self)
+    def __sub__(self, o): return self._bin("sub", self, o)
+    def __rsub__(self, o): return self._bin("sub", o, self)
+    def __mul__(self, o): return self._bin("mul", self, o)
+    def __rmul__(self, o): return self._bin("mul", o, self)
+    def __truediv__(self, o): return self._bin("div", self, o)
+    def __rtruediv__(self, o): return self._bin("div", o, self)
+    def __floordiv__(self, o): return self._bin("floordiv", self, o)
+    def __rfloordiv__(self, o): return self._bin("floordiv", o, self)
+
+    def __neg__(self):
+        return Sym("neg", self, None, -self.v)
+
+    def as_float(self):
+        return Sym("float", self, None, float(self.v))
+
+    def _cmp(self, op, o):
+        tr = _ACTIVE[0]
+        if tr is None or not isinstance(o, (Sym, int, float)) or isinstance(o, bool):
+            raise Untraceable(op)
+        g = Sym(op, self, o, _PY[op](self.v, self._val(o)))
+        tr.guards.append((g, g.v))
+        return g.v
+
+    def __lt__(self, o): return self._cmp("lt", o)
+    def __le__(self, o): return self._cmp("le", o)
+    def __gt__(self, o): return self._cmp("gt", o)
+    def __ge__(self, o): return self._cmp("ge", o)
+    def __eq__(self, o): return self._cmp("eq", o)
+    def __ne__(self, o): return self._cmp("ne", o)
+
+    __hash__ = object.__hash__  # by identity (the builder never keys a dict on a size)
+
+    def __bool__(self):
+        raise Untraceable("bool")
+
+    def __index__(self):
+        raise Untraceable("index")
+
+    def __int__(self):
+        raise Untraceable("int")
+
+    def __float__(self):
+        raise Untraceable("float")
+
+    def __format__(self, spec):
+        return _MARK
+
+    __str__ = __repr__ = lambda self: _MARK
+
+
+def _eval(x, leaves: dict, memo: dict):
+    """The values of `x` over the shapes (an array, or the Python number itself)."""
+    if not isinstance(x, Sym):
+        return x
+    k = id(x)
+    r = memo.get(k)
+    if r is None:
+        if x.op == "leaf":
+            r = leaves[x.a]
+        elif x.b is None:
+            r = _NP[x.op](_eval(x.a, leaves, memo))
+        else:
+            r = _NP[x.op](_eval(x.a, leaves, memo), _eval(x.b, leaves, memo))
+        memo[k] = r
+    return r
+
+
+_FIELDS = ("flops", "bytes", "fixed_gpu_s", "fixed_host_s")
+
+
+def _trace(setup, probe: StepShape):
+    """The probe's step built with symbolic decode_seqs and padding: (ops, guards)."""
+    ds = Sym("leaf", "decode_seqs", None, probe.decode_seqs)
+    pad = Sym("leaf", "padding", None, probe.padding)
+    shape = StepShape(ds, probe.ctx, probe.prefill_seqs, probe.prefill_len, pad, probe.q_len)
+    tr = _Trace()
+    _ACTIVE[0], W.TRACING[0] = tr, True
+    try:
+        step = setup.build(shape)
+    except Untraceable:
+        return None
+    except Exception:  # noqa: BLE001 — anything the symbols trip over: build the shapes one by one
+        return None
+    finally:
+        _ACTIVE[0], W.TRACING[0] = None, False
+    for o in step.ops:
+        if _MARK in o.name or isinstance(o.fixed_host_s, Sym) or isinstance(o.fixed_gpu_s, Sym) or any(
+                isinstance(k, Sym) for k, _ in o.shape):
+            return None
+    return step.ops, tr.guards
+
+
+def traceable(setup, shape: StepShape) -> bool:
+    """Whether `shape`'s builds can be traced: pure decode of a non-compiled reference / fused recipe."""
+    return (shape.prefill_seqs == 0 and setup.fusion != "compiled" and setup.recipe in ("reference", "fused")
+            and type(shape.decode_seqs) is int and type(shape.padding) is int)
+
+
+def group_key(shape: StepShape) -> tuple:
+    return (shape.ctx, shape.q_len, shape.prefill_seqs, shape.prefill_len)
+
+
+def rows_of(setup, shapes: list[StepShape], make_row, make_traced, rounds: int = 6) -> dict:
+    """shape -> row for `shapes` (one group_key, all traceable): traced where the trace replays, else
+    `make_row(shape)` (the scalar build). `make_traced(template_ops, probe_row, shapes, values)` turns a trace
+    into rows of `shapes` (None: it does not match the probe's build); `values(sym)`: sym's value per shape."""
+    out: dict = {}
+    left = list(shapes)
+    for _ in range(rounds):
+        if len(left) < 2:
+            break
+        probe = left[0]
+        prow = out[probe] = make_row(probe)
+        t = _trace(setup, probe)
+        if t is None:
+            left = left[1:]
+            break
+        tops, guards = t
+        rest = left[1:]
+        leaves = {"decode_seqs": np.fromiter((s.decode_seqs for s in rest), np.int64, len(rest)),
+                  "padding": np.fromiter((s.padding for s in rest), np.int64, len(rest))}
+        memo: dict = {}
+        ok = np.ones(len(rest), dtype=bool)
+        with np.errstate(all="ignore"):  # shapes off the probe's path may divide by zero: their guards fail
+            for g, want in guards:
+                ok &= np.asarray(_eval(g, leaves, memo)) == want
+            sel = np.flatnonzero(ok)
+            made = make_traced(tops, prow, [rest[i] for i in sel.tolist()],
+                               lambda x: np.broadcast_to(_eval(x, leaves, memo), ok.shape)[sel])
+        if made is None:
+            left = left[1:]
+            break
+        out.update(made)
+        STATS["traced"] += len(made)
+        left = [rest[i] for i in np.flatnonzero(~ok).tolist()]
+    for s in left:
+        if s not in out:
+            out[s] = make_row(s)
+    return out
+
+
+def probe_values(x):
+    """A symbol's value at the probe, as `values` gives them (an array of one)."""
+    return np.asarray([x.v])
+
+
+def distinct_ops(tops, firsts: list[int], n: int, values) -> list[list[Op]]:
+    """The real ops of each of `n` shapes at the template's distinct positions `firsts`: [position][shape].
+    `values(sym)`: sym's per-shape values (an array over the shapes)."""
+    cols = []
+    for p in firsts:
+        o = tops[p]
+        dyn = [f for f in _FIELDS if isinstance(getattr(o, f), Sym)]
+        sdyn = [i for i, (_, v) in enumerate(o.shape) if isinstance(v, Sym)]
+        if not dyn and not sdyn:
+            cols.append([o] * n)
+            continue
+        arrs = [values(getattr(o, f)).tolist() for f in dyn] + [values(o.shape[i][1]).tolist() for i in sdyn]
+        made: dict[tuple, Op] = {}
+        col = []
+        base = {f: getattr(o, f) for f in _FIELDS}
+        for key in zip(*arrs):
+            op = made.get(key)
+            if op is None:
+                kw = dict(base)
+                kw.update(zip(dyn, key))
+                shp = list(o.shape)
+                for j, i in enumerate(sdyn):
+                    shp[i] = (shp[i][0], key[len(dyn) + j])
+                op = made[key] = Op(o.name, o.op_class, o.path, kw["flops"], kw["bytes"], tuple(shp),
+                                    kw["fixed_gpu_s"], kw["fixed_host_s"])
+            col.append(op)
+        cols.append(col)
+    return cols
