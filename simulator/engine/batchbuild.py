@@ -224,9 +224,9 @@ def probe_values(x):
     return np.asarray([x.v])
 
 
-def distinct_ops(tops, firsts: list[int], n: int, values) -> list[list[Op]]:
+def distinct_ops(tops, firsts: list[int], n: int, values, made_ops: list | None = None) -> list[list[Op]]:
     """The real ops of each of `n` shapes at the template's distinct positions `firsts`: [position][shape].
-    `values(sym)`: sym's per-shape values (an array over the shapes)."""
+    `values(sym)`: sym's per-shape values (an array over the shapes); `made_ops`: gets each op made (once)."""
     cols = []
     for p in firsts:
         o = tops[p]
@@ -251,4 +251,6 @@ def distinct_ops(tops, firsts: list[int], n: int, values) -> list[list[Op]]:
                                     kw["fixed_gpu_s"], kw["fixed_host_s"])
             col.append(op)
         cols.append(col)
+        if made_ops is not None:
+            made_ops.extend(made.values())
     return cols

@@ -333,7 +333,9 @@ def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
             return None
         if [c[0] for c in BB.distinct_ops(tops, pat.firsts, 1, BB.probe_values)] != prow.ops:
             return None
-        cols = BB.distinct_ops(tops, pat.firsts, len(shs), values)
+        fresh: list = []
+        cols = BB.distinct_ops(tops, pat.firsts, len(shs), values, fresh)
+        costs.prime(fresh)  # the new ops' GPU figures over the batch axis at once (model/costs.py)
         ecols = []
         for col in cols:
             loc: dict[int, list] = {}

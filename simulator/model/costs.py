@@ -35,6 +35,32 @@ def _loglog(x: float, xs, ys) -> float | None:
     return loglog(x, xs, ys, below=REFUSE, above=REFUSE)
 
 
+def _loglog_many(x: list, xs, ys) -> list[float | None]:
+    """`_loglog(v, xs, ys)` for each v of `x`, the log and interpolation over all at once (np.log, np.interp and
+    np.exp elementwise: each value bitwise the scalar call's)."""
+    if not x:
+        return []
+    lo, hi = xs[0], xs[-1]
+    inside = [lo <= v <= hi for v in x]  # loglog refuses below the first point and above the last
+    if len(xs) == 1:
+        return [float(ys[0]) if ok else None for ok in inside]
+    a = np.asarray(x, dtype=float)
+    grid_pos = min(xs) > 0 and min(ys) > 0
+    pos = a > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lg = np.exp(np.interp(np.log(np.where(pos, a, 1.0)), np.log(xs), np.log(ys))) if grid_pos else None
+    lin = np.interp(a, xs, ys)
+    out = []
+    for i, ok in enumerate(inside):
+        if not ok:
+            out.append(None)
+        elif grid_pos and pos[i]:
+            out.append(float(lg[i]))
+        else:
+            out.append(float(lin[i]))
+    return out
+
+
 def _interp_curve(c: Curve, x: float) -> float | None:
     return _loglog(x, c.bytes, c.us)
 
@@ -165,6 +191,51 @@ class CostModel:
             v = self.roofline_s(op) if t is None else max(t, 0.0)
             self._gpu_cache[op] = v
         return v
+
+    def prime(self, ops) -> None:
+        """Fill the GPU-time and kernel-count memos of many ops at once (engine/batched.py: the ops of a traced step
+        over the batch axis): GEMMs of one (n, k) priced over all their m, byte-curve ops over all their bytes,
+        with the numpy operations `gpu_s` / `gemm_kernels` take per op, elementwise, so every figure is bitwise
+        theirs (tests/model/test_costs_prime.py). Ops of other kinds are left to `gpu_s` itself."""
+        gemm: dict[tuple[int, int], list[Op]] = {}
+        curve: dict[OpClass, list[Op]] = {}
+        cache = self._gpu_cache
+        for o in ops:
+            if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW or o in cache
+                    or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
+                continue
+            if o.op_class is OpClass.GEMM:
+                gemm.setdefault((o.dim("n"), o.dim("k")), []).append(o)
+            elif o.op_class in self._curves and self._curves[o.op_class] is not None:
+                curve.setdefault(o.op_class, []).append(o)
+        for (n, k), os_ in gemm.items():
+            ms = [o.dim("m") for o in os_]
+            t = self._gemm.get((n, k))
+            if t is None:
+                ts = self.gemm_fallback.time_many(n, k, ms)
+            else:
+                v = _loglog_many(ms, t.m, t.us)
+                ts = [None if x is None else x * US for x in v]
+            self._store(os_, ts)
+            if t is not None and t.kernels is not None:
+                self._prime_kernels(t, ms)
+        for cls, os_ in curve.items():
+            c = self._curves[cls]
+            v = _loglog_many([o.bytes for o in os_], c.bytes, c.us)
+            self._store(os_, [None if x is None else x * US for x in v])
+
+    def _store(self, ops, ts) -> None:
+        for o, t in zip(ops, ts):
+            self._gpu_cache[o] = self.roofline_s(o) if t is None else max(t, 0.0)
+
+    def _prime_kernels(self, t, ms) -> None:
+        """`gemm_kernels`' memo for table `t` at each m: argmin over the grid of |log(max(m, 1) / grid m)|."""
+        todo = sorted({m for m in ms if (id(t), m) not in self._kernels_cache})
+        if not todo:
+            return
+        r = np.abs(np.log(np.array([max(m, 1) for m in todo])[:, None] / np.asarray(t.m)[None, :]))
+        for m, i in zip(todo, np.argmin(r, axis=1).tolist()):
+            self._kernels_cache[(id(t), m)] = int(t.kernels[i])
 
     def collective_s(self, op: Op) -> float:
         """GPU time of a tensor-parallel collective (simulator/model/parallel.py: custom all-reduce / NCCL ring)."""

@@ -113,6 +113,44 @@ class GemmFallback:
                                          for i in range(len(self.tables))) * 1e-6
         return max(math.exp(ls) * self.roofline_s(n, k, m), floor)
 
+    def time_many(self, n: int, k: int, ms: list[int]) -> list[float | None]:
+        """`time_s(n, k, m)` for each m, the interpolations over all of them at once: the same operations per
+        element (math.log / math.exp per m as `time_s` takes them, np.interp elementwise, the weighted sum in the
+        order `sum` adds), so each figure is bitwise `time_s`'s."""
+        if not ms:
+            return []
+        if not self.tables or n < MIN_DIM or k < MIN_DIM:
+            return [None] * len(ms)
+        first = next((m for m in ms if self.m_lo <= m <= self.m_hi), None)
+        if first is None:
+            return [None] * len(ms)
+        self.time_s(n, k, first)  # fills the (n, k) neighbour memo
+        order, w = self._near[(n, k)]
+        inside = [self.m_lo <= m <= self.m_hi for m in ms]
+        mm = [m for m, ok in zip(ms, inside) if ok]
+        lx = np.array([math.log(m) for m in mm])
+        lm = self._log_m
+
+        def at(i, ys):
+            return np.full(lx.size, float(ys[0])) if len(lm[i]) == 1 else np.interp(lx, lm[i], ys)
+
+        if w is None:
+            ls = at(order[0], self._log_s[order[0]])
+        else:
+            acc = np.add(0, w[0] * at(order[0], self._log_s[order[0]]))  # sum() starts from the int 0
+            for wi, i in zip(w[1:], order[1:]):
+                acc = acc + wi * at(i, self._log_s[i])
+            ls = acc / sum(w)
+        out_in = []
+        for m, v in zip(mm, ls.tolist()):
+            floor = self._floor.get(m)
+            if floor is None:
+                floor = self._floor[m] = min(math.exp(self._at_log_m(lm[i], self._log_us[i], m))
+                                             for i in range(len(self.tables))) * 1e-6
+            out_in.append(max(math.exp(v) * self.roofline_s(n, k, m), floor))
+        it = iter(out_in)
+        return [next(it) if ok else None for ok in inside]
+
     def kernels(self, n: int, k: int, m: int) -> int:
         """cuBLAS kernels per call (2: split-K plus its reduce) of the nearest table recording counts; else 1."""
         if not self._counted or n < MIN_DIM or k < MIN_DIM:

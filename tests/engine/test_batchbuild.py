@@ -14,7 +14,7 @@ from simulator.engine.stepcost import StepCostCache
 from simulator.model.resolve import resolve_model
 from simulator.model.workload import StepShape
 
-PROFILE = "datasheet-h200"
+PROFILE = "h200"  # measured GEMM tables and curves (the datasheet profile has none)
 MODELS = {"qwen3-0.6b": resolve_model("qwen3-0.6b"), "llama3-8b": resolve_model("llama3-8b"),
           "qwen3-30b-a3b": resolve_model("qwen3-30b-a3b"), "qwen3-8b-fp8": resolve_model("qwen3-8b", "fp8"),
           "llama3-70b-tp4": resolve_model("llama3-70b", tp=4)}

@@ -1,0 +1,53 @@
+"""CostModel.prime (model/costs.py): GPU times and kernel counts of many ops filled at once, over the batch axis,
+bitwise equal to `gpu_s` / `gemm_kernels` op by op on a fresh cost model (measured GEMM tables, the fallback for
+unmeasured (n, k), byte curves; in and outside the grids, where the roofline takes over)."""
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+
+from simulator.model.costs import CostModel
+from simulator.model.kernels import LaunchPath as P
+from simulator.model.kernels import Op, OpClass
+from simulator.model.profile import load_profile
+
+PROF = load_profile("h200")
+NK = sorted({(t.n, t.k) for t in PROF.device.tables.gemm})
+
+
+def gemm(m, n, k):
+    return Op("g", OpClass.GEMM, P.EAGER_GEMM, 2.0 * m * n * k, 2.0 * (m * k + n * k + m * n),
+              (("k", k), ("m", m), ("n", n)))
+
+
+def curve(cls, nbytes):
+    return Op("c", cls, P.CUSTOM_OP, nbytes / 4, float(nbytes))
+
+
+nk_st = hs.one_of(hs.sampled_from(NK), hs.tuples(hs.sampled_from([8, 100, 1024, 4096, 6144, 151936]),
+                                                 hs.sampled_from([8, 512, 4096, 12288])))
+op_st = hs.one_of(
+    hs.builds(lambda m, nk: gemm(m, *nk), hs.integers(1, 70000), nk_st),
+    hs.builds(curve, hs.sampled_from([OpClass.ELEMENTWISE, OpClass.REDUCTION, OpClass.COPY, OpClass.EMBEDDING]),
+              hs.one_of(hs.integers(1, 10 ** 10), hs.floats(1.0, 1e10))),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=hs.lists(op_st, min_size=1, max_size=60))
+def test_prime_equals_per_op(ops):
+    batch, single = CostModel(PROF), CostModel(PROF)
+    batch.prime(ops)
+    for o in ops:
+        assert batch.gpu_s(o) == single.gpu_s(o)
+        assert batch.gemm_kernels(o) == single.gemm_kernels(o)
+
+
+def test_prime_dense_m_sweep_exact():
+    # every m of a decode batch axis, one measured and one unmeasured (n, k): the optimizer's workload
+    for n, k in (NK[0], (24576, 4096), (151936, 4096)):
+        ops = [gemm(m, n, k) for m in range(1, 1100)]
+        batch, single = CostModel(PROF), CostModel(PROF)
+        batch.prime(ops)
+        assert all(o in batch._gpu_cache for o in ops)  # priced by prime, not left to gpu_s
+        assert [batch.gpu_s(o) for o in ops] == [single.gpu_s(o) for o in ops]
+        assert [batch.gemm_kernels(o) for o in ops] == [single.gemm_kernels(o) for o in ops]
