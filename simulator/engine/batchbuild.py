@@ -224,33 +224,35 @@ def probe_values(x):
     return np.asarray([x.v])
 
 
-def distinct_ops(tops, firsts: list[int], n: int, values, made_ops: list | None = None) -> list[list[Op]]:
-    """The real ops of each of `n` shapes at the template's distinct positions `firsts`: [position][shape].
-    `values(sym)`: sym's per-shape values (an array over the shapes); `made_ops`: gets each op made (once)."""
-    cols = []
+def distinct_ops(tops, firsts: list[int], n: int, values, made_ops: list | None = None) -> list[tuple]:
+    """The real ops of `n` shapes at the template's distinct positions `firsts`, per position (ops, inv): its
+    distinct ops and, per shape, the index of its op (inv None: one op for every shape). `values(sym)`: sym's
+    per-shape values (an array over the shapes); `made_ops`: gets each op made."""
+    out = []
     for p in firsts:
         o = tops[p]
         dyn = [f for f in _FIELDS if isinstance(getattr(o, f), Sym)]
         sdyn = [i for i, (_, v) in enumerate(o.shape) if isinstance(v, Sym)]
         if not dyn and not sdyn:
-            cols.append([o] * n)
+            out.append(([o], None))
             continue
-        arrs = [values(getattr(o, f)).tolist() for f in dyn] + [values(o.shape[i][1]).tolist() for i in sdyn]
-        made: dict[tuple, Op] = {}
-        col = []
-        base = {f: getattr(o, f) for f in _FIELDS}
-        for key in zip(*arrs):
-            op = made.get(key)
-            if op is None:
-                kw = dict(base)
-                kw.update(zip(dyn, key))
-                shp = list(o.shape)
-                for j, i in enumerate(sdyn):
-                    shp[i] = (shp[i][0], key[len(dyn) + j])
-                op = made[key] = Op(o.name, o.op_class, o.path, kw["flops"], kw["bytes"], tuple(shp),
-                                    kw["fixed_gpu_s"], kw["fixed_host_s"])
-            col.append(op)
-        cols.append(col)
+        arrs = [np.asarray(values(getattr(o, f))) for f in dyn] + [np.asarray(values(o.shape[i][1])) for i in sdyn]
+        code = np.zeros(n, dtype=np.int64)
+        for a in arrs:  # one code per distinct combination of the fields' values (re-numbered: stays < n)
+            u, inv = np.unique(a, return_inverse=True)
+            code = np.unique(code * u.size + inv.reshape(-1), return_inverse=True)[1].reshape(-1)
+        _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+        reps = [a[first].tolist() for a in arrs]  # the fields of each distinct op, as Python numbers
+        ops = []
+        for key in zip(*reps):
+            kw = {f: getattr(o, f) for f in _FIELDS}
+            kw.update(zip(dyn, key))
+            shp = list(o.shape)
+            for j, i in enumerate(sdyn):
+                shp[i] = (shp[i][0], key[len(dyn) + j])
+            ops.append(Op(o.name, o.op_class, o.path, kw["flops"], kw["bytes"], tuple(shp), kw["fixed_gpu_s"],
+                          kw["fixed_host_s"]))
         if made_ops is not None:
-            made_ops.extend(made.values())
-    return cols
+            made_ops.extend(ops)
+        out.append((ops, inv.reshape(-1)))
+    return out

@@ -109,16 +109,20 @@ class _Row:
         self.key = (id(pat), tuple([v[2] for v in entries]))
         self._host: list[float] | None = None
 
-    @classmethod
-    def of(cls, pat, uniq: list, entries: list) -> "_Row":
-        r = cls.__new__(cls)
-        r._set(pat, uniq, entries)
-        return r
+    def _materialise(self) -> None:
+        """A traced row's distinct ops and figure entries (`_figs` holds (columns, entries, its index) until
+        then: engine/batchbuild.py distinct_ops)."""
+        cols, ecols, i = self._figs
+        pick = [0 if inv is None else int(inv[i]) for _, inv in cols]
+        self.ops = [c[0][j] for c, j in zip(cols, pick)]
+        self._figs = [e[j] for e, j in zip(ecols, pick)]
 
     def host(self, costs) -> list[float]:
         """The distinct ops' host times at the median (`CostModel.host_s`), read only where a plan mode uses them
         (as `lower` does: a graph replay reads none of its ops' host figures)."""
         if self._host is None:
+            if self.ops is None:
+                self._materialise()
             h: list[float] = []
             for o, v in zip(self.ops, self._figs):
                 if v[3] is None:
@@ -331,22 +335,32 @@ def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
         pat, tp = prow.pat, _Pattern(np.fromiter(map(id, tops), dtype=np.int64, count=len(tops)))
         if tp.n != pat.n or not np.array_equal(tp.first[tp.inv], pat.first[pat.inv]):
             return None
-        if [c[0] for c in BB.distinct_ops(tops, pat.firsts, 1, BB.probe_values)] != prow.ops:
+        if [c[0][0] for c in BB.distinct_ops(tops, pat.firsts, 1, BB.probe_values)] != prow.ops:
             return None
+        S = len(shs)
         fresh: list = []
-        cols = BB.distinct_ops(tops, pat.firsts, len(shs), values, fresh)
+        cols = BB.distinct_ops(tops, pat.firsts, S, values, fresh)
         costs.prime(fresh)  # the new ops' GPU figures over the batch axis at once (model/costs.py)
-        ecols = []
-        for col in cols:
-            loc: dict[int, list] = {}
-            ec = []
-            for o in col:
-                v = loc.get(id(o))
-                if v is None:
-                    v = loc[id(o)] = _figure(o, costs, figs, ids)
-                ec.append(v)
-            ecols.append(ec)
-        return {s: _Row.of(pat, [c[i] for c in cols], [ec[i] for ec in ecols]) for i, s in enumerate(shs)}
+        G, X = np.empty((S, len(cols))), np.empty((S, len(cols)))
+        ecols, flags = [], []
+        for c, (ops, inv) in enumerate(cols):
+            ents = [_figure(o, costs, figs, ids) for o in ops]
+            ecols.append(ents)
+            g, x = np.array([e[0] for e in ents]), np.array([e[1] for e in ents], dtype=float)
+            G[:, c], X[:, c] = (g[0], x[0]) if inv is None else (g[inv], x[inv])
+            f = {e[2] for e in ents}
+            flags.append(ents[0][2] if len(f) == 1 else None)
+        const = None if None in flags else (id(pat), tuple(flags))
+        out = {}
+        for i, s in enumerate(shs):
+            r = _Row.__new__(_Row)
+            r.pat, r.gpu, r.extra, r._host, r.ops, r._figs = pat, G[i], X[i], None, None, (cols, ecols, i)
+            r.key = const
+            if const is None:  # some op's structure flags differ across the shapes: this shape's own
+                r._materialise()
+                r.key = (id(pat), tuple([v[2] for v in r._figs]))
+            out[s] = r
+        return out
 
     for g in groups.values():
         if len(g) >= _MIN_TRACE:
