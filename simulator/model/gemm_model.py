@@ -141,13 +141,14 @@ class GemmFallback:
             for wi, i in zip(w[1:], order[1:]):
                 acc = acc + wi * at(i, self._log_s[i])
             ls = acc / sum(w)
+        new = [j for j, m in enumerate(mm) if m not in self._floor]
+        if new:  # the floor at each new m: the fastest table there (math.exp per value, as time_s takes it)
+            per_t = [[math.exp(v) for v in at(i, self._log_us[i])[new].tolist()] for i in range(len(self.tables))]
+            for c, j in enumerate(new):
+                self._floor[mm[j]] = min(col[c] for col in per_t) * 1e-6
         out_in = []
         for m, v in zip(mm, ls.tolist()):
-            floor = self._floor.get(m)
-            if floor is None:
-                floor = self._floor[m] = min(math.exp(self._at_log_m(lm[i], self._log_us[i], m))
-                                             for i in range(len(self.tables))) * 1e-6
-            out_in.append(max(math.exp(v) * self.roofline_s(n, k, m), floor))
+            out_in.append(max(math.exp(v) * self.roofline_s(n, k, m), self._floor[m]))
         it = iter(out_in)
         return [next(it) if ok else None for ok in inside]
 
