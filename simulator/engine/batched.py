@@ -112,7 +112,7 @@ class _Row:
     def _materialise(self) -> None:
         """A traced row's distinct ops and figure entries (`_figs` holds (columns, entries, its index) until
         then: engine/batchbuild.py distinct_ops)."""
-        cols, ecols, i = self._figs
+        cols, ecols, i, _ = self._figs
         pick = [0 if inv is None else int(inv[i]) for _, inv in cols]
         self.ops = [c[0][j] for c, j in zip(cols, pick)]
         self._figs = [e[j] for e, j in zip(ecols, pick)]
@@ -122,6 +122,13 @@ class _Row:
         (as `lower` does: a graph replay reads none of its ops' host figures)."""
         if self._host is None:
             if self.ops is None:
+                cols, ecols, i, hcol = self._figs
+                if hcol is not None:  # a traced row: each column's host figure is its ops' (one for all)
+                    for c, h in enumerate(hcol):
+                        if h is None:
+                            hcol[c] = costs.host_s(cols[c][0][0], 0.5)
+                    self._host = list(hcol)
+                    return self._host
                 self._materialise()
             h: list[float] = []
             for o, v in zip(self.ops, self._figs):
@@ -351,10 +358,15 @@ def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
             f = {e[2] for e in ents}
             flags.append(ents[0][2] if len(f) == 1 else None)
         const = None if None in flags else (id(pat), tuple(flags))
+        # host figures (CostModel.host_s) read an op's fixed host time, launch path, class and, for a collective,
+        # its ranks: where none of these is symbolic, every op of a column has its first op's host figure
+        hcol = [None] * len(cols) if all(
+            not isinstance(tops[p].fixed_host_s, BB.Sym) and not isinstance(tops[p].dim("ranks"), BB.Sym)
+            for p in pat.firsts) else None
         out = {}
         for i, s in enumerate(shs):
             r = _Row.__new__(_Row)
-            r.pat, r.gpu, r.extra, r._host, r.ops, r._figs = pat, G[i], X[i], None, None, (cols, ecols, i)
+            r.pat, r.gpu, r.extra, r._host, r.ops, r._figs = pat, G[i], X[i], None, None, (cols, ecols, i, hcol)
             r.key = const
             if const is None:  # some op's structure flags differ across the shapes: this shape's own
                 r._materialise()

@@ -161,5 +161,6 @@ class GemmFallback:
             x = _coord(n, k, W_K)
             i = min(range(len(self._xk)), key=lambda j: (math.hypot(x[0] - self._xk[j][0], x[1] - self._xk[j][1]), j))
             t = self._count_at[(n, k)] = self._counted[i]
-        g = int(np.argmin([abs(math.log(max(m, 1) / mm)) for mm in t.m]))
+        d = [abs(math.log(max(m, 1) / mm)) for mm in t.m]
+        g = min(range(len(d)), key=d.__getitem__)  # np.argmin's pick: the first smallest
         return int(t.kernels[g])

@@ -31,6 +31,13 @@ def built_rows(setup, shapes):
     return [batched._Row(setup.build(s), setup.costs, pats, figs) for s in shapes]
 
 
+def ops_of(r):
+    """A row's distinct ops (a traced row makes them on demand)."""
+    if r.ops is None:
+        r._materialise()
+    return r.ops
+
+
 def traced_rows(setup, shapes):
     memo, figs = {}, {}
     batched._build_many(setup, shapes, memo, memo.setdefault("patterns", []), figs)
@@ -52,8 +59,8 @@ def test_traced_rows_equal_built_rows(model, fusion, ctx, q_len, pairs):
     got, want = traced_rows(setup, shapes), built_rows(setup, shapes)
     for g, w in zip(got, want):
         assert np.array_equal(g.pat.first[g.pat.inv], w.pat.first[w.pat.inv])
-        assert g.host(setup.costs) == w.host(setup.costs)  # (a traced row's ops are made here, on demand)
-        assert g.ops == w.ops  # value for value
+        assert g.host(setup.costs) == w.host(setup.costs)  # per column for a traced row
+        assert ops_of(g) == w.ops  # value for value
         assert list(g.gpu) == w.gpu and list(g.extra) == w.extra and g.key[1] == w.key[1]
     if not m.is_moe:  # dense decoders trace (MoE routing may not: then every row is built, still equal)
         assert BB.STATS["traced"] > before
@@ -76,12 +83,11 @@ def test_hand_computed_traced_gemm_sizes():
     shapes = [StepShape(b, 64, padding=p) for b, p in [(1, 0), (2, 0), (3, 5), (8, 0), (9, 7), (16, 0), (30, 2),
                                                         (64, 0)]]
     for s, r in zip(shapes, traced_rows(setup, shapes)):
-        r.host(setup.costs)  # makes a traced row's ops
-        qkv = next(o for o in r.ops if o.name == "qkv_proj")
+        qkv = next(o for o in ops_of(r) if o.name == "qkv_proj")
         T, n, k = s.decode_seqs + s.padding, 4096, 1024
         assert qkv.shape == (("k", k), ("m", T), ("n", n))
         assert qkv.flops == 2.0 * T * n * k and qkv.bytes == 2.0 * (T * k + n * k + T * n)
-        att = next(o for o in r.ops if o.name == "attention")
+        att = next(o for o in ops_of(r) if o.name == "attention")
         assert att.dim("batch") == s.decode_seqs and att.dim("ctx") == 65
 
 
