@@ -295,6 +295,9 @@ def step_seconds(setup, mode: str, shapes: Sequence[StepShape], rows: dict | Non
     memo = {} if rows is None else rows
     figs = {} if figs is None else figs
     patterns: list[_Pattern] = memo.setdefault(_PATTERNS, [])
+    ids = figs.get(_IDS)
+    if ids is not None and len(ids) > 1 << 17:  # a bound on memory: the by-id entries hold their ops
+        ids.clear()
     _build_many(setup, shapes, memo, patterns, figs)
     built: list[_Row] = []
     for s in shapes:
