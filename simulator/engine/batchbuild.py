@@ -146,6 +146,8 @@ def _eval(x, leaves: dict, memo: dict):
 
 
 _FIELDS = ("flops", "bytes", "fixed_gpu_s", "fixed_host_s")
+_new = object.__new__
+assert not hasattr(Op, "__post_init__") and not hasattr(Op, "__slots__")  # distinct_ops makes Ops field by field
 
 
 def _trace(setup, probe: StepShape):
@@ -244,14 +246,21 @@ def distinct_ops(tops, firsts: list[int], n: int, values, made_ops: list | None 
         _, first, inv = np.unique(code, return_index=True, return_inverse=True)
         reps = [a[first].tolist() for a in arrs]  # the fields of each distinct op, as Python numbers
         ops = []
+        base = {"name": o.name, "op_class": o.op_class, "path": o.path, "flops": o.flops, "bytes": o.bytes,
+                "shape": o.shape, "fixed_gpu_s": o.fixed_gpu_s, "fixed_host_s": o.fixed_host_s}
+        nd, shp = len(dyn), list(o.shape)
         for key in zip(*reps):
-            kw = {f: getattr(o, f) for f in _FIELDS}
-            kw.update(zip(dyn, key))
-            shp = list(o.shape)
-            for j, i in enumerate(sdyn):
-                shp[i] = (shp[i][0], key[len(dyn) + j])
-            ops.append(Op(o.name, o.op_class, o.path, kw["flops"], kw["bytes"], tuple(shp), kw["fixed_gpu_s"],
-                          kw["fixed_host_s"]))
+            d = dict(base)
+            for f, v in zip(dyn, key):
+                d[f] = v
+            if sdyn:
+                s2 = shp[:]
+                for j, i in enumerate(sdyn):
+                    s2[i] = (shp[i][0], key[nd + j])
+                d["shape"] = tuple(s2)
+            op = _new(Op)  # Op(**d) without the frozen dataclass's per-field __setattr__ (it has no post-init)
+            op.__dict__.update(d)
+            ops.append(op)
         if made_ops is not None:
             made_ops.extend(ops)
         out.append((ops, inv.reshape(-1)))

@@ -83,6 +83,16 @@ def _figure(o, costs, figs: dict, ids: dict) -> list:
     return v
 
 
+def _fresh_figure(o, primed, costs) -> list:
+    """`_figure`'s entry of an op made by a trace, not memoised by value (one hash fewer per op): `primed`, its
+    `gpu_s` from `CostModel.prime` (None: not priced there)."""
+    lk = o.op_class is not OpClass.VIEW
+    if not lk:
+        return [0.0, 0, (False, False, False, o.path in _COMPILED_PATHS), None]
+    return [costs.gpu_s(o) if primed is None else primed, costs.gemm_kernels(o) - 1,
+            (True, o.op_class is OpClass.ATTENTION, o.fixed_gpu_s is not None, o.path in _COMPILED_PATHS), None]
+
+
 class _Row:
     """One shape's step: its pattern, its distinct ops and their figures."""
 
@@ -350,11 +360,14 @@ def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
         S = len(shs)
         fresh: list = []
         cols = BB.distinct_ops(tops, pat.firsts, S, values, fresh)
-        costs.prime(fresh)  # the new ops' GPU figures over the batch axis at once (model/costs.py)
+        primed = iter(costs.prime(fresh))  # the new ops' GPU figures over the batch axis at once (model/costs.py)
         G, X = np.empty((S, len(cols))), np.empty((S, len(cols)))
         ecols, flags = [], []
         for c, (ops, inv) in enumerate(cols):
-            ents = [_figure(o, costs, figs, ids) for o in ops]
+            if inv is None:  # the template's own op (no symbolic field): memoised as any op
+                ents = [_figure(ops[0], costs, figs, ids)]
+            else:  # ops just made: their figures as _figure computes them, the GPU time primed where it was
+                ents = [_fresh_figure(o, next(primed), costs) for o in ops]
             ecols.append(ents)
             g, x = np.array([e[0] for e in ents]), np.array([e[1] for e in ents], dtype=float)
             G[:, c], X[:, c] = (g[0], x[0]) if inv is None else (g[inv], x[inv])

@@ -192,41 +192,47 @@ class CostModel:
             self._gpu_cache[op] = v
         return v
 
-    def prime(self, ops) -> None:
+    def prime(self, ops) -> list[float | None]:
         """Fill the GPU-time and kernel-count memos of many ops at once (engine/batched.py: the ops of a traced step
         over the batch axis): GEMMs of one (n, k) priced over all their m, byte-curve ops over all their bytes,
         with the numpy operations `gpu_s` / `gemm_kernels` take per op, elementwise, so every figure is bitwise
-        theirs (tests/model/test_costs_prime.py). Ops of other kinds are left to `gpu_s` itself."""
-        gemm: dict[tuple[int, int], list[Op]] = {}
-        curve: dict[OpClass, list[Op]] = {}
-        cache = self._gpu_cache
-        for o in ops:
-            if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW or o in cache
+        theirs (tests/model/test_costs_prime.py). Returns each op's `gpu_s` where it priced it, else None (ops of
+        other kinds: left to `gpu_s` itself)."""
+        gemm: dict[tuple[int, int], list[int]] = {}
+        curve: dict[OpClass, list[int]] = {}
+        ops = list(ops)
+        out: list[float | None] = [None] * len(ops)
+        for j, o in enumerate(ops):
+            if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW
                     or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
                 continue
             if o.op_class is OpClass.GEMM:
-                gemm.setdefault((o.dim("n"), o.dim("k")), []).append(o)
+                gemm.setdefault((o.dim("n"), o.dim("k")), []).append(j)
             elif o.op_class in self._curves and self._curves[o.op_class] is not None:
-                curve.setdefault(o.op_class, []).append(o)
-        for (n, k), os_ in gemm.items():
-            ms = [o.dim("m") for o in os_]
+                curve.setdefault(o.op_class, []).append(j)
+        for (n, k), js in gemm.items():
+            ms = [ops[j].dim("m") for j in js]
             t = self._gemm.get((n, k))
             if t is None:
                 ts = self.gemm_fallback.time_many(n, k, ms)
             else:
                 v = _loglog_many(ms, t.m, t.us)
                 ts = [None if x is None else x * US for x in v]
-            self._store(os_, ts)
+            self._store(ops, js, ts, out)
             if t is not None and t.kernels is not None:
                 self._prime_kernels(t, ms)
-        for cls, os_ in curve.items():
+        for cls, js in curve.items():
             c = self._curves[cls]
-            v = _loglog_many([o.bytes for o in os_], c.bytes, c.us)
-            self._store(os_, [None if x is None else x * US for x in v])
+            v = _loglog_many([ops[j].bytes for j in js], c.bytes, c.us)
+            self._store(ops, js, [None if x is None else x * US for x in v], out)
+        return out
 
-    def _store(self, ops, ts) -> None:
-        for o, t in zip(ops, ts):
-            self._gpu_cache[o] = self.roofline_s(o) if t is None else max(t, 0.0)
+    def _store(self, ops, js, ts, out) -> None:
+        cache = self._gpu_cache
+        for j, t in zip(js, ts):
+            o = ops[j]
+            v = out[j] = self.roofline_s(o) if t is None else max(t, 0.0)
+            cache[o] = v
 
     def _prime_kernels(self, t, ms) -> None:
         """`gemm_kernels`' memo for table `t` at each m: argmin over the grid of |log(max(m, 1) / grid m)|."""
