@@ -85,11 +85,12 @@ def _figure(o, costs, figs: dict, ids: dict) -> list:
 
 def _fresh_figure(o, primed, costs) -> list:
     """`_figure`'s entry of an op made by a trace, not memoised by value (one hash fewer per op): `primed`, its
-    `gpu_s` from `CostModel.prime` (None: not priced there)."""
+    `gpu_s` and `gemm_kernels` from `CostModel.prime` (None: not priced there)."""
     lk = o.op_class is not OpClass.VIEW
     if not lk:
         return [0.0, 0, (False, False, False, o.path in _COMPILED_PATHS), None]
-    return [costs.gpu_s(o) if primed is None else primed, costs.gemm_kernels(o) - 1,
+    g, k = primed
+    return [costs.gpu_s(o) if g is None else g, (costs.gemm_kernels(o) if k is None else k) - 1,
             (True, o.op_class is OpClass.ATTENTION, o.fixed_gpu_s is not None, o.path in _COMPILED_PATHS), None]
 
 
@@ -360,7 +361,8 @@ def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
         S = len(shs)
         fresh: list = []
         cols = BB.distinct_ops(tops, pat.firsts, S, values, fresh)
-        primed = iter(costs.prime(fresh))  # the new ops' GPU figures over the batch axis at once (model/costs.py)
+        pg, pk = costs.prime(fresh)  # the new ops' GPU figures over the batch axis at once (model/costs.py)
+        primed = zip(pg, pk)
         G, X = np.empty((S, len(cols))), np.empty((S, len(cols)))
         ecols, flags = [], []
         for c, (ops, inv) in enumerate(cols):

@@ -192,16 +192,17 @@ class CostModel:
             self._gpu_cache[op] = v
         return v
 
-    def prime(self, ops) -> list[float | None]:
+    def prime(self, ops) -> tuple[list[float | None], list[int | None]]:
         """Fill the GPU-time and kernel-count memos of many ops at once (engine/batched.py: the ops of a traced step
         over the batch axis): GEMMs of one (n, k) priced over all their m, byte-curve ops over all their bytes,
         with the numpy operations `gpu_s` / `gemm_kernels` take per op, elementwise, so every figure is bitwise
-        theirs (tests/model/test_costs_prime.py). Returns each op's `gpu_s` where it priced it, else None (ops of
-        other kinds: left to `gpu_s` itself)."""
+        theirs (tests/model/test_costs_prime.py). Returns each op's `gpu_s` and `gemm_kernels` where it priced it,
+        else None (ops of other kinds: left to `gpu_s` itself)."""
         gemm: dict[tuple[int, int], list[int]] = {}
         curve: dict[OpClass, list[int]] = {}
         ops = list(ops)
         out: list[float | None] = [None] * len(ops)
+        kern: list[int | None] = [None] * len(ops)
         for j, o in enumerate(ops):
             if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW
                     or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
@@ -219,13 +220,24 @@ class CostModel:
                 v = _loglog_many(ms, t.m, t.us)
                 ts = [None if x is None else x * US for x in v]
             self._store(ops, js, ts, out)
-            if t is not None and t.kernels is not None:
+            if t is None:  # gemm_fallback_kernels' memo, filled through it
+                for j, m in zip(js, ms):
+                    kern[j] = self.gemm_fallback_kernels(ops[j])
+            elif t.kernels is None:
+                for j in js:
+                    kern[j] = 1
+            else:
                 self._prime_kernels(t, ms)
+                kc, tid = self._kernels_cache, id(t)
+                for j, m in zip(js, ms):
+                    kern[j] = kc[(tid, m)]
         for cls, js in curve.items():
             c = self._curves[cls]
             v = _loglog_many([ops[j].bytes for j in js], c.bytes, c.us)
             self._store(ops, js, [None if x is None else x * US for x in v], out)
-        return out
+            for j in js:
+                kern[j] = 1  # gemm_kernels of a kernel that is not a GEMM
+        return out, kern
 
     def _store(self, ops, js, ts, out) -> None:
         cache = self._gpu_cache

@@ -72,6 +72,7 @@ class GemmFallback:
         self._near: dict[tuple[int, int], tuple] = {}
         self._floor: dict[float, float] = {}
         self._count_at: dict[tuple[int, int], object] = {}
+        self._count_m: dict[tuple[int, int], int] = {}
 
     def roofline_s(self, n: int, k: int, m: int) -> float:
         return max(2.0 * m * n * k / self.peak_flops, 2.0 * (m * k + n * k + m * n) / self.bw)
@@ -161,6 +162,10 @@ class GemmFallback:
             x = _coord(n, k, W_K)
             i = min(range(len(self._xk)), key=lambda j: (math.hypot(x[0] - self._xk[j][0], x[1] - self._xk[j][1]), j))
             t = self._count_at[(n, k)] = self._counted[i]
-        d = [abs(math.log(max(m, 1) / mm)) for mm in t.m]
-        g = min(range(len(d)), key=d.__getitem__)  # np.argmin's pick: the first smallest
-        return int(t.kernels[g])
+        key = (id(t), m)  # the count depends on the table and m only (tables live as long as this model)
+        v = self._count_m.get(key)
+        if v is None:
+            d = [abs(math.log(max(m, 1) / mm)) for mm in t.m]
+            g = min(range(len(d)), key=d.__getitem__)  # np.argmin's pick: the first smallest
+            v = self._count_m[key] = int(t.kernels[g])
+        return v

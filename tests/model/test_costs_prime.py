@@ -36,10 +36,12 @@ op_st = hs.one_of(
 @given(ops=hs.lists(op_st, min_size=1, max_size=60))
 def test_prime_equals_per_op(ops):
     batch, single = CostModel(PROF), CostModel(PROF)
-    batch.prime(ops)
-    for o in ops:
+    g, k = batch.prime(ops)
+    for o, go, ko in zip(ops, g, k):
         assert batch.gpu_s(o) == single.gpu_s(o)
         assert batch.gemm_kernels(o) == single.gemm_kernels(o)
+        assert go is None or go == single.gpu_s(o)  # what prime returns: the same figures
+        assert ko is None or ko == single.gemm_kernels(o)
 
 
 def test_prime_dense_m_sweep_exact():
@@ -47,7 +49,8 @@ def test_prime_dense_m_sweep_exact():
     for n, k in (NK[0], (24576, 4096), (151936, 4096)):
         ops = [gemm(m, n, k) for m in range(1, 1100)]
         batch, single = CostModel(PROF), CostModel(PROF)
-        batch.prime(ops)
+        g, k = batch.prime(ops)
         assert all(o in batch._gpu_cache for o in ops)  # priced by prime, not left to gpu_s
+        assert g == [single.gpu_s(o) for o in ops] and k == [single.gemm_kernels(o) for o in ops]
         assert [batch.gpu_s(o) for o in ops] == [single.gpu_s(o) for o in ops]
         assert [batch.gemm_kernels(o) for o in ops] == [single.gemm_kernels(o) for o in ops]
