@@ -359,17 +359,15 @@ def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
         if [c[0][0] for c in BB.distinct_ops(tops, pat.firsts, 1, BB.probe_values)] != prow.ops:
             return None
         S = len(shs)
-        fresh: list = []
-        cols = BB.distinct_ops(tops, pat.firsts, S, values, fresh)
-        pg, pk = costs.prime(fresh)  # the new ops' GPU figures over the batch axis at once (model/costs.py)
-        primed = zip(pg, pk)
+        cols = BB.distinct_ops(tops, pat.firsts, S, values)
         G, X = np.empty((S, len(cols))), np.empty((S, len(cols)))
         ecols, flags = [], []
         for c, (ops, inv) in enumerate(cols):
             if inv is None:  # the template's own op (no symbolic field): memoised as any op
                 ents = [_figure(ops[0], costs, figs, ids)]
-            else:  # ops just made: their figures as _figure computes them, the GPU time primed where it was
-                ents = [_fresh_figure(o, next(primed), costs) for o in ops]
+            else:  # ops just made: their figures as _figure computes them, the GPU time priced over the batch axis
+                pg, pk = costs.prime(ops, alike=True)  # at once where it can be (model/costs.py)
+                ents = [_fresh_figure(o, p, costs) for o, p in zip(ops, zip(pg, pk))]
             ecols.append(ents)
             g, x = np.array([e[0] for e in ents]), np.array([e[1] for e in ents], dtype=float)
             G[:, c], X[:, c] = (g[0], x[0]) if inv is None else (g[inv], x[inv])

@@ -192,17 +192,27 @@ class CostModel:
             self._gpu_cache[op] = v
         return v
 
-    def prime(self, ops) -> tuple[list[float | None], list[int | None]]:
+    def prime(self, ops, alike: bool = False) -> tuple[list[float | None], list[int | None]]:
         """Fill the GPU-time and kernel-count memos of many ops at once (engine/batched.py: the ops of a traced step
         over the batch axis): GEMMs of one (n, k) priced over all their m, byte-curve ops over all their bytes,
         with the numpy operations `gpu_s` / `gemm_kernels` take per op, elementwise, so every figure is bitwise
         theirs (tests/model/test_costs_prime.py). Returns each op's `gpu_s` and `gemm_kernels` where it priced it,
-        else None (ops of other kinds: left to `gpu_s` itself)."""
+        else None (ops of other kinds: left to `gpu_s` itself). `alike`: the ops share their class, launch path,
+        shape keys and fixed times (one position of a traced step): they are sorted by the first one's."""
         gemm: dict[tuple[int, int], list[int]] = {}
         curve: dict[OpClass, list[int]] = {}
         ops = list(ops)
         out: list[float | None] = [None] * len(ops)
         kern: list[int | None] = [None] * len(ops)
+        if alike and ops:
+            o = ops[0]
+            if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW
+                    or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
+                return out, kern
+            if o.op_class is not OpClass.GEMM:
+                if o.op_class in self._curves and self._curves[o.op_class] is not None:
+                    curve[o.op_class] = list(range(len(ops)))
+                return self._prime_groups(ops, gemm, curve, out, kern)
         for j, o in enumerate(ops):
             if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW
                     or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
@@ -211,6 +221,9 @@ class CostModel:
                 gemm.setdefault((o.dim("n"), o.dim("k")), []).append(j)
             elif o.op_class in self._curves and self._curves[o.op_class] is not None:
                 curve.setdefault(o.op_class, []).append(j)
+        return self._prime_groups(ops, gemm, curve, out, kern)
+
+    def _prime_groups(self, ops, gemm, curve, out, kern):
         for (n, k), js in gemm.items():
             ms = [ops[j].dim("m") for j in js]
             t = self._gemm.get((n, k))

@@ -52,5 +52,9 @@ def test_prime_dense_m_sweep_exact():
         g, k = batch.prime(ops)
         assert all(o in batch._gpu_cache for o in ops)  # priced by prime, not left to gpu_s
         assert g == [single.gpu_s(o) for o in ops] and k == [single.gemm_kernels(o) for o in ops]
+        assert CostModel(PROF).prime(ops, alike=True) == (g, k)  # one position's ops, sorted by the first
+    curves = [curve(OpClass.REDUCTION, b) for b in range(1000, 10 ** 9, 999_983)]
+    assert CostModel(PROF).prime(curves, alike=True) == CostModel(PROF).prime(curves)
+    assert CostModel(PROF).prime(curves)[0] == [CostModel(PROF).gpu_s(o) for o in curves]
         assert [batch.gpu_s(o) for o in ops] == [single.gpu_s(o) for o in ops]
         assert [batch.gemm_kernels(o) for o in ops] == [single.gemm_kernels(o) for o in ops]
