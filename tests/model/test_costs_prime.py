@@ -45,16 +45,15 @@ def test_prime_equals_per_op(ops):
 
 
 def test_prime_dense_m_sweep_exact():
-    # every m of a decode batch axis, one measured and one unmeasured (n, k): the optimizer's workload
+    # every m of a decode batch axis, one measured and two unmeasured (n, k): the optimizer's workload
     for n, k in (NK[0], (24576, 4096), (151936, 4096)):
         ops = [gemm(m, n, k) for m in range(1, 1100)]
         batch, single = CostModel(PROF), CostModel(PROF)
-        g, k = batch.prime(ops)
+        g, kern = batch.prime(ops)
         assert all(o in batch._gpu_cache for o in ops)  # priced by prime, not left to gpu_s
-        assert g == [single.gpu_s(o) for o in ops] and k == [single.gemm_kernels(o) for o in ops]
-        assert CostModel(PROF).prime(ops, alike=True) == (g, k)  # one position's ops, sorted by the first
+        assert g == [single.gpu_s(o) for o in ops] and kern == [single.gemm_kernels(o) for o in ops]
+        assert [batch.gpu_s(o) for o in ops] == g and [batch.gemm_kernels(o) for o in ops] == kern
+        assert CostModel(PROF).prime(ops, alike=True) == (g, kern)  # one position's ops, sorted by the first
     curves = [curve(OpClass.REDUCTION, b) for b in range(1000, 10 ** 9, 999_983)]
     assert CostModel(PROF).prime(curves, alike=True) == CostModel(PROF).prime(curves)
     assert CostModel(PROF).prime(curves)[0] == [CostModel(PROF).gpu_s(o) for o in curves]
-        assert [batch.gpu_s(o) for o in ops] == [single.gpu_s(o) for o in ops]
-        assert [batch.gemm_kernels(o) for o in ops] == [single.gemm_kernels(o) for o in ops]
