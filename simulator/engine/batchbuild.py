@@ -226,17 +226,65 @@ def probe_values(x):
     return np.asarray([x.v])
 
 
-def distinct_ops(tops, firsts: list[int], n: int, values, made_ops: list | None = None) -> list[tuple]:
-    """The real ops of `n` shapes at the template's distinct positions `firsts`, per position (ops, inv): its
-    distinct ops and, per shape, the index of its op (inv None: one op for every shape). `values(sym)`: sym's
-    per-shape values (an array over the shapes); `made_ops`: gets each op made."""
+class Column:
+    """One distinct position of a traced step over the shapes: the template op `tmpl`, the distinct values of its
+    symbolic fields (`reps`, one list per field: `dyn` op fields, then the `sdyn` shape entries) and, per shape,
+    which distinct op it holds (`inv`; None: the template itself, no symbolic field). The real ops are made on
+    demand (`op(j)`): pricing reads the values (`values`), not Op objects."""
+
+    __slots__ = ("tmpl", "dyn", "sdyn", "reps", "inv", "n", "_ops")
+
+    def __init__(self, tmpl, dyn=(), sdyn=(), reps=(), inv=None):
+        self.tmpl, self.dyn, self.sdyn, self.reps, self.inv = tmpl, list(dyn), list(sdyn), list(reps), inv
+        self.n = len(self.reps[0]) if self.reps else 1
+        self._ops: list | None = None if self.reps else [tmpl]
+
+    def values(self, field: str) -> list | None:
+        """The distinct ops' values of an op field ("flops", "bytes") or shape entry ("m", "batch"...): a list
+        (one per distinct op), or None where the template has no such shape entry."""
+        o = self.tmpl
+        if field in _FIELDS:
+            if field in self.dyn:
+                return self.reps[self.dyn.index(field)]
+            return [getattr(o, field)] * self.n
+        for i, (k, v) in enumerate(o.shape):
+            if k == field:
+                if i in self.sdyn:
+                    return self.reps[len(self.dyn) + self.sdyn.index(i)]
+                return [v] * self.n
+        return None
+
+    def op(self, j: int) -> Op:
+        if self._ops is None:
+            self._ops = [None] * self.n
+        op = self._ops[j]
+        if op is None:
+            o = self.tmpl
+            d = {"name": o.name, "op_class": o.op_class, "path": o.path, "flops": o.flops, "bytes": o.bytes,
+                 "shape": o.shape, "fixed_gpu_s": o.fixed_gpu_s, "fixed_host_s": o.fixed_host_s}
+            for f, r in zip(self.dyn, self.reps):
+                d[f] = r[j]
+            if self.sdyn:
+                shp = list(o.shape)
+                for q, i in enumerate(self.sdyn):
+                    shp[i] = (shp[i][0], self.reps[len(self.dyn) + q][j])
+                d["shape"] = tuple(shp)
+            op = _new(Op)  # Op(**d) without the frozen dataclass's per-field __setattr__ (it has no post-init)
+            op.__dict__.update(d)
+            self._ops[j] = op
+        return op
+
+
+def distinct_ops(tops, firsts: list[int], n: int, values) -> list[Column]:
+    """The columns of `n` shapes at the template's distinct positions `firsts` (`Column`). `values(sym)`: sym's
+    per-shape values (an array over the shapes)."""
     out = []
     for p in firsts:
         o = tops[p]
         dyn = [f for f in _FIELDS if isinstance(getattr(o, f), Sym)]
         sdyn = [i for i, (_, v) in enumerate(o.shape) if isinstance(v, Sym)]
         if not dyn and not sdyn:
-            out.append(([o], None))
+            out.append(Column(o))
             continue
         arrs = [np.asarray(values(getattr(o, f))) for f in dyn] + [np.asarray(values(o.shape[i][1])) for i in sdyn]
         code = np.zeros(n, dtype=np.int64)
@@ -244,24 +292,5 @@ def distinct_ops(tops, firsts: list[int], n: int, values, made_ops: list | None 
             u, inv = np.unique(a, return_inverse=True)
             code = np.unique(code * u.size + inv.reshape(-1), return_inverse=True)[1].reshape(-1)
         _, first, inv = np.unique(code, return_index=True, return_inverse=True)
-        reps = [a[first].tolist() for a in arrs]  # the fields of each distinct op, as Python numbers
-        ops = []
-        base = {"name": o.name, "op_class": o.op_class, "path": o.path, "flops": o.flops, "bytes": o.bytes,
-                "shape": o.shape, "fixed_gpu_s": o.fixed_gpu_s, "fixed_host_s": o.fixed_host_s}
-        nd, shp = len(dyn), list(o.shape)
-        for key in zip(*reps):
-            d = dict(base)
-            for f, v in zip(dyn, key):
-                d[f] = v
-            if sdyn:
-                s2 = shp[:]
-                for j, i in enumerate(sdyn):
-                    s2[i] = (shp[i][0], key[nd + j])
-                d["shape"] = tuple(s2)
-            op = _new(Op)  # Op(**d) without the frozen dataclass's per-field __setattr__ (it has no post-init)
-            op.__dict__.update(d)
-            ops.append(op)
-        if made_ops is not None:
-            made_ops.extend(ops)
-        out.append((ops, inv.reshape(-1)))
+        out.append(Column(o, dyn, sdyn, [a[first].tolist() for a in arrs], inv.reshape(-1)))  # Python numbers
     return out

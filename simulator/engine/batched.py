@@ -83,15 +83,19 @@ def _figure(o, costs, figs: dict, ids: dict) -> list:
     return v
 
 
-def _fresh_figure(o, primed, costs) -> list:
-    """`_figure`'s entry of an op made by a trace, not memoised by value (one hash fewer per op): `primed`, its
-    `gpu_s` and `gemm_kernels` from `CostModel.prime` (None: not priced there)."""
+def _column_figures(col, costs) -> list:
+    """`_figure`'s entries of a traced column's distinct ops (engine/batchbuild.py Column), not memoised by value:
+    GPU times and kernel counts from `CostModel.prime_column` where it prices them (bitwise `gpu_s` /
+    `gemm_kernels`), else from `gpu_s` / `gemm_kernels` of the op itself. The structure flags are the template's
+    (class, path and fixed GPU time are not symbolic)."""
+    o = col.tmpl
     lk = o.op_class is not OpClass.VIEW
     if not lk:
-        return [0.0, 0, (False, False, False, o.path in _COMPILED_PATHS), None]
-    g, k = primed
-    return [costs.gpu_s(o) if g is None else g, (costs.gemm_kernels(o) if k is None else k) - 1,
-            (True, o.op_class is OpClass.ATTENTION, o.fixed_gpu_s is not None, o.path in _COMPILED_PATHS), None]
+        return [[0.0, 0, (False, False, False, o.path in _COMPILED_PATHS), None] for _ in range(col.n)]
+    flags = (True, o.op_class is OpClass.ATTENTION, o.fixed_gpu_s is not None, o.path in _COMPILED_PATHS)
+    pg, pk = costs.prime_column(o, col.values, col.op, col.n)
+    return [[costs.gpu_s(col.op(j)) if g is None else g, (costs.gemm_kernels(col.op(j)) if k is None else k) - 1,
+             flags, None] for j, (g, k) in enumerate(zip(pg, pk))]
 
 
 class _Row:
@@ -124,8 +128,8 @@ class _Row:
         """A traced row's distinct ops and figure entries (`_figs` holds (columns, entries, its index) until
         then: engine/batchbuild.py distinct_ops)."""
         cols, ecols, i, _ = self._figs
-        pick = [0 if inv is None else int(inv[i]) for _, inv in cols]
-        self.ops = [c[0][j] for c, j in zip(cols, pick)]
+        pick = [0 if c.inv is None else int(c.inv[i]) for c in cols]
+        self.ops = [c.op(j) for c, j in zip(cols, pick)]
         self._figs = [e[j] for e, j in zip(ecols, pick)]
 
     def host(self, costs) -> list[float]:
@@ -137,7 +141,7 @@ class _Row:
                 if hcol is not None:  # a traced row: each column's host figure is its ops' (one for all)
                     for c, h in enumerate(hcol):
                         if h is None:
-                            hcol[c] = costs.host_s(cols[c][0][0], 0.5)
+                            hcol[c] = costs.host_s(cols[c].op(0), 0.5)
                     self._host = list(hcol)
                     return self._host
                 self._materialise()
@@ -356,18 +360,18 @@ def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
         pat, tp = prow.pat, _Pattern(np.fromiter(map(id, tops), dtype=np.int64, count=len(tops)))
         if tp.n != pat.n or not np.array_equal(tp.first[tp.inv], pat.first[pat.inv]):
             return None
-        if [c[0][0] for c in BB.distinct_ops(tops, pat.firsts, 1, BB.probe_values)] != prow.ops:
+        if [c.op(0) for c in BB.distinct_ops(tops, pat.firsts, 1, BB.probe_values)] != prow.ops:
             return None
         S = len(shs)
         cols = BB.distinct_ops(tops, pat.firsts, S, values)
         G, X = np.empty((S, len(cols))), np.empty((S, len(cols)))
         ecols, flags = [], []
-        for c, (ops, inv) in enumerate(cols):
+        for c, col in enumerate(cols):
+            inv = col.inv
             if inv is None:  # the template's own op (no symbolic field): memoised as any op
-                ents = [_figure(ops[0], costs, figs, ids)]
-            else:  # ops just made: their figures as _figure computes them, the GPU time priced over the batch axis
-                pg, pk = costs.prime(ops, alike=True)  # at once where it can be (model/costs.py)
-                ents = [_fresh_figure(o, p, costs) for o, p in zip(ops, zip(pg, pk))]
+                ents = [_figure(col.tmpl, costs, figs, ids)]
+            else:  # distinct ops of the shapes: figures as _figure computes them, the GPU time and kernels priced
+                ents = _column_figures(col, costs)  # over the batch axis at once where they can be
             ecols.append(ents)
             g, x = np.array([e[0] for e in ents]), np.array([e[1] for e in ents], dtype=float)
             G[:, c], X[:, c] = (g[0], x[0]) if inv is None else (g[inv], x[inv])

@@ -223,6 +223,62 @@ class CostModel:
                 curve.setdefault(o.op_class, []).append(j)
         return self._prime_groups(ops, gemm, curve, out, kern)
 
+    def prime_column(self, tmpl: Op, values, op_at, n: int) -> tuple[list[float | None], list[int | None]]:
+        """`prime` of n ops that differ from `tmpl` only in some sizes, read as values, not ops: `values(field)`
+        gives the n ops' "m" / "n" / "k" / "bytes" (None: no such shape entry); `op_at(j)` the j-th op itself
+        (made only where the roofline or a per-op path needs it). The same operations as `prime`, so each figure
+        is bitwise `gpu_s` / `gemm_kernels`'s (tests/model/test_costs_prime.py)."""
+        out: list[float | None] = [None] * n
+        kern: list[int | None] = [None] * n
+        o = tmpl
+        if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW
+                or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
+            return out, kern
+        if o.op_class is OpClass.GEMM:
+            ns, ks, ms = values("n"), values("k"), values("m")
+            ns = ns or [0] * n  # Op.dim's default
+            ks = ks or [0] * n
+            ms = ms or [0] * n
+            groups: dict[tuple[int, int], list[int]] = {}
+            for j, nk in enumerate(zip(ns, ks)):
+                groups.setdefault(nk, []).append(j)
+            for (nn, kk), js in groups.items():
+                mj = [ms[j] for j in js]
+                t = self._gemm.get((nn, kk))
+                if t is None:
+                    ts = self.gemm_fallback.time_many(nn, kk, mj)
+                else:
+                    v = _loglog_many(mj, t.m, t.us)
+                    ts = [None if x is None else x * US for x in v]
+                for j, x in zip(js, ts):
+                    out[j] = self.roofline_s(op_at(j)) if x is None else max(x, 0.0)
+                if t is None:
+                    fb = self.gemm_fallback
+                    for j, m in zip(js, mj):
+                        key = ("fb", nn, kk, m)
+                        c = self._kernels_cache.get(key)
+                        if c is None:
+                            c = self._kernels_cache[key] = fb.kernels(nn, kk, m)
+                        kern[j] = c
+                elif t.kernels is None:
+                    for j in js:
+                        kern[j] = 1
+                else:
+                    self._prime_kernels(t, mj)
+                    kc, tid = self._kernels_cache, id(t)
+                    for j, m in zip(js, mj):
+                        kern[j] = kc[(tid, m)]
+            return out, kern
+        c = self._curves.get(o.op_class)
+        if c is None:
+            return out, kern
+        v = _loglog_many(values("bytes"), c.bytes, c.us)
+        for j, x in enumerate(v):
+            x = None if x is None else x * US
+            out[j] = self.roofline_s(op_at(j)) if x is None else max(x, 0.0)
+            kern[j] = 1  # gemm_kernels of a kernel that is not a GEMM
+        return out, kern
+
     def _prime_groups(self, ops, gemm, curve, out, kern):
         for (n, k), js in gemm.items():
             ms = [ops[j].dim("m") for j in js]

@@ -57,3 +57,24 @@ def test_prime_dense_m_sweep_exact():
     curves = [curve(OpClass.REDUCTION, b) for b in range(1000, 10 ** 9, 999_983)]
     assert CostModel(PROF).prime(curves, alike=True) == CostModel(PROF).prime(curves)
     assert CostModel(PROF).prime(curves)[0] == [CostModel(PROF).gpu_s(o) for o in curves]
+
+
+def test_prime_column_equals_per_op():
+    # one traced position's ops read as values (engine/batchbuild.py Column): a GEMM whose m varies and a byte
+    # curve whose bytes vary, against gpu_s / gemm_kernels of each op
+    from simulator.engine.batchbuild import Column
+
+    for n, k in (NK[0], (24576, 4096)):
+        ms = list(range(1, 1100, 7)) + [70000]  # the last one off every grid: the roofline
+        tmpl = gemm(1, n, k)
+        ops = [gemm(m, n, k) for m in ms]
+        col = Column(tmpl, ["flops", "bytes"], [1], [[o.flops for o in ops], [o.bytes for o in ops], ms])
+        assert [col.op(j) for j in range(col.n)] == ops
+        g, kern = CostModel(PROF).prime_column(tmpl, col.values, col.op, col.n)
+        single = CostModel(PROF)
+        assert g == [single.gpu_s(o) for o in ops] and kern == [single.gemm_kernels(o) for o in ops]
+    bs = [float(b) for b in range(1, 10 ** 10, 77_777_777)]
+    ops = [curve(OpClass.COPY, b) for b in bs]
+    col = Column(ops[0], ["flops", "bytes"], [], [[o.flops for o in ops], bs])
+    g, kern = CostModel(PROF).prime_column(ops[0], col.values, col.op, col.n)
+    assert g == [CostModel(PROF).gpu_s(o) for o in ops] and kern == [1] * len(ops)
