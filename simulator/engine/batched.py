@@ -363,6 +363,8 @@ def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
         if [c.op(0) for c in BB.distinct_ops(tops, pat.firsts, 1, BB.probe_values)] != prow.ops:
             return None
         S = len(shs)
+        if not S:
+            return {}
         cols = BB.distinct_ops(tops, pat.firsts, S, values)
         G, X = np.empty((S, len(cols))), np.empty((S, len(cols)))
         ecols, flags = [], []

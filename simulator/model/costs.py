@@ -231,7 +231,7 @@ class CostModel:
         out: list[float | None] = [None] * n
         kern: list[int | None] = [None] * n
         o = tmpl
-        if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW
+        if not n or (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW
                 or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
             return out, kern
         if o.op_class is OpClass.GEMM:
@@ -269,6 +269,8 @@ class CostModel:
                     for j, m in zip(js, mj):
                         kern[j] = kc[(tid, m)]
             return out, kern
+        if o.op_class is OpClass.ATTENTION:
+            return self._attention_column(o, values, op_at, n, out, kern)
         c = self._curves.get(o.op_class)
         if c is None:
             return out, kern
@@ -276,6 +278,47 @@ class CostModel:
         for j, x in enumerate(v):
             x = None if x is None else x * US
             out[j] = self.roofline_s(op_at(j)) if x is None else max(x, 0.0)
+            kern[j] = 1  # gemm_kernels of a kernel that is not a GEMM
+        return out, kern
+
+    def _attention_column(self, o, values, op_at, n, out, kern):
+        """Decode attention (q_len 1) of one (heads, kv_heads, head_dim) over many (batch, ctx): `_bilinear` over
+        arrays, the same operations elementwise (bisect_right = searchsorted right; Python's int / int and numpy's
+        int64 / int64 are the same correctly rounded quotient below 2**53)."""
+        if o.dim("verify") or any(k == "verify" for k, _ in o.shape):
+            return out, kern
+        hs, kvs, hds = values("heads"), values("kv_heads"), values("head_dim")
+        if hs is None or kvs is None or hds is None or len(set(hs)) > 1 or len(set(kvs)) > 1 or len(set(hds)) > 1:
+            return out, kern
+        t = self._attn.get((hs[0], kvs[0], hds[0]))
+        qs = values("q_len") or [1] * n
+        bs, cs = values("batch") or [0] * n, values("ctx") or [0] * n
+        if t is None:
+            for j in range(n):
+                out[j], kern[j] = self.roofline_s(op_at(j)), 1
+            return out, kern
+        xs, ys = t.batch, t.ctx
+        x, y = np.asarray(bs), np.asarray(cs)
+        inside = (xs[0] <= x) & (x <= xs[-1]) & (ys[0] <= y) & (y <= ys[-1])
+
+        def bracket(a, v):
+            if len(a) == 1:
+                z = np.zeros(v.size, dtype=np.int64)
+                return z, z, np.zeros(v.size)
+            A = np.asarray(a)
+            i = np.minimum(np.maximum(np.searchsorted(A, v, side="right") - 1, 0), max(len(a) - 2, 0))
+            return i, i + 1, (v - A[i]) / (A[i + 1] - A[i])
+
+        with np.errstate(all="ignore"):
+            i0, i1, wx = bracket(xs, x)
+            j0, j1, wy = bracket(ys, y)
+            Z = np.asarray(t.us, dtype=float)
+            top = Z[i0, j0] * (1 - wy) + Z[i0, j1] * wy
+            bot = Z[i1, j0] * (1 - wy) + Z[i1, j1] * wy
+            v = ((top * (1 - wx) + bot * wx) * US).tolist()
+        for j in range(n):
+            x_ = None if qs[j] != 1 or not inside[j] else v[j]
+            out[j] = self.roofline_s(op_at(j)) if x_ is None else max(x_, 0.0)
             kern[j] = 1  # gemm_kernels of a kernel that is not a GEMM
         return out, kern
 

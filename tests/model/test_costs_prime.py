@@ -78,3 +78,24 @@ def test_prime_column_equals_per_op():
     col = Column(ops[0], ["flops", "bytes"], [], [[o.flops for o in ops], bs])
     g, kern = CostModel(PROF).prime_column(ops[0], col.values, col.op, col.n)
     assert g == [CostModel(PROF).gpu_s(o) for o in ops] and kern == [1] * len(ops)
+
+
+def test_prime_column_attention_equals_per_op():
+    # decode attention of one head layout over a grid of (batch, ctx), inside and outside the measured table
+    from simulator.engine.batchbuild import Column
+
+    t = PROF.device.tables.attention[0]
+    pairs = [(b, c) for b in (1, 2, 3, 7, 64, 100, 513, 5000) for c in (1, 17, 1025, 4097, 33000, 10 ** 6)]
+
+    def att(b, c):
+        return Op("attention", OpClass.ATTENTION, P.EAGER_ATTENTION, 4.0 * b * c, 2.0 * b * c,
+                  (("batch", b), ("ctx", c), ("head_dim", t.head_dim), ("heads", t.heads), ("kv_heads", t.kv_heads),
+                   ("q_len", 1)))
+
+    ops = [att(b, c) for b, c in pairs]
+    col = Column(ops[0], ["flops", "bytes"], [0, 1], [[o.flops for o in ops], [o.bytes for o in ops],
+                                                      [b for b, _ in pairs], [c for _, c in pairs]])
+    assert [col.op(j) for j in range(col.n)] == ops
+    g, kern = CostModel(PROF).prime_column(ops[0], col.values, col.op, col.n)
+    single = CostModel(PROF)
+    assert g == [single.gpu_s(o) for o in ops] and kern == [1] * len(ops)
