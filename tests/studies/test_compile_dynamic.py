@@ -175,3 +175,19 @@ def test_sweep_point_follows_the_knob():
     assert evaluate_point(q)["expected_step_ms"] > evaluate_point(p)["expected_step_ms"]
     # the eager baseline (fusion none) is the same step either way
     assert evaluate_point(q)["eager_step_ms"] == evaluate_point(p)["eager_step_ms"]
+
+
+def test_step_grid_follows_the_knob(tmp_path):
+    """The step kind: its compiled rows and its kernels_per_layer (14 static, 15 dynamic for qwen3-0.6b: README's
+    kernels-per-layer table); the fusion none rows are the same step either way."""
+    def run(extra: str) -> dict:
+        f = tmp_path / "s.yaml"
+        f.write_text("kind: step\nname: x\nmodel: qwen3-0.6b\nfusion: [none, compiled]\ngraph: [none]\nbatch: [1]\n"
+                     + extra)
+        return run_scenario(load_scenario(f), None)
+
+    st, on = run(""), run("compile_dynamic: true\n")
+    assert (st["kernels_per_layer"]["compiled"], on["kernels_per_layer"]["compiled"]) == (14, 15)
+    rows = {(r["fusion"], k): r for k, d in (("st", st), ("on", on)) for r in d["rows"]}
+    assert rows[("none", "st")]["step_ms"] == rows[("none", "on")]["step_ms"]
+    assert (rows[("compiled", "st")]["kernels"], rows[("compiled", "on")]["kernels"]) == (424, 452)
