@@ -51,6 +51,10 @@ class StepOptions(Strict):
         None, description="read a config.json whose model_type/architectures is not a supported family as this "
                           "family (said in the output); without it such a config is refused")
 
+    # vLLM's default: vllm/compilation/wrapper.py calls torch.compile(..., fullgraph=True, dynamic=False) and
+    # decorators.py marks only the token dimension of input_ids / positions dynamic (torch._dynamo.mark_dynamic on
+    # dynamic_arg_dims); weights and the KV cache (behind the attention custom op) keep static sizes, which is
+    # dynamic=False's kernel list in model/inductor.py (its dynamic=True differs where sizes reach cache and weights)
     compile_dynamic: Optional[bool] = Field(
         None, description="fusion compiled: torch.compile's dynamic=True (symbolic sizes: the reference decoder's "
                           "k-norm and RoPE-k stay apart, +1 kernel a layer, and every launch pays 1.28 µs more wrapper "
