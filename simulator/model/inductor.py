@@ -80,6 +80,8 @@ PERSISTENT_RNUMEL_DYNAMIC = 1023  # measured dynamic=True: head_dim 128 persiste
 # symbolic sizes). Not wired into CostModel (profile field compiled_wrapper_us is one figure); exported here.
 DYNAMIC_WRAPPER_EXTRA_US = (7.736474 - 453 * 6.718204 / 425) / 453 * 1000.0
 
+VERIFY_PART = "verify_part"  # shape key of recipes.verify_part (kept on a kernel all of whose members carry it)
+_VERIFY_PART_KEYS = frozenset({VERIFY_PART, "heads", "kv_heads", "head_dim", "q_len"})
 GRAPH_BREAK = "graph_break"  # shape key: the op runs eagerly outside the compiled graph (kept as it is, a barrier)
 _OPAQUE_KEYS = frozenset({"fp8", "quant", "grouped", "routing"})  # ops a calibrated table prices as they are
 _EXTERN_CLASSES = frozenset({OpClass.GEMM, OpClass.ATTENTION, OpClass.COLLECTIVE, OpClass.SAMPLING})
@@ -503,6 +505,10 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
         cls = (OpClass.REDUCTION if red else
                OpClass.COPY if all(ops[i].op_class is OpClass.COPY for i in mem) else OpClass.ELEMENTWISE)
         shape = {"numel": int(max(ops[i].flops for i in mem)), "rnumel": rn, "persistent": persistent}
+        if all(ops[i].dim(VERIFY_PART) for i in mem):
+            # parts of transformers' verify-attention block (recipes.verify_part: repeat_kv, SDPA's mask): the block's
+            # measured table prices them where it covers the shape (CostModel.gpu_s), compiled as in eager
+            shape.update((k, v) for k, v in ops[mem[0]].shape if k in _VERIFY_PART_KEYS)
         if dynamic:
             shape["dynamic"] = 1
         emitted[g] = Op(f"triton_{tag}:{'+'.join(names)}", cls, LaunchPath.COMPILED,

@@ -499,3 +499,19 @@ def test_dynamic_cache_cat_reads_the_past_keys():
            Op("attention", OpClass.ATTENTION, P.EAGER_ATTENTION, 1.0, 1.0, (("batch", 1), ("head_dim", 8), ("heads", 2)))]
     cat = [o for o in compile_ops(ops, dynamic=False) if "cache" in o.name]
     assert len(cat) == 1 and cat[0].bytes == 16 * 2 + 16 * 9 * 2 + 16 * 9 * 2
+
+
+def test_compiled_verify_block_parts_stay_inside_the_measured_block():
+    """A transformers verify step (q_len 3, StaticCache of 1536 slots): eager, repeat_kv and SDPA's mask kernels are
+    parts of the profile's measured hf_static block and cost nothing beside it. Compiled, the Triton kernels made of
+    those parts alone keep the part key, so the block is not priced twice; their launches stay."""
+    from simulator.model.models import load_model
+
+    m = replace(load_model(str(ROOT / "calibration" / "configs" / "hf" / "qwen3-0.6b.json")), num_hidden_layers=2)
+    shape = replace(decode(8, 512), q_len=3)
+    cm = CostModel(load_profile("h200"))
+    ops = build_step(m, shape, "compiled", "hf", cache="static", max_cache_len=1536, compile_dynamic=False).ops
+    parts = [o for o in ops if o.dim("verify_part")]
+    assert {o.name for o in parts} >= {"triton_poi:repeat_kv_k", "triton_poi:repeat_kv_v"}
+    assert all(o.path is P.COMPILED and cm.hf_verify_covered(o) and cm.gpu_s(o) == 0.0 for o in parts)
+    assert not any(o.dim("verify_part") for o in ops if o.op_class is OpClass.GEMM)
