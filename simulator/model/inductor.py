@@ -77,7 +77,7 @@ PERSISTENT_RNUMEL_DYNAMIC = 1023  # measured dynamic=True: head_dim 128 persiste
 # measured (calibration/measured/h200-round-b/timing.json, qwen3-0.6b batch 16 compiled eager): host 7.736 ms
 # for 453 kernels dynamic vs 6.718 ms for 425 static; beyond the 28 extra launches at the static 15.81 us each,
 # the dynamic wrapper costs (7.736 - 453 * 6.718 / 425) / 453 = 1.28 us more per launch (size arguments from
-# symbolic sizes). Not wired into CostModel (profile field compiled_wrapper_us is one figure); exported here.
+# symbolic sizes). CostModel.host_s adds it to each launch of a step built with compile_dynamic=True (the step knob).
 DYNAMIC_WRAPPER_EXTRA_US = (7.736474 - 453 * 6.718204 / 425) / 453 * 1000.0
 
 VERIFY_PART = "verify_part"  # shape key of recipes.verify_part (kept on a kernel all of whose members carry it)
