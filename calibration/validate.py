@@ -85,8 +85,8 @@ def mode_of(fusion: str, graph: str, dynamic: bool | None = None) -> str:
 def dynamic_profile(profile):
     """`profile` with torch.compile(dynamic=True)'s wrapper cost: host.compiled_wrapper_us +
     inductor.DYNAMIC_WRAPPER_EXTRA_US per launch (measured on round b's qwen3-0.6b batch-16 rows, static vs dynamic,
-    beyond the extra kernels; the profile has one wrapper figure, and predict has no dynamic option: validation
-    only)."""
+    beyond the extra kernels). Validation builds steps with build_step directly, so it prices the dynamic rows with
+    this profile; a user's `--compile-dynamic` run gets the same figure through CostModel.host_s instead."""
     from simulator.model.inductor import DYNAMIC_WRAPPER_EXTRA_US
 
     h = profile.host.model_copy(update={"compiled_wrapper_us": profile.host.compiled_wrapper_us

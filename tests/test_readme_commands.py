@@ -605,12 +605,9 @@ NOT_FIGURES: list[tuple[str, str]] = [
     (r"1\s?\+\s?k\b|\bk\s?\+\s?1\b|n\+1|\(1 − a\^\(k\+1\)\)/\(1 − a\)|accepted tokens \+ 1", "a formula's constant"),
     (r"its (?P<n>4) steps", "the command's --steps (an input)"),
     (r"within (?P<n>3)% of the simulated loop", "a tested bound (tests/engine/test_steploop.py: rel=0.03)"),
-    (r"measured at q_len (?P<n>2, 3, 4, 5 and 8)", "the measured q_len grid (round f's inputs)"),
     (r"measured in place at q_len 2 to (?P<n>8)", "the measured q_len grid (round g's inputs)"),
     (r"sweeps batch 1–64, k = 1\s+and 3 and acceptance 0\.5/0\.7/0\.9", "the scenario's axes (inputs)"),
     (r"k = 3, a = 0\.7", "the example's inputs"),
-    (r"batch ≥ (?P<n>8) at q_len ≥ (?P<m>2)", "the rows the range covers (inputs)"),
-    (r"batch ≥ 8 at q_len ≥ 2", "the rows the range covers (inputs)"),
     (r"median of (?P<n>3)", "the benchmark's method (runs per target)"),
     (r"µs at (?P<n>2/4/8) GPUs", "tensor-parallel sizes (inputs)"),
 ]

@@ -13,7 +13,7 @@ from simulator.common import vocab as V
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import dumps
 
-from .tables import print_record, print_rows, say
+# cli/tables.py (the text output) is imported by the functions that print text: `predict --json` never loads it
 
 PREDICT_FIELDS = ["model", "workload", "batch", "ctx", "prefill_seqs", "prefill_len", "tokens", "fusion", "graph",
                   "engine", "step_ms", "step_ms_p10", "step_ms_p50", "step_ms_p90", "cpu_ms", "gpu_ms", "bound",
@@ -22,6 +22,8 @@ PREDICT_FIELDS = ["model", "workload", "batch", "ctx", "prefill_seqs", "prefill_
 
 def print_prediction(d: dict, title: str = "prediction") -> None:
     """Every headline field of a prediction, one per line, then the rest (same keys as --json)."""
+    from .tables import print_record, say
+
     keys = [k for k in PREDICT_FIELDS if k in d] + [k for k, v in d.items() if k not in PREDICT_FIELDS
                                                      and not isinstance(v, (list, dict))]
     print_record(d, title, keys)
@@ -75,6 +77,8 @@ def run(
         if str(e).startswith(str(scenario)):
             raise
         raise UserError(f"{scenario}: {e}") from None
+    from .tables import print_rows, say
+
     rows = result.get("summary") or result.get("rows") or []
     cols = result.get("summary_columns")
     if rows_shown < 0:
@@ -105,6 +109,8 @@ def _predict(given: dict, flags: dict, workload: Optional[Path] = None, as_json:
     if as_json:
         print(dumps(d))
     else:
+        from .tables import say
+
         say(V.defaults_note(given.get("fusion") or V.DEFAULT_FUSION, given.get("graph") or V.DEFAULT_GRAPH))
         print_prediction(d)
 

@@ -56,7 +56,8 @@ class StartupScenario(CaptureScenario):
     kind: Literal["startup"] = Field("startup", description="scenario type")
     compile: V.literal(V.CompileMode) = Field(  # type: ignore[valid-type]
         "static", description="torch.compile mode for fusion compiled: static (dynamic=False) or dynamic "
-                              "(dynamic=True; its line is not validated: the output says so)")
+                              "(dynamic=True; its line is not validated: the output says so); the same knob as "
+                              "compile_dynamic (either sets the other: the compile time and the step's kernels follow)")
     compile_cache: V.literal(V.CompileCache) = Field(  # type: ignore[valid-type]
         "cold", description="torch.compile cache: cold (first start) or warm (restart)")
     warmups: Optional[Annotated[int, Field(ge=0, le=100)]] = Field(
@@ -68,6 +69,13 @@ class StartupScenario(CaptureScenario):
         if (self.compile != "static" or self.compile_cache != "cold") and self.fusion != "compiled":
             raise ValueError(f"compile and compile_cache apply to fusion compiled (torch.compile); fusion "
                              f"{self.fusion} compiles nothing")
+        if self.compile_dynamic is not None:
+            if "compile" in self.model_fields_set and (self.compile == "dynamic") != self.compile_dynamic:
+                raise ValueError(f"compile {self.compile} and compile_dynamic {str(self.compile_dynamic).lower()} "
+                                 "disagree: give one of them")
+            object.__setattr__(self, "compile", "dynamic" if self.compile_dynamic else "static")  # frozen model
+        elif self.compile == "dynamic":  # the step's kernels are the dynamic compile's too
+            object.__setattr__(self, "compile_dynamic", True)
         return self
 
 

@@ -51,6 +51,16 @@ class StepOptions(Strict):
         None, description="read a config.json whose model_type/architectures is not a supported family as this "
                           "family (said in the output); without it such a config is refused")
 
+    # vLLM's default: vllm/compilation/wrapper.py calls torch.compile(..., fullgraph=True, dynamic=False) and
+    # decorators.py marks only the token dimension of input_ids / positions dynamic (torch._dynamo.mark_dynamic on
+    # dynamic_arg_dims); weights and the KV cache (behind the attention custom op) keep static sizes, which is
+    # dynamic=False's kernel list in model/inductor.py (its dynamic=True differs where sizes reach cache and weights)
+    compile_dynamic: Optional[bool] = Field(
+        None, description="fusion compiled: torch.compile's dynamic=True (symbolic sizes: the reference decoder's "
+                          "k-norm and RoPE-k stay apart, +1 kernel a layer, and every launch pays 1.28 µs more wrapper "
+                          "cost, measured) or False; default: vLLM's (dynamic=False with the token dimension marked "
+                          "dynamic, which Inductor's kernels here do not change: False)")
+
     spec_tokens: int = Field(0, ge=0, le=64, description="speculative decoding: k draft tokens verified per sequence "
                                                        "per step (the target runs 1 + k query tokens; capture sizes "
                                                        "count tokens: simulator/layouts/spec.py); 0: plain decode")
@@ -70,6 +80,15 @@ class StepOptions(Strict):
             raise ValueError("kv_cache and max_cache_len are options of impl hf (transformers' caches)")
         if self.kv_cache == "dynamic" and self.max_cache_len is not None:
             raise ValueError("max_cache_len sizes a static cache: leave it out with kv_cache dynamic")
+        return self
+
+    @model_validator(mode="after")
+    def _compile_knob(self):
+        fusions = getattr(self, "fusion", None)
+        fusions = [fusions] if isinstance(fusions, str) else list(fusions or ())
+        if self.compile_dynamic is not None and fusions and "compiled" not in fusions:
+            raise ValueError(f"compile_dynamic applies to fusion compiled (torch.compile); fusion "
+                             f"{', '.join(fusions)} compiles nothing: leave it out")
         return self
 
     @model_validator(mode="after")

@@ -8,7 +8,9 @@ Owns the value objects every study passes whole instead of 8-13 loose arguments:
   then take the routed *plan mode* only (`plan.lower`, `tiling.tiled_lower`).
 - `StepSetup(model, costs, fusion, impl, capture)`: the model after dtype and sharding, the profile's cost model
   (its content digest is part of the identity, the object is not), the implementation recipe and fusion level,
-  the implementation's cache options, and the capture. Frozen and hashable; `build_key` (model, fusion, impl: what decides the op list) and
+  the implementation's cache options, the capture, and `compile_dynamic` (torch.compile's dynamic=True/False for
+  fusion `compiled`: `build` passes it to Inductor's pass and marks every compiled launch with the measured
+  dynamic wrapper cost, inductor.DYNAMIC_WRAPPER_EXTRA_US; None: vLLM's, False). Frozen and hashable; `build_key` (model, fusion, impl: what decides the op list) and
   `cost_key` (+ profile digest: what decides a step's cost under a plan mode) are the memo keys of
   `stepcost.StepCostCache`.
 
@@ -29,7 +31,7 @@ from simulator.common.errors import UserError
 from simulator.engine.routing import (DEFAULT_BACKEND, Route, check_backend, check_mode, padded_shape, route,
                                       route_shape)
 from simulator.model.costs import CostModel
-from simulator.model.kernels import Step
+from simulator.model.kernels import LaunchPath, Op, Step
 from simulator.model.models import ModelSpec
 from simulator.model.profile import Profile, load_profile
 from simulator.model.workload import StepShape, build_step, impl_of
@@ -88,6 +90,25 @@ def host_resolved(profile, canary_us: float) -> tuple[Profile, CostModel, str]:
 
 class SetupError(UserError):
     """A step configuration that cannot be honoured."""
+
+
+DYNAMIC_WRAPPER = "dynamic_wrapper"  # shape key of a launch through torch.compile(dynamic=True)'s wrapper
+_COMPILED_PATHS = (LaunchPath.COMPILED, LaunchPath.COMPILED_EXTERN)
+
+
+def _dynamic_wrapped(step: Step) -> Step:
+    """`step` with every compiled kernel launch marked DYNAMIC_WRAPPER (shared Op objects stay shared)."""
+    memo: dict[int, Op] = {}
+
+    def mark(o: Op) -> Op:
+        if o.path not in _COMPILED_PATHS or not o.launches_kernel:
+            return o
+        hit = memo.get(id(o))
+        if hit is None:
+            hit = memo[id(o)] = replace(o, shape=tuple(sorted(o.shape + ((DYNAMIC_WRAPPER, 1),))))
+        return hit
+
+    return replace(step, ops=tuple(mark(o) for o in step.ops))
 
 
 def _sizes(sizes: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -180,6 +201,7 @@ class StepSetup:
     cache: str = "static"  # impl hf: transformers' StaticCache or DynamicCache
     max_cache_len: int | None = None  # impl hf, static cache: slots (None: the step's context + 1)
     spec: SpecSetup | None = None  # speculative decoding (engine/spec.py); None: plain decode
+    compile_dynamic: bool | None = None  # fusion compiled: torch.compile dynamic=True/False (None: vLLM's, False)
     recipe: str = field(default="", init=False, compare=False)  # the implementation built: impl, or the implied one
 
     def __post_init__(self):
@@ -191,17 +213,18 @@ class StepSetup:
     @classmethod
     def of(cls, model: ModelSpec, profile=None, fusion: str = "none", capture: Capture | None = None,
            impl: str | None = None, cache: str = "static", max_cache_len: int | None = None,
-           spec: SpecSetup | None = None) -> "StepSetup":
+           spec: SpecSetup | None = None, compile_dynamic: bool | None = None) -> "StepSetup":
         """A setup from a model and a profile name / path / Profile / CostModel (None: the default profile)."""
         _, costs, digest = resolve(profile)
-        return cls(model, costs, digest, fusion, impl, capture or Capture(), cache, max_cache_len, spec)
+        return cls(model, costs, digest, fusion, impl, capture or Capture(), cache, max_cache_len, spec,
+                   compile_dynamic)
 
     @classmethod
     def from_options(cls, opts, model, profile, fusion: str, graph: str = "none",
                      sizes: Sequence[int] | None = None, spec_engine: str = "vllm") -> "StepSetup":
         """The setup of one configuration from a scenario's step options (config/stepopts.StepOptions, read by
         field name: dtype, kv_dtype, tensor_parallel_size, assume_family, attention_backend, prefill_layout, impl,
-        kv_cache, max_cache_len, spec_tokens, acceptance, draft): `model` (name, path or ModelSpec) resolved
+        kv_cache, max_cache_len, spec_tokens, acceptance, draft, compile_dynamic): `model` (name, path or ModelSpec) resolved
         (model/resolve.py), `profile` (name, path, Profile or CostModel), `fusion`, and the capture: `graph`, decode
         `sizes` (None: every size captured; with spec_tokens they count verify tokens), the prefill sizes and
         attention backend; with spec_tokens the speculative setup (`spec_engine`: whose draft routing applies)."""
@@ -217,26 +240,37 @@ class StepSetup:
         if getattr(opts, "spec_tokens", 0) and getattr(opts, "acceptance", None) is not None:
             spec = SpecSetup(opts.spec_tokens, opts.spec_acceptance(), opts.draft, engine=spec_engine)
         return cls.of(m, profile, fusion, Capture.of(graph, sizes, pre, opts.attention_backend), impl=opts.impl,
-                      cache=opts.kv_cache, max_cache_len=opts.max_cache_len, spec=spec)
+                      cache=opts.kv_cache, max_cache_len=opts.max_cache_len, spec=spec,
+                      compile_dynamic=getattr(opts, "compile_dynamic", None))
 
     @property
     def profile(self):
         return self.costs.profile
 
     @property
+    def dynamic(self) -> bool:
+        """Whether the step is torch.compile'd with dynamic=True (compile_dynamic at fusion compiled; the config
+        layer refuses compile_dynamic for other levels, derived setups such as `with_fusion("none")` drop it)."""
+        return bool(self.compile_dynamic) and self.fusion == V.Fusion.COMPILED.value
+
+    @property
     def build_key(self) -> tuple:
         """What decides the op list of a step of a given shape."""
-        return (self.model, self.fusion, self.recipe, self.cache, self.max_cache_len)
+        return (self.model, self.fusion, self.recipe, self.cache, self.max_cache_len) + (("dynamic",) if self.dynamic
+                                                                                            else ())
 
     @property
     def cost_key(self) -> tuple:
         """What decides a step's cost under a given plan mode (the capture does not: it decides the mode)."""
-        return (self.model, self.digest, self.fusion, self.recipe, self.cache, self.max_cache_len)
+        return (self.model, self.digest, self.fusion, self.recipe, self.cache, self.max_cache_len) + (
+            ("dynamic",) if self.dynamic else ())
 
     def build(self, shape: StepShape) -> Step:
-        """The step's ordered host ops (model/workload.py)."""
-        return build_step(self.model, shape, self.fusion, self.recipe, cache=self.cache,
-                          max_cache_len=self.max_cache_len)
+        """The step's ordered host ops (model/workload.py); compiled with dynamic=True, every compiled launch
+        carries shape key `DYNAMIC_WRAPPER` (CostModel.host_s adds the dynamic wrapper's extra cost to it)."""
+        step = build_step(self.model, shape, self.fusion, self.recipe, cache=self.cache,
+                          max_cache_len=self.max_cache_len, compile_dynamic=self.dynamic)
+        return _dynamic_wrapped(step) if self.dynamic else step
 
     def with_layers(self, layers: int) -> "StepSetup":
         return replace(self, model=replace(self.model, num_hidden_layers=layers))

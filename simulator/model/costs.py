@@ -83,6 +83,11 @@ class CostModel:
         self.graph_launch_per_node_s = h.graph_launch_per_node_us * US
         self.compiled_entry_s = h.compiled_entry_us * US
         self.compiled_wrapper_s = h.compiled_wrapper_us * US
+        # torch.compile(dynamic=True)'s wrapper: measured extra per launch (inductor.py DYNAMIC_WRAPPER_EXTRA_US, H200
+        # round b), added to launches marked `dynamic_wrapper` (engine/setup.StepSetup.build)
+        from simulator.model.inductor import DYNAMIC_WRAPPER_EXTRA_US
+
+        self.dynamic_wrapper_s = DYNAMIC_WRAPPER_EXTRA_US * US
         self._gemm = {(t.n, t.k): t for t in d.tables.gemm}
         self._attn = {(t.heads, t.kv_heads, t.head_dim): t for t in d.tables.attention if t.q_len == 1}
         # verify tables by (heads, kv_heads, head_dim, layout), then q_len (q_len > 1)
@@ -396,6 +401,8 @@ class CostModel:
             v = spread.q(quantile) * US
             if op.path in (LaunchPath.COMPILED, LaunchPath.COMPILED_EXTERN) and op.launches_kernel:
                 v += self.compiled_wrapper_s
+                if op.dim("dynamic_wrapper"):
+                    v += self.dynamic_wrapper_s
             self._host_cache[key] = v
         return v
 

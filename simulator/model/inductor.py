@@ -77,9 +77,11 @@ PERSISTENT_RNUMEL_DYNAMIC = 1023  # measured dynamic=True: head_dim 128 persiste
 # measured (calibration/measured/h200-round-b/timing.json, qwen3-0.6b batch 16 compiled eager): host 7.736 ms
 # for 453 kernels dynamic vs 6.718 ms for 425 static; beyond the 28 extra launches at the static 15.81 us each,
 # the dynamic wrapper costs (7.736 - 453 * 6.718 / 425) / 453 = 1.28 us more per launch (size arguments from
-# symbolic sizes). Not wired into CostModel (profile field compiled_wrapper_us is one figure); exported here.
+# symbolic sizes). CostModel.host_s adds it to each launch of a step built with compile_dynamic=True (the step knob).
 DYNAMIC_WRAPPER_EXTRA_US = (7.736474 - 453 * 6.718204 / 425) / 453 * 1000.0
 
+VERIFY_PART = "verify_part"  # shape key of recipes.verify_part (kept on a kernel all of whose members carry it)
+_VERIFY_PART_KEYS = frozenset({VERIFY_PART, "heads", "kv_heads", "head_dim", "q_len"})
 GRAPH_BREAK = "graph_break"  # shape key: the op runs eagerly outside the compiled graph (kept as it is, a barrier)
 _OPAQUE_KEYS = frozenset({"fp8", "quant", "grouped", "routing"})  # ops a calibrated table prices as they are
 _EXTERN_CLASSES = frozenset({OpClass.GEMM, OpClass.ATTENTION, OpClass.COLLECTIVE, OpClass.SAMPLING})
@@ -132,6 +134,13 @@ _FEEDS: dict[str, tuple[str, ...]] = {
 _STEP_READS = {"mul": ("to_fp32",), "add": ("mul_cos",)}
 _SCATTER_PREFIXES = ("cache_write",)  # copies into a mutated buffer (the static KV cache's index_copy_)
 _SCATTER_NAMES = (".index_copy",)
+# copies that read a whole buffer no listed op writes whole: the KV cache (transformers' repeat_kv expands and copies
+# every StaticCache slot to every query head; DynamicCache's cat copies the past keys with the new one), where the
+# listed producer (the cache write, RoPE-k) writes one token into it. Their eager bytes are the cache read plus
+# the output (flops = output elements): the output is flops x act_bytes, the rest a graph-input read. Without this
+# the "output as wide as each input" rule halved them and dropped the cache read (transformers qwen3-0.6b batch 64,
+# 640 slots: 126 MB where a repeat_kv copy moves 252 MB).
+_WHOLE_BUFFER_READERS = ("repeat_kv_", "cache.cat_")
 
 
 class InductorError(UserError):
@@ -213,8 +222,14 @@ def infer_reads(ops: Sequence[Op], feeds: Mapping[str, tuple[str, ...]] | None =
     return tuple(reads)
 
 
+def _reads_whole_buffer(op: Op) -> bool:
+    return op.op_class is OpClass.COPY and op.name.startswith(_WHOLE_BUFFER_READERS)
+
+
 def _out_bytes(op: Op, n_in: int, kind: str, act_bytes: int) -> float:
     """Bytes of the op's output tensor, from its eager bytes (which count every input and the output)."""
+    if _reads_whole_buffer(op):
+        return min(op.bytes, op.flops * act_bytes)
     if kind in ("extern", "opaque"):
         if op.op_class is OpClass.GEMM:
             return act_bytes * op.dim("m") * op.dim("n")
@@ -450,6 +465,8 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
         read no listed op; small weight vectors (norm weights) read by ops with producers are left out."""
         if ops[i].op_class is OpClass.EMBEDDING:
             return ops[i].bytes
+        if _reads_whole_buffer(ops[i]):
+            return max(0.0, ops[i].bytes - outb[i])  # the whole cache, besides the token its producer wrote
         return 0.0 if R[i] else max(0.0, ops[i].bytes - outb[i])
 
     bodies: dict[int, set[int]] = {}
@@ -488,6 +505,10 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
         cls = (OpClass.REDUCTION if red else
                OpClass.COPY if all(ops[i].op_class is OpClass.COPY for i in mem) else OpClass.ELEMENTWISE)
         shape = {"numel": int(max(ops[i].flops for i in mem)), "rnumel": rn, "persistent": persistent}
+        if all(ops[i].dim(VERIFY_PART) for i in mem):
+            # parts of transformers' verify-attention block (recipes.verify_part: repeat_kv, SDPA's mask): the block's
+            # measured table prices them where it covers the shape (CostModel.gpu_s), compiled as in eager
+            shape.update((k, v) for k, v in ops[mem[0]].shape if k in _VERIFY_PART_KEYS)
         if dynamic:
             shape["dynamic"] = 1
         emitted[g] = Op(f"triton_{tag}:{'+'.join(names)}", cls, LaunchPath.COMPILED,

@@ -12,7 +12,9 @@
   (cu130), cuDNN SDPA on an H200; fitted on the measured traces of transformers' Qwen3-0.6B,
   calibration/measured/h200-round-c/hf_qwen3-0.6b_{static,dynamic}_b{1,8}.trace.json.gz (calibration/build_recipes.py
   prints the per-layer sequence and checks this recipe against it). `compiled` is Inductor's fusion pass over the
-  eager list (simulator/model/inductor.py `compile_ops`, helper "inductor"'s module).
+  eager list (simulator/model/inductor.py `compile_ops`, helper "inductor"'s module); there repeat_kv's copies are
+  Triton kernels, priced by the profile's copy curve at the bytes they move (the whole cache read, every repeated
+  slot written), not at eager's strided-copy rate (calibration/validation/inductor.md section 5, gap 1).
 - `fused` (fusion fused): a serving engine's hand-fused custom ops (vLLM-style), as simulator/model/workload.py had it,
   plus the families' extra norms, soft-capping and embedding scale.
 

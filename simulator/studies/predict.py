@@ -76,6 +76,8 @@ def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
         d = {"model": sc.model, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "engine": sc.engine,
              "impl": setup.recipe, **p.as_dict(), **tp_fields(m, setup.profile), **dtype_fields(m), **family_info(m)}
     d.update(_host_fields(setup, sc, p, band=setup.spec is None))
+    if sc.fusion == "compiled":  # which torch.compile the step assumes (None: vLLM's, dynamic=False)
+        d.update(compile_dynamic=setup.dynamic)
     if setup.recipe == "hf":
         d.update(kv_cache=setup.cache, max_cache_len=setup.max_cache_len or sc.ctx + 1 if setup.cache == "static"
                  else None)

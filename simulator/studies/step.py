@@ -64,7 +64,8 @@ def run_step_scenario(sc: StepScenario, out: Path | None) -> dict:
                        decode(tl_spec.batch, sc.ctx), "des").timeline
     # the scenario's implementation (impl hf: its levels none / compiled and its cache), not always the reference's
     levels = V.values(V.Fusion) if base.impl is None else FUSIONS_OF[base.impl]
-    kpl = {f: kernels_per_layer(model, f, base.impl, cache=base.cache) for f in levels}
+    kpl = {f: kernels_per_layer(model, f, base.impl, cache=base.cache,
+                                compile_dynamic=base.with_fusion(f).dynamic) for f in levels}
     result = {
         "scenario": sc.model_dump(mode="json"),
         "profile": {"name": prof.name, "source": prof.source, "date": prof.date},

@@ -46,7 +46,7 @@ def build_points(sc: SweepScenario) -> list[Point]:
             pts.append(Point.of(proto.model, prof, proto.profile_digest, fusion, graph, lname, sizes, dist.label,
                              dist.sizes, dist.weights, budget, sc.ctx, mixed, sc.shared_pool, sc.gpu_util,
                              sc.workspace_bytes, sc.attention_backend, prefill, sc.impl, sc.kv_cache,
-                             sc.max_cache_len, sc.host_canary_us, *spec))
+                             sc.max_cache_len, sc.host_canary_us, *spec, sc.compile_dynamic))
     return pts
 
 

@@ -468,3 +468,50 @@ def test_infer_reads_wires_the_reference_layer():
     assert R[idx["rope_k.mul_cos"]] == tuple(sorted((idx["k_norm.mul_weight"], idx["rotary.sin_cast"])))
     assert R[idx["down_proj"]] == (idx["mul"],)
     assert all(R[i] == () for i, o in enumerate(ops) if o.op_class is OpClass.VIEW)
+
+
+@pytest.mark.parametrize("name,B", [("qwen3-0.6b", 64), ("llama3-8b", 64), ("qwen3-0.6b", 1)])
+def test_repeat_kv_kernel_moves_the_whole_cache_once_and_every_repeated_slot(name, B):
+    """transformers' repeat_kv under torch.compile (StaticCache, bool mask: no enable_gqa) is a Triton copy that reads
+    every K (V) slot of the cache once and writes it to each of the rep query heads: bytes = B x kv x slots x hd x 2
+    (read) + B x H x slots x hd x 2 (write), hand-computed. Before, the pass took the output as wide as its one
+    listed input and missed the cache read: half these bytes (qwen3-0.6b b64: 126 MB of 252)."""
+    from simulator.model.models import load_model
+
+    m = replace(load_model(str(ROOT / "calibration" / "configs" / "hf" / f"{name}.json")), num_hidden_layers=2)
+    slots = 512 + 128
+    ops = build_step(m, decode(B, 512), "compiled", "hf", cache="static", max_cache_len=slots,
+                     compile_dynamic=False).ops
+    rep = [o for o in ops if o.name.startswith("triton_poi:repeat_kv")]
+    H, KV, hd = m.num_attention_heads, m.num_key_value_heads, m.head_dim
+    assert len(rep) == 4  # K and V, 2 layers
+    want = B * KV * slots * hd * 2 + B * H * slots * hd * 2
+    assert all(o.bytes == want for o in rep), (rep[0].bytes, want)
+    assert {o.op_class for o in rep} == {OpClass.COPY}
+
+
+def test_dynamic_cache_cat_reads_the_past_keys():
+    """DynamicCache's cat (torch.cat([past, new])) under the pass: a copy of the past keys and the new one into a
+    buffer of ctx + 1 keys; RoPE-k inlines into it. Hand-computed bytes: k_proj's output (16 x 2) + the eager cat's
+    read (144 x 2: the cache, as the eager op counts it) + its output (144 x 2) = 608, not the new token alone."""
+    ops = [gemm("k_proj", 1, 16, 32), ew("rope_k.mul_cos", 16), ew("rope_k.add", 16),
+           ew("cache.cat_k", 16 * 9, 2, 2, OpClass.COPY),
+           Op("attention", OpClass.ATTENTION, P.EAGER_ATTENTION, 1.0, 1.0, (("batch", 1), ("head_dim", 8), ("heads", 2)))]
+    cat = [o for o in compile_ops(ops, dynamic=False) if "cache" in o.name]
+    assert len(cat) == 1 and cat[0].bytes == 16 * 2 + 16 * 9 * 2 + 16 * 9 * 2
+
+
+def test_compiled_verify_block_parts_stay_inside_the_measured_block():
+    """A transformers verify step (q_len 3, StaticCache of 1536 slots): eager, repeat_kv and SDPA's mask kernels are
+    parts of the profile's measured hf_static block and cost nothing beside it. Compiled, the Triton kernels made of
+    those parts alone keep the part key, so the block is not priced twice; their launches stay."""
+    from simulator.model.models import load_model
+
+    m = replace(load_model(str(ROOT / "calibration" / "configs" / "hf" / "qwen3-0.6b.json")), num_hidden_layers=2)
+    shape = replace(decode(8, 512), q_len=3)
+    cm = CostModel(load_profile("h200"))
+    ops = build_step(m, shape, "compiled", "hf", cache="static", max_cache_len=1536, compile_dynamic=False).ops
+    parts = [o for o in ops if o.dim("verify_part")]
+    assert {o.name for o in parts} >= {"triton_poi:repeat_kv_k", "triton_poi:repeat_kv_v"}
+    assert all(o.path is P.COMPILED and cm.hf_verify_covered(o) and cm.gpu_s(o) == 0.0 for o in parts)
+    assert not any(o.dim("verify_part") for o in ops if o.op_class is OpClass.GEMM)
