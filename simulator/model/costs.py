@@ -257,22 +257,7 @@ class CostModel:
                     ts = [None if x is None else x * US for x in v]
                 for j, x in zip(js, ts):
                     out[j] = self.roofline_s(op_at(j)) if x is None else max(x, 0.0)
-                if t is None:
-                    fb = self.gemm_fallback
-                    for j, m in zip(js, mj):
-                        key = ("fb", nn, kk, m)
-                        c = self._kernels_cache.get(key)
-                        if c is None:
-                            c = self._kernels_cache[key] = fb.kernels(nn, kk, m)
-                        kern[j] = c
-                elif t.kernels is None:
-                    for j in js:
-                        kern[j] = 1
-                else:
-                    self._prime_kernels(t, mj)
-                    kc, tid = self._kernels_cache, id(t)
-                    for j, m in zip(js, mj):
-                        kern[j] = kc[(tid, m)]
+                self._fill_kernels(t, nn, kk, js, mj, kern)
             return out, kern
         if o.op_class is OpClass.ATTENTION:
             return self._attention_column(o, values, op_at, n, out, kern)
@@ -337,17 +322,7 @@ class CostModel:
                 v = _loglog_many(ms, t.m, t.us)
                 ts = [None if x is None else x * US for x in v]
             self._store(ops, js, ts, out)
-            if t is None:  # gemm_fallback_kernels' memo, filled through it
-                for j, m in zip(js, ms):
-                    kern[j] = self.gemm_fallback_kernels(ops[j])
-            elif t.kernels is None:
-                for j in js:
-                    kern[j] = 1
-            else:
-                self._prime_kernels(t, ms)
-                kc, tid = self._kernels_cache, id(t)
-                for j, m in zip(js, ms):
-                    kern[j] = kc[(tid, m)]
+            self._fill_kernels(t, n, k, js, ms, kern)
         for cls, js in curve.items():
             c = self._curves[cls]
             v = _loglog_many([ops[j].bytes for j in js], c.bytes, c.us)
@@ -362,6 +337,21 @@ class CostModel:
             o = ops[j]
             v = out[j] = self.roofline_s(o) if t is None else max(t, 0.0)
             cache[o] = v
+
+    def _fill_kernels(self, t, n: int, k: int, js, ms, kern) -> None:
+        """`gemm_kernels` of the GEMMs at positions `js` (all of shape (n, k), sizes `ms`, table `t` or none) into
+        `kern`, through the same memos the scalar path fills."""
+        if t is None:
+            for j, m in zip(js, ms):
+                kern[j] = self._fallback_kernels(n, k, m)
+        elif t.kernels is None:
+            for j in js:
+                kern[j] = 1
+        else:
+            self._prime_kernels(t, ms)
+            kc, tid = self._kernels_cache, id(t)
+            for j, m in zip(js, ms):
+                kern[j] = kc[(tid, m)]
 
     def _prime_kernels(self, t, ms) -> None:
         """`gemm_kernels`' memo for table `t` at each m: argmin over the grid of |log(max(m, 1) / grid m)|."""
@@ -449,11 +439,13 @@ class CostModel:
 
     def gemm_fallback_kernels(self, op: Op) -> int:
         """Kernels of a GEMM whose (n, k) no table holds: the split-K count of the nearest table (gemm_model.py)."""
-        m = op.dim("m")
-        key = ("fb", op.dim("n"), op.dim("k"), m)
+        return self._fallback_kernels(op.dim("n"), op.dim("k"), op.dim("m"))
+
+    def _fallback_kernels(self, n: int, k: int, m: int) -> int:
+        key = ("fb", n, k, m)
         v = self._kernels_cache.get(key)
         if v is None:
-            v = self._kernels_cache[key] = self.gemm_fallback.kernels(op.dim("n"), op.dim("k"), m)
+            v = self._kernels_cache[key] = self.gemm_fallback.kernels(n, k, m)
         return v
 
     def step_kernels(self, ops) -> int:
