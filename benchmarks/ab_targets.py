@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_targets import PY, TARGETS, commands  # benchmarks/bench_targets.py
+from bench_targets import PY, TARGETS, commands, run_process  # benchmarks/bench_targets.py
 from machine import cpu_name  # benchmarks/machine.py
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,23 +37,12 @@ def _in_tree(cmd: list[str], tree: Path) -> list[str]:
 
 def _measure(name: str, cmd: list[str], tree: Path) -> tuple[float, float]:
     """(wall, CPU) of one process; for serve simulated s / s, for fast kernels / s of the call."""
-    import subprocess
-    import time
-    import resource
-
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if p.returncode != 0:
-        raise SystemExit(f"{tree}: {' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip().splitlines()[-1:]}")
-    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+    wall, cpu, out = run_process(cmd, cwd=tree, where=f"{tree}: ")
     if name == "serve":
-        sim = json.loads(p.stdout)["simulated_s"]
+        sim = json.loads(out)["simulated_s"]
         return sim / wall, sim / cpu
     if name == "fast":
-        d = json.loads(p.stdout)
+        d = json.loads(out)
         return d["kernels"] / d["call_wall_s"], d["kernels"] / d["call_cpu_s"]
     return wall, cpu
 

@@ -110,15 +110,16 @@ def _child_cmd(name: str) -> list[str]:
 
 
 # -- the parent ----------------------------------------------------------------------------------------------------
-def run_process(cmd: list[str]) -> tuple[float, float, str]:
-    """(wall s, CPU s of the process and its waited-for children, stdout) of one fresh process."""
+def run_process(cmd: list[str], cwd: Path = ROOT, where: str = "") -> tuple[float, float, str]:
+    """(wall s, CPU s of the process and its waited-for children, stdout) of one fresh process run in `cwd`
+    (`where`: a prefix for its failure line)."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip().splitlines()[-1:]}")
+        raise SystemExit(f"{where}{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip().splitlines()[-1:]}")
     return wall, (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime), p.stdout
 
 
