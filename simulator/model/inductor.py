@@ -58,11 +58,14 @@ a fixed time, which are kept unchanged as barriers.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from simulator.common.errors import UserError
-from simulator.model.kernels import LaunchPath, Op, OpClass
+from simulator.model.kernels import MARKER_KEYS, LaunchPath, Op, OpClass
 
 REALIZE_READS_THRESHOLD = 4  # torch._inductor.config.realize_reads_threshold: a reused value reading more is stored
 REALIZE_ACC_READS_THRESHOLD = 8  # config.realize_acc_reads_threshold: a value reading more is stored, reused or not
@@ -80,9 +83,9 @@ PERSISTENT_RNUMEL_DYNAMIC = 1023  # measured dynamic=True: head_dim 128 persiste
 # symbolic sizes). CostModel.host_s adds it to each launch of a step built with compile_dynamic=True (the step knob).
 DYNAMIC_WRAPPER_EXTRA_US = (7.736474 - 453 * 6.718204 / 425) / 453 * 1000.0
 
-VERIFY_PART = "verify_part"  # shape key of recipes.verify_part (kept on a kernel all of whose members carry it)
+VERIFY_PART = MARKER_KEYS[1]  # "verify_part", shape key of recipes.verify_part (kept on a kernel all of whose members carry it)
 _VERIFY_PART_KEYS = frozenset({VERIFY_PART, "heads", "kv_heads", "head_dim", "q_len"})
-GRAPH_BREAK = "graph_break"  # shape key: the op runs eagerly outside the compiled graph (kept as it is, a barrier)
+GRAPH_BREAK = MARKER_KEYS[0]  # "graph_break", shape key: the op runs eagerly outside the compiled graph (kept as it is, a barrier)
 _OPAQUE_KEYS = frozenset({"fp8", "quant", "grouped", "routing"})  # ops a calibrated table prices as they are
 _EXTERN_CLASSES = frozenset({OpClass.GEMM, OpClass.ATTENTION, OpClass.COLLECTIVE, OpClass.SAMPLING})
 
@@ -257,14 +260,133 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
     k-norm / cache-write split and looped hidden-size norms; transformers, whose weights are module parameters
     and whose StaticCache marks its tensors static, launches the same kernels with dynamic True and False).
     None: dynamic, except for a transformers op list (one with an `input_layernorm`), where False.
-    `dynamic` may be passed by position (workload.py's hf recipe does). Pure: same input, same output."""
+    `dynamic` may be passed by position (workload.py's hf recipe does). Pure: same input, same output.
+
+    The scheduling decisions (phases 1 and 2 of the module docstring) are memoised as a `_Plan` per op-list
+    structure (names, classes, paths, shape keys: `_structure_key`); a later list of the same structure reuses
+    them when its fusion-relevant sizes are the plan's scaled by one factor (`_Plan.fits`: every comparison the
+    scheduler makes between them comes out the same), and only the kernels' figures are computed again
+    (`_emit`, the same code either way). A sweep's compiled steps over the batch axis are such lists."""
     ops = tuple(ops)
-    n = len(ops)
     if dynamic_inputs is None:
         dynamic_inputs = dynamic and not any(_prefix(o) == "input_layernorm" for o in ops)
     sym = dynamic and dynamic_inputs  # symbolic sizes inside the kernels (the wrapper's cost is dynamic's alone)
     if reads is not None and feeds is not None:
         raise InductorError("give reads or feeds, not both: feeds only name-infer reads")
+    key = (_structure_key(ops), dynamic, sym,
+           None if reads is None else tuple(tuple(r) for r in reads),
+           None if feeds is None else tuple(sorted((k, tuple(v)) for k, v in feeds.items())))
+    plan = _PLANS.get(key)
+    if plan is None or not plan.fits(ops):
+        plan = _schedule(ops, sym, reads, feeds)
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return _emit(plan, ops, dynamic, sym, act_bytes)
+
+
+_PLANS: dict[tuple, "_Plan"] = {}  # compile_ops' memo of scheduling decisions, by op-list structure (bounded)
+_PLANS_MAX = 64
+
+
+def clear_plans() -> None:
+    """Forget every memoised plan (tests compare a reused plan with a fresh schedule)."""
+    _PLANS.clear()
+
+
+def _structure_key(ops: tuple[Op, ...]) -> "_Key":
+    """What the scheduler reads of the ops besides their sizes (`Op.structure`: name, class, path, whether a fixed
+    time is set, shape keys, the graph-break and verify-part markers)."""
+    return _Key(tuple([o.structure for o in ops]), hash(tuple([o.structure_hash for o in ops])))
+
+
+class _Key:
+    """A tuple of op structures hashed from the ops' cached hashes (hashing the tuple itself would hash every
+    field of every op on each lookup); equal when the tuples are."""
+
+    __slots__ = ("items", "h")
+
+    def __init__(self, items: tuple, h: int):
+        self.items, self.h = items, h
+
+    def __hash__(self) -> int:
+        return self.h
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Key) and self.h == other.h and self.items == other.items
+
+
+def _exact_ints(values) -> list[int] | None:
+    out = []
+    for v in values:
+        if not float(v).is_integer():
+            return None
+        out.append(int(v))
+    return out
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One fused kernel of a plan: its members and what its figures sum over (orders as the scheduler iterates)."""
+
+    mem: tuple[int, ...]  # realized members
+    home: tuple[int, ...]  # members and inlined ops whose flops this kernel counts (sorted)
+    body: tuple[int, ...]  # members and every op they inline
+    ext_reads: tuple[int, ...]  # ops outside the body it reads
+    writes: tuple[int, ...]  # members whose buffer is read outside the kernel
+    red: tuple[int, ...]  # reduction members
+    names: str
+    op_class: OpClass
+    gathers: bool  # reads no buffer and gathers embedding rows (persistent threshold: not INNER)
+    verify: bool  # every member a verify-block part
+    gin: tuple[tuple[int, bool], ...]  # body ops that read graph inputs: (op, all its bytes (a gather) or not)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The scheduling of one op list: which ops fuse into which kernels and in what order. `fits(ops)`: a list
+    of the same structure whose scheduler-relevant flops are this plan's times one positive factor gets the same
+    decisions: every size test phase 2 makes (equal numel, numel x rnumel, rnumel equal / zero) is invariant under
+    a common scale (rnumel is a ratio of two such flops), and phase 1 and the order read no sizes. Thresholds on a
+    size itself (persistent rnumel, rows > 1, GEMM m > 1) are tested again in `_emit`."""
+
+    R: tuple[tuple[int, ...], ...]
+    kind: tuple[str, ...]
+    red_users: tuple[tuple[int, tuple[int, ...]], ...]  # reductions and the ops that read them
+    scaled: tuple[int, ...]  # ops whose flops the scheduler compared
+    flops: tuple[int, ...] | None  # their flops (exact integers) at schedule time; None: never reused
+    groups: tuple[_Group, ...]
+    rep: tuple[int, ...]  # each group's representative: the first group whose figures read the same op objects
+    same: tuple[tuple[int, int], ...]  # (i, j): ops[i] was ops[j] at schedule time (what `rep` relies on)
+    order: tuple[tuple[str, int], ...]  # ("g", group) | ("x", extern op) | ("o", opaque op) | ("e", expand candidate)
+
+    def fits(self, ops: tuple[Op, ...]) -> bool:
+        if self.flops is None:
+            return False
+        new = np.fromiter((ops[i].flops for i in self.scaled), np.float64, len(self.scaled))
+        old = self._old
+        if not np.array_equal(new, np.floor(new)):
+            return False  # not all exact integers: not compared here
+        nz = np.flatnonzero(old)
+        if not nz.size:
+            return not new.any()
+        a, b = int(old[nz[0]]), int(new[nz[0]])
+        if b <= 0:
+            return False
+        g = math.gcd(a, b)
+        a, b = a // g, b // g
+        if float(new.max(initial=0.0)) * a < 2.0 ** 62 and float(old.max()) * b < 2.0 ** 62:
+            return bool(np.array_equal(old.astype(np.int64) * b, new.astype(np.int64) * a))
+        return all(int(x) * b == int(y) * a for x, y in zip(old, new))
+
+    @property
+    def _old(self) -> np.ndarray:
+        return np.asarray(self.flops, dtype=np.float64)
+
+
+def _schedule(ops: tuple[Op, ...], sym: bool, reads, feeds) -> _Plan:
+    """Phases 1 and 2 of the module docstring over `ops`: the plan `_emit` prices."""
+    n = len(ops)
     R = tuple(tuple(r) for r in (infer_reads(ops, feeds) if reads is None else reads))
     if len(R) != n:
         raise InductorError(f"reads has {len(R)} entries for {n} ops")
@@ -448,7 +570,7 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
                 union(ga, gb)
                 info[ga] = (sa, ra | rb, da | db)
 
-    # -- emit --------------------------------------------------------------------------------------
+    # -- the plan: each kernel's members and sums, and the launch order ---------------------------
     groups: dict[int, list[int]] = {}
     for i in range(n):
         if fusible[i]:
@@ -457,18 +579,6 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
     for i in sorted(inl):
         for j in inl[i]:
             home.setdefault(j, find(i))
-    n_in = [max(1, len(R[i])) for i in range(n)]  # an op reading no listed op reads one graph input
-    outb = [_out_bytes(ops[i], n_in[i], kind[i], act_bytes) if kind[i] != "view" else 0.0 for i in range(n)]
-
-    def gin_bytes(i: int) -> float:
-        """What op i reads that no listed op wrote (token ids, positions, gathered rows): counted for ops that
-        read no listed op; small weight vectors (norm weights) read by ops with producers are left out."""
-        if ops[i].op_class is OpClass.EMBEDDING:
-            return ops[i].bytes
-        if _reads_whole_buffer(ops[i]):
-            return max(0.0, ops[i].bytes - outb[i])  # the whole cache, besides the token its producer wrote
-        return 0.0 if R[i] else max(0.0, ops[i].bytes - outb[i])
-
     bodies: dict[int, set[int]] = {}
     inlined_in: dict[int, set[int]] = {}  # inlined op -> the groups whose kernels recompute it
     for g, mem in groups.items():
@@ -482,38 +592,26 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
         """Is member i's buffer read by anything but group g's own kernel?"""
         return not users[i] or any(u not in bodies[g] or len(inlined_in.get(u, ())) > 1 for u in users[i])
 
-    emitted: dict[int, Op] = {}
+    plan_groups: list[_Group] = []
+    index_of: dict[int, int] = {}
     for g, mem in groups.items():
         body = bodies[g]
-        home_members = [i for i in sorted(body) if i in mem or home.get(i) == g]
         ext_reads = {j for i in body for j in R[i] if j not in body}
-        rd = sum(outb[j] for j in ext_reads) + sum(gin_bytes(i) for i in body)
-        wr = sum(outb[i] for i in mem if read_outside(i, g))
-        eager_b = sum(ops[i].bytes for i in home_members)
-        red = [i for i in mem if kind[i] == "reduction"]
-        rn = max((rnumel[i] for i in red), default=0)
-        rows = max(ops[i].flops for i in mem) / rn if rn else 0
-        gathers = rows > 1 and not ext_reads and any(ops[i].op_class is OpClass.EMBEDDING for i in body)
-        bound = (PERSISTENT_RNUMEL_DYNAMIC if sym else
-                 PERSISTENT_RNUMEL_OTHER if gathers else PERSISTENT_RNUMEL_INNER)
-        persistent = int(bool(red) and 0 < rn <= bound)
-        tag = ("per" if persistent else "red") if red else "poi"
         names = []
         for i in sorted(body):
             if _prefix(ops[i]) not in names and (i in mem or home.get(i) == g):
                 names.append(_prefix(ops[i]))
-        cls = (OpClass.REDUCTION if red else
-               OpClass.COPY if all(ops[i].op_class is OpClass.COPY for i in mem) else OpClass.ELEMENTWISE)
-        shape = {"numel": int(max(ops[i].flops for i in mem)), "rnumel": rn, "persistent": persistent}
-        if all(ops[i].dim(VERIFY_PART) for i in mem):
-            # parts of transformers' verify-attention block (recipes.verify_part: repeat_kv, SDPA's mask): the block's
-            # measured table prices them where it covers the shape (CostModel.gpu_s), compiled as in eager
-            shape.update((k, v) for k, v in ops[mem[0]].shape if k in _VERIFY_PART_KEYS)
-        if dynamic:
-            shape["dynamic"] = 1
-        emitted[g] = Op(f"triton_{tag}:{'+'.join(names)}", cls, LaunchPath.COMPILED,
-                               float(sum(ops[i].flops for i in home_members)), float(min(rd + wr, eager_b)),
-                               tuple(sorted(shape.items())))
+        index_of[g] = len(plan_groups)
+        plan_groups.append(_Group(
+            mem=tuple(mem), home=tuple(i for i in sorted(body) if i in mem or home.get(i) == g), body=tuple(body),
+            ext_reads=tuple(ext_reads), writes=tuple(i for i in mem if read_outside(i, g)),
+            red=tuple(i for i in mem if kind[i] == "reduction"), names="+".join(names),
+            op_class=(OpClass.REDUCTION if any(kind[i] == "reduction" for i in mem) else
+                      OpClass.COPY if all(ops[i].op_class is OpClass.COPY for i in mem) else OpClass.ELEMENTWISE),
+            gathers=not ext_reads and any(ops[i].op_class is OpClass.EMBEDDING for i in body),
+            verify=all(ops[i].dim(VERIFY_PART) for i in mem),
+            gin=tuple((i, ops[i].op_class is OpClass.EMBEDDING) for i in body
+                      if ops[i].op_class is OpClass.EMBEDDING or _reads_whole_buffer(ops[i]) or not R[i])))
     # order: externs keep their places; a fused kernel runs as soon as what it reads is ready (right after the
     # extern or kernel it waits for last), as Inductor's scheduler places it (measured: q_proj, q-norm+RoPE-q,
     # k_proj, k-norm+RoPE-k+cache write, v_proj, cache write v)
@@ -527,7 +625,7 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
             keys[g] = (last[0], last[1] + 1, min(mem))
         return keys[g]
 
-    placed: list[tuple[tuple, Op]] = [(group_key(g), op) for g, op in emitted.items()]
+    placed: list[tuple[tuple, tuple[str, int]]] = [(group_key(g), ("g", index_of[g])) for g in groups]
     pending: list[int] = []  # broadcast (expand) views waiting for the extern that reads them
     for i, op in enumerate(ops):
         k = kind[i]
@@ -536,19 +634,122 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
                 pending.append(i)
             continue
         if k == "extern":
-            if pending and op.op_class is OpClass.GEMM and op.dim("m") > 1 and len(R[i]) < 2 and \
+            if pending and op.op_class is OpClass.GEMM and len(R[i]) < 2 and \
                     all(_prefix(ops[v]) == _prefix(op) for v in pending):
+                placed.append(((i, -1, i), ("e", i)))  # materialized where its m > 1 (`_emit`)
+            pending = []
+            placed.append(((i, 0, i), ("x", i)))
+        elif k == "opaque":
+            placed.append(((i, 0, i), ("o", i)))
+    scaled = tuple(sorted({i for i in range(n) if kind[i] in ("pointwise", "reduction", "scatter")} |
+                          {u for i in range(n) if kind[i] == "reduction" for u in users[i]}))
+    flops = _exact_ints(ops[i].flops for i in scaled)
+    # groups whose figures read the same op objects at the same structural places (a repeated layer's kernels:
+    # the builders repeat a layer's op objects) give the same kernel: `_emit` prices one per class while the list
+    # it is given repeats its objects as this one did (`same`)
+    canon: list[int] = []
+    first: dict[int, int] = {}
+    for i, o in enumerate(ops):
+        canon.append(first.setdefault(id(o), i))
+    same = tuple((i, c) for i, c in enumerate(canon) if c != i)
+
+    def out_sig(idx) -> tuple:
+        return tuple((canon[j], len(R[j]), kind[j]) for j in idx)
+
+    rep_of: dict[tuple, int] = {}
+    rep = []
+    for gi, gr in enumerate(plan_groups):
+        sig = (tuple(canon[i] for i in gr.mem), tuple(canon[i] for i in gr.home), out_sig(gr.ext_reads),
+               out_sig(gr.writes), tuple((canon[i], g, len(R[i]), kind[i]) for i, g in gr.gin),
+               tuple((canon[i], tuple(canon[u] for u in users[i])) for i in gr.red),
+               gr.names, gr.op_class, gr.gathers, gr.verify)
+        rep.append(rep_of.setdefault(sig, gi))
+    return _Plan(R=R, kind=tuple(kind), red_users=tuple((i, tuple(users[i])) for i in range(n) if kind[i] == "reduction"),
+                 scaled=scaled, flops=None if flops is None else tuple(flops), groups=tuple(plan_groups),
+                 rep=tuple(rep), same=same, order=tuple(e for _, e in sorted(placed, key=lambda t: t[0])))
+
+
+_EXTERN_OPS: dict[int, tuple[Op, Op]] = {}  # id(eager extern) -> (it, its compiled-path copy): the ops are interned
+
+
+def _extern(op: Op) -> Op:
+    hit = _EXTERN_OPS.get(id(op))
+    if hit is not None and hit[0] is op:
+        return hit[1]
+    out = replace(op, path=LaunchPath.COMPILED_EXTERN) if op.op_class in (OpClass.GEMM, OpClass.ATTENTION) else op
+    if len(_EXTERN_OPS) >= 100_000:
+        _EXTERN_OPS.clear()
+    _EXTERN_OPS[id(op)] = (op, out)
+    return out
+
+
+def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes: int) -> tuple[Op, ...]:
+    """The kernels of `plan` priced at `ops`' sizes: each fused kernel's flops, bytes, numel and rnumel, its
+    persistent / looped choice, and the broadcast copies that only a batch above 1 materializes."""
+    R, kind = plan.R, plan.kind
+    rnumel: dict[int, int] = {}
+    for i, us in plan.red_users:  # rows = the smallest consumer's elements (the mean's `add eps`)
+        cons = [ops[u].flops for u in us if ops[u].flops > 0]
+        rows = min(cons) if cons else 0
+        rnumel[i] = int(round(ops[i].flops / rows)) if rows and rows < ops[i].flops else 0
+    outb_memo: dict[int, float] = {}
+
+    def outb(i: int) -> float:
+        v = outb_memo.get(i)
+        if v is None:
+            v = outb_memo[i] = (_out_bytes(ops[i], max(1, len(R[i])), kind[i], act_bytes)
+                                if kind[i] != "view" else 0.0)
+        return v
+
+    def gin_bytes(i: int, gather: bool) -> float:
+        """What op i reads that no listed op wrote (token ids, positions, gathered rows): counted for ops that
+        read no listed op (`_Group.gin`); small weight vectors (norm weights) read by ops with producers are left
+        out; a copy reading a whole buffer (the cache) counts it, besides the token its producer wrote."""
+        return ops[i].bytes if gather else max(0.0, ops[i].bytes - outb(i))
+
+    shared = all(ops[i] is ops[j] for i, j in plan.same)
+    kernels: list[Op] = []
+    for gi, gr in enumerate(plan.groups):
+        if shared and plan.rep[gi] != gi:
+            kernels.append(kernels[plan.rep[gi]])
+            continue
+        mem = gr.mem
+        rd = sum(outb(j) for j in gr.ext_reads) + sum(gin_bytes(i, g) for i, g in gr.gin)
+        wr = sum(outb(i) for i in gr.writes)
+        eager_b = sum(ops[i].bytes for i in gr.home)
+        rn = max((rnumel[i] for i in gr.red), default=0)
+        top = max(ops[i].flops for i in mem)
+        rows = top / rn if rn else 0
+        bound = (PERSISTENT_RNUMEL_DYNAMIC if sym else
+                 PERSISTENT_RNUMEL_OTHER if (rows > 1 and gr.gathers) else PERSISTENT_RNUMEL_INNER)
+        persistent = int(bool(gr.red) and 0 < rn <= bound)
+        tag = ("per" if persistent else "red") if gr.red else "poi"
+        shape = {"numel": int(top), "rnumel": rn, "persistent": persistent}
+        if gr.verify:
+            # parts of transformers' verify-attention block (recipes.verify_part: repeat_kv, SDPA's mask): the block's
+            # measured table prices them where it covers the shape (CostModel.gpu_s), compiled as in eager
+            shape.update((k, v) for k, v in ops[mem[0]].shape if k in _VERIFY_PART_KEYS)
+        if dynamic:
+            shape["dynamic"] = 1
+        kernels.append(Op(f"triton_{tag}:{gr.names}", gr.op_class, LaunchPath.COMPILED,
+                          float(sum(ops[i].flops for i in gr.home)), float(min(rd + wr, eager_b)),
+                          tuple(sorted(shape.items()))))
+    out: list[Op] = []
+    for what, i in plan.order:
+        if what == "g":
+            out.append(kernels[i])
+        elif what == "x":
+            out.append(_extern(ops[i]))
+        elif what == "o":
+            out.append(ops[i])
+        else:
+            op = ops[i]
+            if op.dim("m") > 1:
                 # measured (batch 16 and 64, not batch 1): the extern bmm's broadcast operand, when no listed op
                 # produces it (the reference's inv_freq constant), is materialized by an aten copy
                 # (at::native::elementwise_kernel); fp32 [m, n] written from an [n] vector; no arithmetic.
                 # transformers' .float() copy of it is a Triton kernel that writes the expanded buffer instead.
                 elems = op.dim("m") * op.dim("n")
-                placed.append(((i, -1, i), Op(f"{_prefix(op)}.expand_copy", OpClass.COPY, LaunchPath.COMPILED_EXTERN,
-                                              0.0, float(elems * 4 + op.dim("n") * 4), (("numel", elems),))))
-            pending = []
-            path = LaunchPath.COMPILED_EXTERN if op.op_class in (OpClass.GEMM, OpClass.ATTENTION) else op.path
-            placed.append(((i, 0, i), replace(op, path=path)))
-        elif k == "opaque":
-            placed.append(((i, 0, i), op))
-    out = [op for _, op in sorted(placed, key=lambda t: t[0])]
+                out.append(Op(f"{_prefix(op)}.expand_copy", OpClass.COPY, LaunchPath.COMPILED_EXTERN,
+                              0.0, float(elems * 4 + op.dim("n") * 4), (("numel", elems),)))
     return tuple(out)

@@ -7,6 +7,7 @@ Op classes group kernels by how their GPU time scales; launch paths group them b
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from enum import Enum
 
 
@@ -41,6 +42,9 @@ class LaunchPath(str, Enum):
     COLLECTIVE = "collective"  # a tensor-parallel collective (custom all-reduce / NCCL); graph-capturable
 
 
+MARKER_KEYS = ("graph_break", "verify_part")  # shape keys that mark an op's role, not a size
+
+
 @dataclass(frozen=True)
 class Op:
     """One host operation. `flops` and `bytes` describe its GPU kernel (zero for views).
@@ -68,6 +72,18 @@ class Op:
             if k == key:
                 return v
         return default
+
+    @cached_property
+    def structure(self) -> tuple:
+        """The op without its sizes: name, class, path, whether fixed times override the cost model, its shape
+        keys, and the values of its marker keys (`MARKER_KEYS`). Computed once per op (the builders intern their
+        ops, so a sweep meets the same objects again): simulator/model/inductor.py keys its plans by it."""
+        return (self.name, self.op_class, self.path, self.fixed_gpu_s is None, self.fixed_host_s is None,
+                tuple(k for k, _ in self.shape), tuple(self.dim(k) for k in MARKER_KEYS))
+
+    @cached_property
+    def structure_hash(self) -> int:
+        return hash(self.structure)
 
 
 @dataclass(frozen=True)
