@@ -287,10 +287,9 @@ def distinct_ops(tops, firsts: list[int], n: int, values) -> list[Column]:
             out.append(Column(o))
             continue
         arrs = [np.asarray(values(getattr(o, f))) for f in dyn] + [np.asarray(values(o.shape[i][1])) for i in sdyn]
-        code = np.zeros(n, dtype=np.int64)
-        for a in arrs:  # one code per distinct combination of the fields' values (re-numbered: stays < n)
-            u, inv = np.unique(a, return_inverse=True)
-            code = np.unique(code * u.size + inv.reshape(-1), return_inverse=True)[1].reshape(-1)
-        _, first, inv = np.unique(code, return_index=True, return_inverse=True)
-        out.append(Column(o, dyn, sdyn, [a[first].tolist() for a in arrs], inv.reshape(-1)))  # Python numbers
+        # one distinct op per distinct combination of the fields' values, numbered in order of first appearance
+        # (a dict over the shapes' value tuples: Python numbers, as the ops hold them)
+        seen: dict[tuple, int] = {}
+        inv = np.fromiter((seen.setdefault(c, len(seen)) for c in zip(*[a.tolist() for a in arrs])), np.int64, n)
+        out.append(Column(o, dyn, sdyn, [list(col) for col in zip(*seen)], inv))
     return out

@@ -352,12 +352,13 @@ class _Plan:
 
     R: tuple[tuple[int, ...], ...]
     kind: tuple[str, ...]
-    red_users: tuple[tuple[int, tuple[int, ...]], ...]  # reductions and the ops that read them
+    red_users: dict[int, tuple[int, ...]]  # reduction -> the ops that read it
     scaled: tuple[int, ...]  # ops whose flops the scheduler compared
     flops: tuple[int, ...] | None  # their flops (exact integers) at schedule time; None: never reused
     groups: tuple[_Group, ...]
     rep: tuple[int, ...]  # each group's representative: the first group whose figures read the same op objects
-    same: tuple[tuple[int, int], ...]  # (i, j): ops[i] was ops[j] at schedule time (what `rep` relies on)
+    same: tuple[tuple[int, int, int], ...]  # (i, j, k): ops[i:i+k] were ops[j:j+k] at schedule time (`rep` needs
+    # them equal, by value: then the groups of a class have equal figures)
     order: tuple[tuple[str, int], ...]  # ("g", group) | ("x", extern op) | ("o", opaque op) | ("e", expand candidate)
 
     def fits(self, ops: tuple[Op, ...]) -> bool:
@@ -651,7 +652,15 @@ def _schedule(ops: tuple[Op, ...], sym: bool, reads, feeds) -> _Plan:
     first: dict[int, int] = {}
     for i, o in enumerate(ops):
         canon.append(first.setdefault(id(o), i))
-    same = tuple((i, c) for i, c in enumerate(canon) if c != i)
+    runs: list[list[int]] = []  # (i, j, length): ops[i:i + length] were ops[j:j + length] (a repeated layer)
+    for i, c in enumerate(canon):
+        if c == i:
+            continue
+        if runs and runs[-1][0] + runs[-1][2] == i and runs[-1][1] + runs[-1][2] == c:
+            runs[-1][2] += 1
+        else:
+            runs.append([i, c, 1])
+    same = tuple((i, c, k) for i, c, k in runs)
 
     def out_sig(idx) -> tuple:
         return tuple((canon[j], len(R[j]), kind[j]) for j in idx)
@@ -664,7 +673,7 @@ def _schedule(ops: tuple[Op, ...], sym: bool, reads, feeds) -> _Plan:
                tuple((canon[i], tuple(canon[u] for u in users[i])) for i in gr.red),
                gr.names, gr.op_class, gr.gathers, gr.verify)
         rep.append(rep_of.setdefault(sig, gi))
-    return _Plan(R=R, kind=tuple(kind), red_users=tuple((i, tuple(users[i])) for i in range(n) if kind[i] == "reduction"),
+    return _Plan(R=R, kind=tuple(kind), red_users={i: tuple(users[i]) for i in range(n) if kind[i] == "reduction"},
                  scaled=scaled, flops=None if flops is None else tuple(flops), groups=tuple(plan_groups),
                  rep=tuple(rep), same=same, order=tuple(e for _, e in sorted(placed, key=lambda t: t[0])))
 
@@ -687,11 +696,13 @@ def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes:
     """The kernels of `plan` priced at `ops`' sizes: each fused kernel's flops, bytes, numel and rnumel, its
     persistent / looped choice, and the broadcast copies that only a batch above 1 materializes."""
     R, kind = plan.R, plan.kind
-    rnumel: dict[int, int] = {}
-    for i, us in plan.red_users:  # rows = the smallest consumer's elements (the mean's `add eps`)
-        cons = [ops[u].flops for u in us if ops[u].flops > 0]
+    red_users = plan.red_users
+
+    def rnumel(i: int) -> int:
+        """Reduction i's row length: its elements over the smallest consumer's (the mean's `add eps`)."""
+        cons = [ops[u].flops for u in red_users[i] if ops[u].flops > 0]
         rows = min(cons) if cons else 0
-        rnumel[i] = int(round(ops[i].flops / rows)) if rows and rows < ops[i].flops else 0
+        return int(round(ops[i].flops / rows)) if rows and rows < ops[i].flops else 0
     outb_memo: dict[int, float] = {}
 
     def outb(i: int) -> float:
@@ -707,7 +718,7 @@ def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes:
         out; a copy reading a whole buffer (the cache) counts it, besides the token its producer wrote."""
         return ops[i].bytes if gather else max(0.0, ops[i].bytes - outb(i))
 
-    shared = all(ops[i] is ops[j] for i, j in plan.same)
+    shared = all(ops[i:i + k] == ops[j:j + k] for i, j, k in plan.same)  # identity first, then values
     kernels: list[Op] = []
     for gi, gr in enumerate(plan.groups):
         if shared and plan.rep[gi] != gi:
@@ -717,7 +728,7 @@ def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes:
         rd = sum(outb(j) for j in gr.ext_reads) + sum(gin_bytes(i, g) for i, g in gr.gin)
         wr = sum(outb(i) for i in gr.writes)
         eager_b = sum(ops[i].bytes for i in gr.home)
-        rn = max((rnumel[i] for i in gr.red), default=0)
+        rn = max((rnumel(i) for i in gr.red), default=0)
         top = max(ops[i].flops for i in mem)
         rows = top / rn if rn else 0
         bound = (PERSISTENT_RNUMEL_DYNAMIC if sym else

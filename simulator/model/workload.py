@@ -17,7 +17,6 @@ same lists in PyTorch so that the profiler can check the counts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
@@ -410,9 +409,10 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
     return Step(ops, label=label, layers=model.num_hidden_layers, tokens=T)
 
 
-@lru_cache(maxsize=128)
 def _compiled(ops: tuple[Op, ...], dynamic: bool) -> tuple[Op, ...]:
-    """Inductor's pass over an eager op list (pure, so memoised: a sweep builds the same step many times)."""
+    """Inductor's pass over an eager op list (its scheduling is memoised inside compile_ops, by the list's
+    structure; a memo here, keyed by the op tuple, would hash every field of every op on each call: slower than
+    the pass with a memoised plan)."""
     from simulator.model.inductor import compile_ops
 
     return tuple(compile_ops(ops, dynamic))
