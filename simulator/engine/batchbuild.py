@@ -182,12 +182,42 @@ def group_key(shape: StepShape) -> tuple:
     return (shape.ctx, shape.q_len, shape.prefill_seqs, shape.prefill_len)
 
 
-def rows_of(setup, shapes: list[StepShape], make_row, make_traced, rounds: int = 6) -> dict:
+def rows_of(setup, shapes: list[StepShape], make_row, make_traced, rounds: int = 6,
+            traces: list | None = None) -> dict:
     """shape -> row for `shapes` (one group_key, all traceable): traced where the trace replays, else
-    `make_row(shape)` (the scalar build). `make_traced(template_ops, probe_row, shapes, values)` turns a trace
-    into rows of `shapes` (None: it does not match the probe's build); `values(sym)`: sym's value per shape."""
+    `make_row(shape)` (the scalar build). `make_traced(template_ops, probe_row, shapes, values, checked)` turns a
+    trace into rows of `shapes` (None: it does not match the probe's build; `checked`: this trace matched before,
+    skip the check); `values(sym)`: sym's value per shape. `traces`: the caller's list of this group's traces that
+    matched (probe, probe row, template, guards), tried first and extended here (a sweep asks for the same step
+    at other batch sizes many times: one trace serves them all)."""
     out: dict = {}
     left = list(shapes)
+    traces = [] if traces is None else traces
+
+    def replay(tops, prow, guards, shs, checked):
+        """Rows of the shapes of `shs` whose guards come out as the probe's; the others (None: no match)."""
+        leaves = {"decode_seqs": np.fromiter((s.decode_seqs for s in shs), np.int64, len(shs)),
+                  "padding": np.fromiter((s.padding for s in shs), np.int64, len(shs))}
+        memo: dict = {}
+        ok = np.ones(len(shs), dtype=bool)
+        with np.errstate(all="ignore"):  # shapes off the probe's path may divide by zero: their guards fail
+            for g, want in guards:
+                ok &= np.asarray(_eval(g, leaves, memo)) == want
+            sel = np.flatnonzero(ok)
+            made = make_traced(tops, prow, [shs[i] for i in sel.tolist()],
+                               lambda x: np.broadcast_to(_eval(x, leaves, memo), ok.shape)[sel], checked)
+        if made is None:
+            return None, shs
+        return made, [shs[i] for i in np.flatnonzero(~ok).tolist()]
+
+    for probe, prow, tops, guards in traces:
+        if not left:
+            break
+        made, rest = replay(tops, prow, guards, left, True)
+        if made is not None:
+            out.update(made)
+            STATS["traced"] += len(made)
+            left = rest
     for _ in range(rounds):
         if len(left) < 2:
             break
@@ -198,23 +228,14 @@ def rows_of(setup, shapes: list[StepShape], make_row, make_traced, rounds: int =
             left = left[1:]
             break
         tops, guards = t
-        rest = left[1:]
-        leaves = {"decode_seqs": np.fromiter((s.decode_seqs for s in rest), np.int64, len(rest)),
-                  "padding": np.fromiter((s.padding for s in rest), np.int64, len(rest))}
-        memo: dict = {}
-        ok = np.ones(len(rest), dtype=bool)
-        with np.errstate(all="ignore"):  # shapes off the probe's path may divide by zero: their guards fail
-            for g, want in guards:
-                ok &= np.asarray(_eval(g, leaves, memo)) == want
-            sel = np.flatnonzero(ok)
-            made = make_traced(tops, prow, [rest[i] for i in sel.tolist()],
-                               lambda x: np.broadcast_to(_eval(x, leaves, memo), ok.shape)[sel])
+        made, rest = replay(tops, prow, guards, left[1:], False)
         if made is None:
             left = left[1:]
             break
+        traces.append((probe, prow, tops, guards))
         out.update(made)
         STATS["traced"] += len(made)
-        left = [rest[i] for i in np.flatnonzero(~ok).tolist()]
+        left = rest
     for s in left:
         if s not in out:
             out[s] = make_row(s)

@@ -155,6 +155,7 @@ class _Row:
 
 
 _PATTERNS = "patterns"  # the key of a rows memo's list of patterns (shapes are StepShape keys)
+_TRACES = "traces"  # the key of a rows memo's traces by group key (engine/batchbuild.rows_of: one serves many calls)
 _IDS = "ids"  # the key, in a figs memo, of its entries by object id: id(op) -> (op, figures)
 
 
@@ -353,15 +354,17 @@ def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
     def make_row(s):
         return _Row(setup.build(s), costs, patterns, figs)
 
-    def make_traced(tops, prow: _Row, shs: list, values):
+    def make_traced(tops, prow: _Row, shs: list, values, checked: bool = False):
         # the probe's check: the template repeats its positions as the probe's build does (each position's first
         # occurrence; np.unique orders the distinct ops by id, so compare sources, not order), and the traced ops
-        # at the probe's values are the ops its real build made
-        pat, tp = prow.pat, _Pattern(np.fromiter(map(id, tops), dtype=np.int64, count=len(tops)))
-        if tp.n != pat.n or not np.array_equal(tp.first[tp.inv], pat.first[pat.inv]):
-            return None
-        if [c.op(0) for c in BB.distinct_ops(tops, pat.firsts, 1, BB.probe_values)] != prow.ops:
-            return None
+        # at the probe's values are the ops its real build made (done once per trace: `checked`)
+        pat = prow.pat
+        if not checked:
+            tp = _Pattern(np.fromiter(map(id, tops), dtype=np.int64, count=len(tops)))
+            if tp.n != pat.n or not np.array_equal(tp.first[tp.inv], pat.first[pat.inv]):
+                return None
+            if [c.op(0) for c in BB.distinct_ops(tops, pat.firsts, 1, BB.probe_values)] != prow.ops:
+                return None
         S = len(shs)
         if not S:
             return {}
@@ -396,6 +399,7 @@ def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
             out[s] = r
         return out
 
-    for g in groups.values():
+    traces: dict = memo.setdefault(_TRACES, {})  # group key -> the traces that matched (BB.rows_of)
+    for key, g in groups.items():
         if len(g) >= _MIN_TRACE:
-            memo.update(BB.rows_of(setup, g, make_row, make_traced))
+            memo.update(BB.rows_of(setup, g, make_row, make_traced, traces=traces.setdefault(key, [])))

@@ -102,3 +102,23 @@ def test_untraceable_builds_fall_back():
     s = StepShape(4, 128)
     assert not BB.traceable(StepSetup.of(MODELS["qwen3-0.6b"], PROFILE, "compiled"), s)
     assert not BB.traceable(StepSetup.of(MODELS["qwen3-0.6b"], PROFILE, "fused"), StepShape(4, 128, 1, 16))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=hs.sampled_from(["qwen3-0.6b", "llama3-8b", "llama3-70b-tp4"]), fusion=hs.sampled_from(["none", "fused"]),
+       mode=hs.sampled_from(["none", "full", "piecewise"]),
+       calls=hs.lists(hs.lists(hs.tuples(hs.integers(1, 300), hs.sampled_from([0, 0, 3, 100])), min_size=8,
+                               max_size=20, unique=True), min_size=2, max_size=4))
+def test_a_memo_reuses_its_traces_across_calls_bitwise(model, fusion, mode, calls):
+    """Successive calls on one memo (a sweep's layouts asking for other batch sizes of the same step) replay the
+    traces the first call made (batched._TRACES, BB.rows_of `traces`): each call's times equal a fresh scalar
+    build's, and a later call whose shapes the first trace covers traces nothing new."""
+    setup = StepSetup.of(MODELS[model], PROFILE, fusion)
+    rows, figs = {}, {}
+    for pairs in calls:
+        shapes = [StepShape(b, 512, padding=p) for b, p in pairs]
+        assert np.array_equal(batched.step_seconds(setup, mode, shapes, rows, figs), per_shape(setup, mode, shapes))
+    n = sum(len(t) for t in rows[batched._TRACES].values())
+    more = [StepShape(b, 512) for b in range(301, 321)]  # all off the earlier probes but on their path
+    batched.step_seconds(setup, mode, more, rows, figs)
+    assert sum(len(t) for t in rows[batched._TRACES].values()) == n
