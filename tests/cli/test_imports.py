@@ -48,3 +48,21 @@ def test_predict_process_loads_only_what_it_needs():
 def test_help_and_unknown_commands_still_load_every_command():
     mods = _modules_after("--help")
     assert {f"simulator.cli.{m}" for m in cli._MODULES} <= mods
+
+
+def test_scenario_kind_table_lists_every_kind_in_order():
+    from simulator.config.scenario import _KIND_MODELS
+
+    assert [k.model_fields["kind"].annotation.__args__[0] for k in KINDS] == list(_KIND_MODELS)
+
+
+def test_run_of_a_step_scenario_loads_only_its_kind(monkeypatch):
+    import tempfile
+
+    monkeypatch.delenv("COLUMNS", raising=False)  # a plain stream at the default width: its table drawn without rich
+    with tempfile.TemporaryDirectory() as d:
+        mods = _modules_after("run", "scenarios/qwen3_0p6b_decode.yaml", "--out", d, "--set", "batch=[1]",
+                              "--set", "fusion=[fused]")
+    assert "simulator.config.step" in mods
+    for m in ("simulator.config.serve", "simulator.config.sweep", "simulator.config.capacity", "rich"):
+        assert m not in mods, m
