@@ -56,13 +56,18 @@ def test_scenario_kind_table_lists_every_kind_in_order():
     assert [k.model_fields["kind"].annotation.__args__[0] for k in KINDS] == list(_KIND_MODELS)
 
 
-def test_run_of_a_step_scenario_loads_only_its_kind(monkeypatch):
-    import tempfile
+def test_run_of_a_step_scenario_loads_only_its_kind(tmp_path):
+    import os
 
-    monkeypatch.delenv("COLUMNS", raising=False)  # a plain stream at the default width: its table drawn without rich
-    with tempfile.TemporaryDirectory() as d:
-        mods = _modules_after("run", "scenarios/qwen3_0p6b_decode.yaml", "--out", d, "--set", "batch=[1]",
-                              "--set", "fusion=[fused]")
-    assert "simulator.config.step" in mods
+    code = ("import sys, json, runpy\n"
+            f"sys.argv = ['launchsim', 'run', 'scenarios/qwen3_0p6b_decode.yaml', '--out', {str(tmp_path)!r}, "
+            "'--set', 'batch=[1]', '--set', 'fusion=[fused]']\n"
+            "try:\n    runpy.run_module('simulator.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write(json.dumps(sorted(sys.modules)))\n")
+    # a plain stream at the default width (the test process may carry a COLUMNS of its own): drawn without rich
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    mods = set(json.loads(r.stderr.strip().splitlines()[-1]))
+    assert "simulator.config.step" in mods and "fused" in r.stdout
     for m in ("simulator.config.serve", "simulator.config.sweep", "simulator.config.capacity", "rich"):
         assert m not in mods, m
