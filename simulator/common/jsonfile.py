@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 import os
 from pathlib import Path
 
@@ -169,6 +168,8 @@ def field_error(where: str, text: str | None, loc, msg: str, error: type[UserErr
 def atomic_write_text(path: str | Path, text: str) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # (and its random) only where a file is written: `predict --json` writes none
+
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

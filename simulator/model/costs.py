@@ -15,6 +15,7 @@ from __future__ import annotations
 from simulator.common.errors import UserError
 
 import bisect
+from functools import cached_property
 
 import numpy as np
 
@@ -83,11 +84,6 @@ class CostModel:
         self.graph_launch_per_node_s = h.graph_launch_per_node_us * US
         self.compiled_entry_s = h.compiled_entry_us * US
         self.compiled_wrapper_s = h.compiled_wrapper_us * US
-        # torch.compile(dynamic=True)'s wrapper: measured extra per launch (inductor.py DYNAMIC_WRAPPER_EXTRA_US, H200
-        # round b), added to launches marked `dynamic_wrapper` (engine/setup.StepSetup.build)
-        from simulator.model.inductor import DYNAMIC_WRAPPER_EXTRA_US
-
-        self.dynamic_wrapper_s = DYNAMIC_WRAPPER_EXTRA_US * US
         self._gemm = {(t.n, t.k): t for t in d.tables.gemm}
         self._attn = {(t.heads, t.kv_heads, t.head_dim): t for t in d.tables.attention if t.q_len == 1}
         # verify tables by (heads, kv_heads, head_dim, layout), then q_len (q_len > 1)
@@ -106,6 +102,16 @@ class CostModel:
         self._gpu_cache: dict[Op, float] = {}
         self._host_cache: dict[tuple[Op, float], float] = {}
         self._kernels_cache: dict[tuple[int, int], int] = {}
+
+    @cached_property
+    def dynamic_wrapper_s(self) -> float:
+        """torch.compile(dynamic=True)'s wrapper: measured extra per launch (inductor.py DYNAMIC_WRAPPER_EXTRA_US,
+        H200 round b), added to launches marked `dynamic_wrapper` (engine/setup.StepSetup.build). A property read
+        on the first such launch: a process that prices no dynamic compiled step (every `predict` but
+        --compile-dynamic) never imports inductor.py (~6 ms of a `predict` process)."""
+        from simulator.model.inductor import DYNAMIC_WRAPPER_EXTRA_US
+
+        return DYNAMIC_WRAPPER_EXTRA_US * US
 
     # -- GPU --------------------------------------------------------------------------------------
     def roofline_s(self, op: Op) -> float:

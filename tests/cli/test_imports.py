@@ -48,3 +48,26 @@ def test_predict_process_loads_only_what_it_needs():
 def test_help_and_unknown_commands_still_load_every_command():
     mods = _modules_after("--help")
     assert {f"simulator.cli.{m}" for m in cli._MODULES} <= mods
+
+
+def test_scenario_kind_table_lists_every_kind_in_order():
+    from simulator.config.scenario import _KIND_MODELS
+
+    assert [k.model_fields["kind"].annotation.__args__[0] for k in KINDS] == list(_KIND_MODELS)
+
+
+def test_run_of_a_step_scenario_loads_only_its_kind(tmp_path):
+    import os
+
+    code = ("import sys, json, runpy\n"
+            f"sys.argv = ['launchsim', 'run', 'scenarios/qwen3_0p6b_decode.yaml', '--out', {str(tmp_path)!r}, "
+            "'--set', 'batch=[1]', '--set', 'fusion=[fused]']\n"
+            "try:\n    runpy.run_module('simulator.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write(json.dumps(sorted(sys.modules)))\n")
+    # a plain stream at the default width (the test process may carry a COLUMNS of its own): drawn without rich
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    mods = set(json.loads(r.stderr.strip().splitlines()[-1]))
+    assert "simulator.config.step" in mods and "fused" in r.stdout
+    for m in ("simulator.config.serve", "simulator.config.sweep", "simulator.config.capacity", "rich"):
+        assert m not in mods, m
