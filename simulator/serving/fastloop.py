@@ -23,24 +23,31 @@ from __future__ import annotations
 
 import heapq
 import math
+from operator import mul
+
+import numpy as np
 
 from .scheduler import DECODE, DONE, PREFILL, REJECTED, Plan
 from .steptime import C_GRID, D_GRID, L_GRID, StepTimer, bracket
 
 
-def _admissible(sched) -> list[bool]:
-    """Scheduler.arrive's test for every request (plain decoding: rate 1)."""
-    lim, bs, total = sched.lim, sched.bs, sched.total
-    mml, budget, chunked = lim.max_model_len, lim.max_num_batched_tokens, lim.chunked_prefill
-    out = []
-    for p, o in zip(sched.P, sched.O):
-        need = p + o
-        out.append(not (-(-(need - 1) // bs) > total or need > mml or (not chunked and need - 1 > budget)))
-    return out
+def _admissible(sched, prompt: np.ndarray, output: np.ndarray) -> list[bool]:
+    """Scheduler.arrive's test for every request at once (plain decoding: rate 1; lengths as int64 arrays)."""
+    lim, bs = sched.lim, sched.bs
+    need = prompt.astype(np.int64) + output
+    bad = (-(-(need - 1) // bs) > sched.total) | (need > lim.max_model_len)
+    if not lim.chunked_prefill:
+        bad |= need - 1 > lim.max_num_batched_tokens
+    return (~bad).tolist()
+
+
+def _figures(c) -> tuple:
+    """What the loop reads of a StepCost: (step s, GPU busy s, CPU-bound, graph replayed, rows, padded rows)."""
+    return c.step_s, c.gpu_busy_s, c.cpu_bound, c.mode != "none", c.rows, c.padded
 
 
 def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, stop: float, series: dict,
-              kv_blocks: int) -> tuple[float, int, int]:
+              kv_blocks: int, prompt: np.ndarray, output: np.ndarray) -> tuple[float, int, int]:
     """`replica._loop_reference` for plain decoding, inlined (module docstring); the same return value and the same
     state left in `sched` and `col`."""
     if spec is not None or sched.rate != 1:
@@ -60,7 +67,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
     first_t, finish_t = sched.first_t, sched.finish_t
     waiting, running, prefilling = sched.waiting, sched.running, sched.prefilling
     schedule, extend, admission_open = sched.schedule, sched.extend, sched.admission_open
-    ok = _admissible(sched)
+    ok = _admissible(sched, prompt, output)
     decode_time, mixed_time = timer.decode, timer.mixed
     dmemo: dict | None = None
     mfast = False
@@ -74,7 +81,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
     c_steps = c_dec = c_mix = c_cpu = c_graph = c_rows = c_padded = c_tokens = 0
     c_busy = c_gpu = c_block = 0.0
     c_peak = col.peak_blocks
-    hist = col.hist
+    hist = [0] * (max_seqs + 1)  # Collector.hist by batch (decode steps hold at most max_num_seqs sequences)
     area, tt, tn = col.area, col._t, col._n
     s_t, s_run, s_kv, s_q = series["t"], series["running"], series["kv_used_frac"], series["queue"]
     kv_div = max(1, kv_blocks)
@@ -169,6 +176,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
                     r = route_mixed(T)
                     rt = mroutes[T] = (r.mode, r.executed)
                 mode, padded = rt
+                graph = mode != "none"
                 np_ = len(chunks)
                 d0, d1, wd = bd.get(d) or bd.setdefault(d, bracket(d, D_GRID))
                 lk = (ptok, np_)
@@ -192,18 +200,17 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
             else:
                 np_ = len(chunks)
                 cost = mixed_time(d, np_, ptok, -(-(ctx_sum + pctx) // (d + np_)))
-                dt, gb, cpub, mode, rows, padded = cost.step_s, cost.gpu_busy_s, cost.cpu_bound, cost.mode, \
-                    cost.rows, cost.padded
+                dt, gb, cpub, graph, rows, padded = _figures(cost)
         else:
             ctx = -(-ctx_sum // d)
             if dmemo is not None:
                 key = (-(-ctx // cbt) << 32) | d
-                cost = dmemo.get(key)
-                if cost is None:
-                    cost = dmemo[key] = plain(d, ctx)
+                fig = dmemo.get(key)
+                if fig is None:
+                    fig = dmemo[key] = _figures(plain(d, ctx))
             else:
-                cost = decode_time(d, ctx)
-            dt = cost.step_s
+                fig = _figures(decode_time(d, ctx))
+            dt, gb, cpub, graph, rows, padded = fig
             if merge:
                 while bounds[bi] <= now:
                     bi += 1
@@ -243,7 +250,14 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
                                 if ka < k:
                                     k = ka
                             if k > 1:
-                                taken, weighted = co.needs_over(g1 + 1, k - 1)
+                                rem = k - 1
+                                if rem < bs:  # Cohort.needs_over(g1 + 1, rem) of a run shorter than a period
+                                    o = -g1 % bs
+                                    head = count[o:o - rem:-1] if rem <= o else count[o::-1] + count[:o - rem:-1]
+                                    taken = sum(head)
+                                    weighted = rem * taken - sum(map(mul, head, range(rem)))
+                                else:
+                                    taken, weighted = co.needs_over(g1 + 1, rem)
                                 bsteps = k * used + weighted
                                 used += taken
                                 peak = used
@@ -318,25 +332,18 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
         if w0 <= start < w1:  # Collector.on_steps
             c_steps += k
             c_busy += k * dt
+            c_gpu += k * gb
+            if cpub:
+                c_cpu += k
+            if graph:
+                c_graph += k
+                c_rows += k * rows
+                c_padded += k * padded
             if chunks:
-                c_gpu += k * gb
-                if cpub:
-                    c_cpu += k
-                if mode != "none":
-                    c_graph += k
-                    c_rows += k * rows
-                    c_padded += k * padded
                 c_mix += k
             else:
-                c_gpu += k * cost.gpu_busy_s
-                if cost.cpu_bound:
-                    c_cpu += k
-                if cost.mode != "none":
-                    c_graph += k
-                    c_rows += k * cost.rows
-                    c_padded += k * cost.padded
                 c_dec += k
-                hist[d] = hist.get(d, 0) + k
+                hist[d] += k
             c_tokens += tokens
             c_block += bsteps * dt
             if peak > c_peak:
@@ -368,5 +375,9 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
     col.gpu_s += c_gpu
     col.block_s += c_block
     col.peak_blocks = c_peak
+    h = col.hist
+    for b, c in enumerate(hist):
+        if c:
+            h[b] = h.get(b, 0) + c
     col.area, col._t, col._n = area, tt, tn
     return now, rejected, events

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from .scheduler import REJECTED
+from .scheduler import DECODE, REJECTED
 
 
 class Collector:
@@ -93,7 +93,14 @@ def summarize(col: Collector, sched, arrivals: np.ndarray, stop: float, rejected
     out = np.asarray(sched.O, dtype=np.int64)[idx] if n else np.empty(0, dtype=np.int64)
     ok = state != REJECTED
     arr, first, fin, out = arr[ok], first[ok], fin[ok], out[ok]
-    gen = np.asarray([sched.generated_now(int(i)) for i in idx[ok]], dtype=np.int64) if idx.size else out
+    if not idx.size:
+        gen = out
+    elif sched.spec is None:  # Scheduler.generated_now for every request at once
+        sel = idx[ok]
+        g = np.asarray(sched.gen, dtype=np.int64)[sel]
+        gen = np.where(state[ok] == DECODE, g + (sched.G - np.asarray(sched.join, dtype=np.int64)[sel]), g)
+    else:
+        gen = np.asarray([sched.generated_now(int(i)) for i in idx[ok]], dtype=np.int64)
     done = ~np.isnan(fin)
     ttft = np.where(np.isnan(first), stop - arr, first - arr)
     multi = out > 1

@@ -153,8 +153,11 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
     times.append(math.inf)  # sentinel
     # time series for the report (running batch, KV-cache use, queue): about 500 evenly spaced samples
     series = {"t": [], "running": [], "kv_used_frac": [], "queue": []}
-    loop = _loop_reference if spec is not None or reference else loop_fast
-    end, rejected, events = loop(cfg, sched, col, timer, times, spec, w0, w1, stop, series, kv.blocks)
+    if spec is not None or reference:
+        end, rejected, events = _loop_reference(cfg, sched, col, timer, times, spec, w0, w1, stop, series, kv.blocks)
+    else:
+        end, rejected, events = loop_fast(cfg, sched, col, timer, times, spec, w0, w1, stop, series, kv.blocks,
+                                          wl.prompt, wl.output)
     col.track(max(end, w1), sched.in_system)
     samples, metrics = summarize(col, sched, np.asarray(times[:n_req], dtype=float), end, rejected)
     metrics["offered_rate"] = wl.rate
