@@ -149,7 +149,6 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
     w0, w1 = cfg.warmup_frac * duration, duration
     stop = duration + (duration if cfg.drain_s is None else cfg.drain_s)
     col = Collector(w0, w1, kv.blocks)
-    n_req = len(times)
     times.append(math.inf)  # sentinel
     # time series for the report (running batch, KV-cache use, queue): about 500 evenly spaced samples
     series = {"t": [], "running": [], "kv_used_frac": [], "queue": []}
@@ -159,7 +158,7 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
         end, rejected, events = loop_fast(cfg, sched, col, timer, times, spec, w0, w1, stop, series, kv.blocks,
                                           wl.prompt, wl.output)
     col.track(max(end, w1), sched.in_system)
-    samples, metrics = summarize(col, sched, np.asarray(times[:n_req], dtype=float), end, rejected)
+    samples, metrics = summarize(col, sched, np.asarray(wl.times, dtype=float), end, rejected)
     metrics["offered_rate"] = wl.rate
     if spec is not None:
         from simulator.model.spec import closed_form
