@@ -76,7 +76,9 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
         if timer.scheduling == "none":  # StepTimer.mixed inlined (its memos shared)
             mfast = True
             mroutes, cells, route_mixed, mixed_at = timer._mroutes, timer._cells, timer._route_mixed, timer._mixed_at
-            bd, bc, bl = timer._brackets_d, timer._brackets_c, timer._brackets_l
+            bc, bl = timer._brackets_c, timer._brackets_l
+            bdl: list = [None] * (max_seqs + 1)  # bracket(d, D_GRID) by decode rows (at most max_num_seqs)
+            bl1: dict = {}  # bracket(L, L_GRID) of one chunk of L tokens
     # the collector's figures (Collector.on_steps / track), written back at the end
     c_steps = c_dec = c_mix = c_cpu = c_graph = c_rows = c_padded = c_tokens = 0
     c_busy = c_gpu = c_block = 0.0
@@ -88,6 +90,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
     every = stop / 500.0
     next_sample = 0.0
     G, used = sched.G, sched.used
+    cn, cbase = co.n, co.base_sum  # the decoding cohort's size and summed base (kv.Cohort), handed over around calls
     rejected = events = 0
     now = 0.0
     nxt = 0  # next arrival not yet handed to the scheduler
@@ -111,7 +114,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
         g1 = G + 1
         need1 = count[(1 - g1) % bs]
         plan = None
-        if not prefilling and need1 <= total - used and (waiting or co.n):
+        if not prefilling and need1 <= total - used and (waiting or cn):
             # no preemption, nothing prefilling: decode rows, then admissions (none when nothing waits)
             chunks = no_chunks
             ptok = 0
@@ -119,7 +122,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
                 chunks = []
                 room = total - used - need1
                 while waiting and len(running) < max_seqs:
-                    left = budget - co.n - ptok
+                    left = budget - cn - ptok
                     if left <= 0:
                         break
                     rid = waiting[0]
@@ -140,23 +143,23 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
                     chunks.append((rid, chunk))
                     ptok += chunk
                 sched.admission_skipped = False
-                if not chunks and not co.n:  # the scheduler's empty plan
+                if not chunks and not cn:  # the scheduler's empty plan
                     ta = times[nxt]
                     if ta == inf or ta >= stop:
                         break
                     now = now + (ta - now)  # idle until the next arrival (the float a timer of ta - now gives)
                     continue
             used += need1
-            d = co.n
-            ctx_sum = co.base_sum + d * g1
+            d = cn
+            ctx_sum = cbase + d * g1
             pctx = 0
             peak = bsteps = used
             if waiting and not chunks:  # admission blocked: a decode-only plan that the scheduler's extend takes
                 plan = Plan(d, ctx_sum, [], 0, 0, 1, used, used)
         else:
-            sched.G, sched.used = G, used
+            sched.G, sched.used, co.n, co.base_sum = G, used, cn, cbase
             plan = schedule()
-            used = sched.used
+            used, cn, cbase = sched.used, co.n, co.base_sum
             if plan is None:
                 ta = times[nxt]
                 if ta == inf or ta >= stop:
@@ -178,9 +181,18 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
                 mode, padded = rt
                 graph = mode != "none"
                 np_ = len(chunks)
-                d0, d1, wd = bd.get(d) or bd.setdefault(d, bracket(d, D_GRID))
-                lk = (ptok, np_)
-                l0, l1, wl = bl.get(lk) or bl.setdefault(lk, bracket(ptok / np_, L_GRID))
+                bk = bdl[d]
+                if bk is None:
+                    bk = bdl[d] = bracket(d, D_GRID)
+                d0, d1, wd = bk
+                if np_ == 1:
+                    bk = bl1.get(ptok)
+                    if bk is None:
+                        bk = bl1[ptok] = bracket(ptok, L_GRID)
+                else:
+                    lk = (ptok, np_)
+                    bk = bl.get(lk) or bl.setdefault(lk, bracket(ptok / np_, L_GRID))
+                l0, l1, wl = bk
                 ctx = -(-(ctx_sum + pctx) // (d + np_))
                 c0, c1, wc = bc.get(ctx) or bc.setdefault(ctx, bracket(ctx, C_GRID))
                 cell = (mode, np_, d0, d1, l0, l1, c0, c1)
@@ -223,7 +235,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
                         if ka < cap:
                             cap = ka
                     if cap > 1:
-                        sched.G, sched.used = G, used
+                        sched.G, sched.used, co.n, co.base_sum = G, used, cn, cbase
                         k = extend(plan, cap, cb)
                         used, peak, bsteps = sched.used, plan.peak_used, plan.block_steps
                 else:
@@ -239,13 +251,14 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
                         k = h0[0] - G
                         if cap < k:
                             k = cap
-                        c1 = -(-co.base_sum // d) + g1
+                        c1 = -(-cbase // d) + g1
                         kc = -(-c1 // cb) * cb - c1 + 1
                         if kc < k:
                             k = kc
                         if k > 1:
                             free = total - used
                             if free < d * (-(-(k - 1) // bs)):
+                                co.n = cn
                                 ka = 1 + co.steps_affordable(g1 + 1, free)
                                 if ka < k:
                                     k = ka
@@ -257,6 +270,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
                                     taken = sum(head)
                                     weighted = rem * taken - sum(map(mul, head, range(rem)))
                                 else:
+                                    co.n = cn
                                     taken, weighted = co.needs_over(g1 + 1, rem)
                                 bsteps = k * used + weighted
                                 used += taken
@@ -294,8 +308,8 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
                     continue
                 b = base[rid]
                 count[b % bs] -= 1
-                co.n -= 1
-                co.base_sum -= b
+                cn -= 1
+                cbase -= b
                 used -= -(-(b + G) // bs)
                 gen[rid] = O[rid]
                 state[rid] = DONE
@@ -326,8 +340,8 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
             base[rid] = b
             join[rid] = G
             count[b % bs] += 1
-            co.n += 1
-            co.base_sum += b
+            cn += 1
+            cbase += b
             heappush(heap, (G + O[rid] - gen[rid], rid, epoch[rid]))
         if w0 <= start < w1:  # Collector.on_steps
             c_steps += k
@@ -362,7 +376,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
             next_sample = now + every
         if now >= stop:
             break
-    sched.G, sched.used = G, used
+    sched.G, sched.used, co.n, co.base_sum = G, used, cn, cbase
     col.steps += c_steps
     col.decode_steps += c_dec
     col.mixed_steps += c_mix
