@@ -68,6 +68,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
     waiting, running, prefilling = sched.waiting, sched.running, sched.prefilling
     schedule, extend, admission_open = sched.schedule, sched.extend, sched.admission_open
     ok = _admissible(sched, prompt, output)
+    dmax = min(max_seqs, len(ok))  # the most sequences a step can hold
     decode_time, mixed_time = timer.decode, timer.mixed
     dmemo: dict | None = None
     mfast = False
@@ -77,13 +78,13 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
             mfast = True
             mroutes, cells, route_mixed, mixed_at = timer._mroutes, timer._cells, timer._route_mixed, timer._mixed_at
             bc, bl = timer._brackets_c, timer._brackets_l
-            bdl: list = [None] * (max_seqs + 1)  # bracket(d, D_GRID) by decode rows (at most max_num_seqs)
+            bdl: list = [None] * (dmax + 1)  # bracket(d, D_GRID) by decode rows
             bl1: dict = {}  # bracket(L, L_GRID) of one chunk of L tokens
     # the collector's figures (Collector.on_steps / track), written back at the end
     c_steps = c_dec = c_mix = c_cpu = c_graph = c_rows = c_padded = c_tokens = 0
     c_busy = c_gpu = c_block = 0.0
     c_peak = col.peak_blocks
-    hist = [0] * (max_seqs + 1)  # Collector.hist by batch (decode steps hold at most max_num_seqs sequences)
+    hist = [0] * (dmax + 1)  # Collector.hist by batch
     area, tt, tn = col.area, col._t, col._n
     s_t, s_run, s_kv, s_q = series["t"], series["running"], series["kv_used_frac"], series["queue"]
     kv_div = max(1, kv_blocks)
