@@ -4,16 +4,19 @@
 `StepTimer.decode / mixed` and `Collector.track / on_steps`: about 700k events for an hour at 80 req/s, each
 paying a dozen method calls, a `Plan` object and attribute look-ups. This loop runs the same arithmetic, in the
 same order, on local variables:
-- the decode-only scheduling point (`Scheduler.schedule`'s first branch: nothing prefilling or waiting and the
-  decoding cohort's next blocks fit), its merged run (`Scheduler.extend`), its completion (`Scheduler.complete`'s
-  decode half) and the collector's step and Little's-law figures are written out here, without a `Plan`;
-- a decode step's time comes from a memo keyed by (sequences, context bucket), the key `StepTimer.plain_decode`
-  memoises under (so the same StepCost object), when the timer is a plain `StepTimer`; other timers are asked;
-- arrivals are checked against the pool and the limits once for all requests (`Scheduler.arrive`'s test; it
-  depends on the request alone);
-- every other scheduling point (prefill chunks, admissions, preemptions, an empty plan) goes through
-  `Scheduler.schedule` and the plan's methods, as in the reference loop, with the scheduler's step counter and
-  block count handed over before and taken back after.
+- the scheduling point when nothing is prefilling and the decoding cohort's next blocks fit (no preemption):
+  the decode rows, then first-come-first-served admissions (`Scheduler.schedule`), without a `Plan` unless
+  admission is blocked; every other point (prefilling requests, a pool that must preempt, nothing to run) goes through
+  `Scheduler.schedule`, and a plan that it or a blocked admission gives through `Scheduler.extend`, with the
+  step counter, block count and cohort totals handed over before and taken back after;
+- the merged run of decode-only steps (`Scheduler.extend`, `Cohort.needs_over` for runs shorter than a block
+  period), the completion of every step (`Scheduler.complete`: finishes, first tokens, cohort joins) and the
+  collector's step and Little's-law sums (`Collector.on_steps / track`);
+- a decode step's figures come from a memo keyed by (sequences, context bucket), the key `StepTimer.plain_decode`
+  memoises under, and a mixed step's from `StepTimer.mixed`'s interpolation written out (its memos, the same
+  operations), when the timer is a `StepTimer` itself (mixed: without engine host work); other timers are asked;
+- arrivals are checked against the pool and the limits once for all requests (`Scheduler.arrive`'s test: it
+  depends on the request alone).
 The scheduler's and collector's state at the end is the reference loop's, so `metrics.summarize` reads the same
 figures; tests/serving/test_serving_fastloop.py checks the two loops give identical results on random
 configurations.
@@ -72,7 +75,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
     decode_time, mixed_time = timer.decode, timer.mixed
     dmemo: dict | None = None
     mfast = False
-    if isinstance(timer, StepTimer) and timer.setup.spec is None:
+    if type(timer) is StepTimer and timer.setup.spec is None:  # (a subclass may price steps its own way)
         dmemo, cbt, plain = {}, timer.ctx_bucket, timer.plain_decode
         if timer.scheduling == "none":  # StepTimer.mixed inlined (its memos shared)
             mfast = True

@@ -8,6 +8,8 @@ with the memoised `StepTimer`, advance the clock by it (one iteration per step, 
 decode-only steps that nothing could change - see `Scheduler.extend`; `merge_steps=False` runs them one
 iteration each and gives the same figures), then apply the step (tokens, first tokens, finishes). With nothing
 to run it jumps to the next arrival.
+Without speculative decoding the loop runs inlined (serving/fastloop.py: the same arithmetic on local variables,
+the same figures bit for bit); `_loop_reference` below is the loop through the scheduler's methods.
 Arrivals stop at `duration`; the run continues until every request has left or `drain_s` has passed after
 `duration` (what is left is reported as unfinished). Metrics: see `metrics`.
 """
