@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from .scheduler import REJECTED
+from .scheduler import DECODE, REJECTED
 
 
 class Collector:
@@ -86,14 +86,25 @@ def summarize(col: Collector, sched, arrivals: np.ndarray, stop: float, rejected
     span = w1 - w0
     n = len(arrivals)
     idx = np.nonzero((arrivals >= w0) & (arrivals < w1))[0]
-    state = np.asarray(sched.state)[idx] if n else np.empty(0, dtype=int)
+    # the scheduler's per-request lists, each read into an array once
+    state_all = np.fromiter(sched.state, dtype=np.int64, count=n) if n else np.empty(0, dtype=int)
+    first_all = np.fromiter(sched.first_t, dtype=float, count=n) if n else np.empty(0)
+    fin_all = np.fromiter(sched.finish_t, dtype=float, count=n) if n else np.empty(0)
+    state = state_all[idx]
     arr = arrivals[idx]
-    first = np.asarray(sched.first_t, dtype=float)[idx] if n else np.empty(0)
-    fin = np.asarray(sched.finish_t, dtype=float)[idx] if n else np.empty(0)
-    out = np.asarray(sched.O, dtype=np.int64)[idx] if n else np.empty(0, dtype=np.int64)
+    first = first_all[idx]
+    fin = fin_all[idx]
+    out = np.fromiter(sched.O, dtype=np.int64, count=n)[idx] if n else np.empty(0, dtype=np.int64)
     ok = state != REJECTED
     arr, first, fin, out = arr[ok], first[ok], fin[ok], out[ok]
-    gen = np.asarray([sched.generated_now(int(i)) for i in idx[ok]], dtype=np.int64) if idx.size else out
+    if not idx.size:
+        gen = out
+    elif sched.spec is None:  # Scheduler.generated_now for every request at once
+        sel = idx[ok]
+        g = np.fromiter(sched.gen, dtype=np.int64, count=n)[sel]
+        gen = np.where(state[ok] == DECODE, g + (sched.G - np.fromiter(sched.join, dtype=np.int64, count=n)[sel]), g)
+    else:
+        gen = np.asarray([sched.generated_now(int(i)) for i in idx[ok]], dtype=np.int64)
     done = ~np.isnan(fin)
     ttft = np.where(np.isnan(first), stop - arr, first - arr)
     multi = out > 1
@@ -102,11 +113,9 @@ def summarize(col: Collector, sched, arrivals: np.ndarray, stop: float, rejected
     has_first = ~np.isnan(first)
     tpot = np.where(done, tpot_done, tpot_open)[multi & has_first] * 1e3
     sojourn = np.where(done, fin, stop) - arr
-    fin_all = np.asarray(sched.finish_t, dtype=float)
     completed_in_window = int(np.count_nonzero((fin_all >= w0) & (fin_all < w1)))
     graph_rows = col.padded
-    stab = _stability(arrivals, np.asarray(sched.state), np.asarray(sched.first_t, dtype=float), fin_all, w0, w1,
-                      arr.size / span)
+    stab = _stability(arrivals, state_all, first_all, fin_all, w0, w1, arr.size / span)
     samples = {"ttft_s": ttft, "tpot_ms": tpot}
     return samples, {
         "requests": int(arr.size),

@@ -8,6 +8,8 @@ with the memoised `StepTimer`, advance the clock by it (one iteration per step, 
 decode-only steps that nothing could change - see `Scheduler.extend`; `merge_steps=False` runs them one
 iteration each and gives the same figures), then apply the step (tokens, first tokens, finishes). With nothing
 to run it jumps to the next arrival.
+Without speculative decoding the loop runs inlined (serving/fastloop.py: the same arithmetic on local variables,
+the same figures bit for bit); `_loop_reference` below is the loop through the scheduler's methods.
 Arrivals stop at `duration`; the run continues until every request has left or `drain_s` has passed after
 `duration` (what is left is reported as unfinished). Metrics: see `metrics`.
 """
@@ -24,6 +26,7 @@ from simulator.engine.graph_memory import DEFAULT_WORKSPACE_BYTES
 from simulator.model.models import ModelSpec
 from simulator.model.profile import Profile
 from .arrivals import Workload
+from .fastloop import loop_fast
 from .kv import BLOCK_SIZE, KVCapacity, kv_capacity
 from .metrics import Collector, finite, summarize
 from .scheduler import Limits, Scheduler, SpecDecode
@@ -130,9 +133,11 @@ class ServeResult:
 
 
 def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prepared | None = None,
-                     spec_seed: np.random.SeedSequence | int | None = None) -> ServeResult:
+                     spec_seed: np.random.SeedSequence | int | None = None, *, reference: bool = False) -> ServeResult:
     """Serve `wl` (arrivals in [0, duration)) on one replica; return its metrics. `spec_seed`: the stream the
-    speculative steps' accepted tokens are drawn from (the replication's, serving/setup.py; None: seed 0)."""
+    speculative steps' accepted tokens are drawn from (the replication's, serving/setup.py; None: seed 0).
+    `reference`: run the plain loop (`_loop_reference`) instead of the inlined one (fastloop.py, used without
+    speculative decoding); both give the same figures, bit for bit (tests/serving/test_serving_fastloop.py)."""
     t_wall = time.perf_counter()
     prep = prep or prepare(cfg)
     timer, kv = prep.timer, prep.kv
@@ -146,12 +151,39 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
     w0, w1 = cfg.warmup_frac * duration, duration
     stop = duration + (duration if cfg.drain_s is None else cfg.drain_s)
     col = Collector(w0, w1, kv.blocks)
-    n_req = len(times)
     times.append(math.inf)  # sentinel
-    rejected = 0
-    events = 0
     # time series for the report (running batch, KV-cache use, queue): about 500 evenly spaced samples
     series = {"t": [], "running": [], "kv_used_frac": [], "queue": []}
+    if spec is not None or reference:
+        end, rejected, events = _loop_reference(cfg, sched, col, timer, times, spec, w0, w1, stop, series, kv.blocks)
+    else:
+        end, rejected, events = loop_fast(cfg, sched, col, timer, times, spec, w0, w1, stop, series, kv.blocks,
+                                          wl.prompt, wl.output)
+    col.track(max(end, w1), sched.in_system)
+    samples, metrics = summarize(col, sched, np.asarray(wl.times, dtype=float), end, rejected)
+    metrics["offered_rate"] = wl.rate
+    if spec is not None:
+        from simulator.model.spec import closed_form
+
+        acc = sp.acceptance
+        metrics["spec_tokens"] = sp.k
+        metrics["acceptance"] = list(acc.probs)
+        metrics["tokens_per_step_expected"] = acc.tokens_per_step
+        metrics["tokens_per_step"] = sched.spec_emitted / sched.spec_steps if sched.spec_steps else None
+        metrics["spec_verify_steps"] = sched.spec_steps
+        if len(set(acc.probs)) == 1:
+            metrics["tokens_per_step_closed_form"] = closed_form(acc.probs[0], sp.k)
+    samples["series"] = series
+    return ServeResult(finite(metrics), col.batch_log(), kv.as_dict(), float(end), time.perf_counter() - t_wall,
+                       timer.misses - evals0, events, cfg.label(), samples)
+
+
+def _loop_reference(cfg: ServeConfig, sched: Scheduler, col: Collector, timer, times: list, spec, w0: float,
+                    w1: float, stop: float, series: dict, kv_blocks: int) -> tuple[float, int, int]:
+    """The event loop through the scheduler's and collector's methods (any configuration); returns (the clock at
+    the end, requests rejected, events)."""
+    rejected = 0
+    events = 0
     every = stop / 500.0
     next_sample = 0.0
     arrive, track = sched.arrive, col.track
@@ -213,26 +245,9 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
         if now >= next_sample:
             series["t"].append(now)
             series["running"].append(plan.decode + len(plan.chunks))
-            series["kv_used_frac"].append(sched.used / max(1, kv.blocks))
+            series["kv_used_frac"].append(sched.used / max(1, kv_blocks))
             series["queue"].append(len(sched.waiting))
             next_sample = now + every
         if now >= stop:
             break
-    end = now
-    col.track(max(end, w1), sched.in_system)
-    samples, metrics = summarize(col, sched, np.asarray(times[:n_req], dtype=float), end, rejected)
-    metrics["offered_rate"] = wl.rate
-    if spec is not None:
-        from simulator.model.spec import closed_form
-
-        acc = sp.acceptance
-        metrics["spec_tokens"] = sp.k
-        metrics["acceptance"] = list(acc.probs)
-        metrics["tokens_per_step_expected"] = acc.tokens_per_step
-        metrics["tokens_per_step"] = sched.spec_emitted / sched.spec_steps if sched.spec_steps else None
-        metrics["spec_verify_steps"] = sched.spec_steps
-        if len(set(acc.probs)) == 1:
-            metrics["tokens_per_step_closed_form"] = closed_form(acc.probs[0], sp.k)
-    samples["series"] = series
-    return ServeResult(finite(metrics), col.batch_log(), kv.as_dict(), float(end), time.perf_counter() - t_wall,
-                       timer.misses - evals0, events, cfg.label(), samples)
+    return now, rejected, events

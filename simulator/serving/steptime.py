@@ -115,6 +115,7 @@ class StepTimer:
         self._brackets_c: dict[int, tuple] = {}
         self._brackets_l: dict[tuple[int, int], tuple] = {}
         self._mroutes: dict[int, tuple[str, int]] = {}  # mixed step's tokens -> (plan mode, padded size)
+        self._mpads: dict[int, int] = {}  # a mixed grid point's tokens -> its padding rows
         self.misses = 0
         self._sdecode: dict[tuple[int, int], StepCost] = {}  # spec: (n, ctx bucket) -> verify + draft step
         self._vsetup = None  # spec: the setup in the verify steps' graph mode
@@ -258,7 +259,10 @@ class StepTimer:
         cb = max(0, min(cb, self.max_pos - L - 1))
         pad = 0
         if mode != "none":
-            pad = self._route_mixed(d + p * L).padding
+            t = d + p * L
+            pad = self._mpads.get(t)
+            if pad is None:
+                pad = self._mpads[t] = self._route_mixed(t).padding
         shape = StepShape(d, cb, p, L, pad)
         key = (mode, shape)
         c = self._cache.get(key)
