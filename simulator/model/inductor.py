@@ -54,6 +54,11 @@ Not modelled (said where it matters): cuBLAS split-K reduce kernels (a property 
 CostModel.gemm_kernels from the GEMM tables, as for eager), Inductor's split reductions for very large
 reductions, CSE of identical ops, and ops that carry a table key (fp8 quant, MoE routing/grouped GEMMs) or
 a fixed time, which are kept unchanged as barriers.
+
+Memo: the scheduling decisions of an op list are kept as a `_Plan` per list structure and reused for a list whose
+fusion-relevant sizes are the plan's times one factor (the same decisions, proved in `_Plan`'s docstring; checked
+against fresh schedules by tests/model/test_inductor_plans.py): a sweep's compiled steps over the batch axis are
+scheduled once and priced per size (`_emit`).
 """
 
 from __future__ import annotations
