@@ -321,13 +321,19 @@ class _Key:
         return isinstance(other, _Key) and self.h == other.h and self.items == other.items
 
 
-def _exact_ints(values) -> list[int] | None:
-    out = []
-    for v in values:
-        if not float(v).is_integer():
-            return None
-        out.append(int(v))
-    return out
+def _row_length(ops: tuple[Op, ...], i: int, readers) -> int:
+    """Reduction i's rnumel: its elements over the smallest consumer's (the rows: the mean's `add eps`); 0 where
+    no consumer has fewer elements."""
+    cons = [ops[u].flops for u in readers if ops[u].flops > 0]
+    rows = min(cons) if cons else 0
+    return int(round(ops[i].flops / rows)) if rows and rows < ops[i].flops else 0
+
+
+def _integer_flops(ops: tuple[Op, ...], idx: tuple[int, ...]) -> np.ndarray | None:
+    """The flops of ops `idx` as float64, or None unless every one is an exact integer (what `_Plan.fits`
+    compares exactly)."""
+    a = np.fromiter((ops[i].flops for i in idx), np.float64, len(idx))
+    return a if np.array_equal(a, np.floor(a)) else None
 
 
 @dataclass(frozen=True)
@@ -347,7 +353,7 @@ class _Group:
     gin: tuple[tuple[int, bool], ...]  # body ops that read graph inputs: (op, all its bytes (a gather) or not)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Plan:
     """The scheduling of one op list: which ops fuse into which kernels and in what order. `fits(ops)`: a list
     of the same structure whose scheduler-relevant flops are this plan's times one positive factor gets the same
@@ -359,7 +365,7 @@ class _Plan:
     kind: tuple[str, ...]
     red_users: dict[int, tuple[int, ...]]  # reduction -> the ops that read it
     scaled: tuple[int, ...]  # ops whose flops the scheduler compared
-    flops: tuple[int, ...] | None  # their flops (exact integers) at schedule time; None: never reused
+    flops: np.ndarray | None  # their flops (exact integers) at schedule time; None: never reused
     groups: tuple[_Group, ...]
     rep: tuple[int, ...]  # each group's representative: the first group whose figures read the same op objects
     same: tuple[tuple[int, int, int], ...]  # (i, j, k): ops[i:i+k] were ops[j:j+k] at schedule time (`rep` needs
@@ -367,11 +373,11 @@ class _Plan:
     order: tuple[tuple[str, int], ...]  # ("g", group) | ("x", extern op) | ("o", opaque op) | ("e", expand candidate)
 
     def fits(self, ops: tuple[Op, ...]) -> bool:
-        if self.flops is None:
+        old = self.flops
+        if old is None:
             return False
-        new = np.fromiter((ops[i].flops for i in self.scaled), np.float64, len(self.scaled))
-        old = self._old
-        if not np.array_equal(new, np.floor(new)):
+        new = _integer_flops(ops, self.scaled)
+        if new is None:
             return False  # not all exact integers: not compared here
         nz = np.flatnonzero(old)
         if not nz.size:
@@ -384,10 +390,6 @@ class _Plan:
         if float(new.max(initial=0.0)) * a < 2.0 ** 62 and float(old.max()) * b < 2.0 ** 62:
             return bool(np.array_equal(old.astype(np.int64) * b, new.astype(np.int64) * a))
         return all(int(x) * b == int(y) * a for x, y in zip(old, new))
-
-    @property
-    def _old(self) -> np.ndarray:
-        return np.asarray(self.flops, dtype=np.float64)
 
 
 def _schedule(ops: tuple[Op, ...], sym: bool, reads, feeds) -> _Plan:
@@ -455,12 +457,7 @@ def _schedule(ops: tuple[Op, ...], sym: bool, reads, feeds) -> _Plan:
 
     fusible = [realized[i] and kind[i] in ("pointwise", "reduction", "scatter") for i in range(n)]
     inl = {i: inlined_closure(i) for i in range(n) if fusible[i]}
-    rnumel = {}
-    for i in range(n):
-        if kind[i] == "reduction":  # rows = the smallest consumer's elements (the mean's `add eps`)
-            cons = [ops[u].flops for u in users[i] if ops[u].flops > 0]
-            rows = min(cons) if cons else 0
-            rnumel[i] = int(round(ops[i].flops / rows)) if rows and rows < ops[i].flops else 0
+    rnumel = {i: _row_length(ops, i, users[i]) for i in range(n) if kind[i] == "reduction"}
     # scheduler-node dependencies (realized producers a realized node reads, through inlined bodies)
     deps: dict[int, set[int]] = {}
     for i in range(n):
@@ -649,7 +646,6 @@ def _schedule(ops: tuple[Op, ...], sym: bool, reads, feeds) -> _Plan:
             placed.append(((i, 0, i), ("o", i)))
     scaled = tuple(sorted({i for i in range(n) if kind[i] in ("pointwise", "reduction", "scatter")} |
                           {u for i in range(n) if kind[i] == "reduction" for u in users[i]}))
-    flops = _exact_ints(ops[i].flops for i in scaled)
     # groups whose figures read the same op objects at the same structural places (a repeated layer's kernels:
     # the builders repeat a layer's op objects) give the same kernel: `_emit` prices one per class while the list
     # it is given repeats its objects as this one did (`same`)
@@ -679,7 +675,7 @@ def _schedule(ops: tuple[Op, ...], sym: bool, reads, feeds) -> _Plan:
                gr.names, gr.op_class, gr.gathers, gr.verify)
         rep.append(rep_of.setdefault(sig, gi))
     return _Plan(R=R, kind=tuple(kind), red_users={i: tuple(users[i]) for i in range(n) if kind[i] == "reduction"},
-                 scaled=scaled, flops=None if flops is None else tuple(flops), groups=tuple(plan_groups),
+                 scaled=scaled, flops=_integer_flops(ops, scaled), groups=tuple(plan_groups),
                  rep=tuple(rep), same=same, order=tuple(e for _, e in sorted(placed, key=lambda t: t[0])))
 
 
@@ -702,12 +698,6 @@ def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes:
     persistent / looped choice, and the broadcast copies that only a batch above 1 materializes."""
     R, kind = plan.R, plan.kind
     red_users = plan.red_users
-
-    def rnumel(i: int) -> int:
-        """Reduction i's row length: its elements over the smallest consumer's (the mean's `add eps`)."""
-        cons = [ops[u].flops for u in red_users[i] if ops[u].flops > 0]
-        rows = min(cons) if cons else 0
-        return int(round(ops[i].flops / rows)) if rows and rows < ops[i].flops else 0
     outb_memo: dict[int, float] = {}
 
     def outb(i: int) -> float:
@@ -733,7 +723,7 @@ def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes:
         rd = sum(outb(j) for j in gr.ext_reads) + sum(gin_bytes(i, g) for i, g in gr.gin)
         wr = sum(outb(i) for i in gr.writes)
         eager_b = sum(ops[i].bytes for i in gr.home)
-        rn = max((rnumel(i) for i in gr.red), default=0)
+        rn = max((_row_length(ops, i, red_users[i]) for i in gr.red), default=0)
         top = max(ops[i].flops for i in mem)
         rows = top / rn if rn else 0
         bound = (PERSISTENT_RNUMEL_DYNAMIC if sym else
