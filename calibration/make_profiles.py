@@ -53,6 +53,7 @@ MOE_FP8 = MEASURED / "h200-round-d" / "moe_fp8.json"  # calibration/scripts/moe_
 SPEC = (MEASURED / "h200-round-g" / "inplace.json",)  # round_g.py: verify attention q_len > 1 in place (build_spec)
 if not SPEC[0].exists():  # round f's isolated SDPA rows, as the profile carried them before round g
     SPEC = (MEASURED / "h200-round-f" / "verify_timing.json", MEASURED / "h200-round-f" / "attention_llama3-8b_8192.json")
+ROUND_I = MEASURED / "h200-round-i"  # calibration/scripts/round_i.py (build_compiled.py)
 COMPILED_FIT = {"model": "qwen3-0.6b", "fusion": "compiled", "dynamic": False, "batch": 1, "ctx": 512}
 
 
@@ -72,7 +73,18 @@ def build_h200() -> tuple[dict, str]:
     from .hostprobe import MEASURED, with_slow_state
 
     p["host"]["canary"] = with_slow_state(p["host"]["canary"], [MEASURED / f"h200-round-{r}" for r in "bcde"])
-    p, note = with_decoder_figures(p, json.loads(DEPTH.read_text()), compiled_fit_row(timing))
+    if ROUND_I.exists():  # round i: Triton kernel curves, and the compiled wrapper fitted on the reference decoder's
+        # compiled rows of rounds b and i (calibration/build_compiled.py) instead of round b's one row
+        from .build_compiled import add_triton_curves, fit_compiled_wrapper
+
+        p, note = with_decoder_figures(p, json.loads(DEPTH.read_text()), None)
+        add_triton_curves(p, ROUND_I)
+        w, wnote = fit_compiled_wrapper(p, timing, json.loads((ROUND_I / "host.json").read_text()))
+        p["host"]["compiled_wrapper_us"] = w
+        p["notes"] = p["notes"].rstrip(".") + "; " + wnote + "."
+        note += "; " + wnote
+    else:
+        p, note = with_decoder_figures(p, json.loads(DEPTH.read_text()), compiled_fit_row(timing))
     p["device"]["graph_memory"] = memory_section(MEMORY_DIR)
     add_to_measured(p, str(MEMORY_DIR.relative_to(ROOT.parent)))  # device.collective, device.graph_memory_constants
     if MOE_FP8.exists():

@@ -77,7 +77,7 @@ def _figure(o, costs, figs: dict, ids: dict) -> list:
     if v is None:
         lk = o.op_class is not OpClass.VIEW  # Op.launches_kernel
         v = figs[o] = [costs.gpu_s(o) if lk else 0.0, (costs.gemm_kernels(o) - 1) if lk else 0,
-                       (lk, lk and o.op_class is OpClass.ATTENTION, lk and o.fixed_gpu_s is not None,
+                       (lk, lk and o.in_attention, lk and o.fixed_gpu_s is not None,
                         o.path in _COMPILED_PATHS), None]
     ids[id(o)] = (o, v)  # the entry holds o: its id stays its own
     return v
@@ -92,7 +92,7 @@ def _column_figures(col, costs) -> list:
     lk = o.op_class is not OpClass.VIEW
     if not lk:
         return [[0.0, 0, (False, False, False, o.path in _COMPILED_PATHS), None] for _ in range(col.n)]
-    flags = (True, o.op_class is OpClass.ATTENTION, o.fixed_gpu_s is not None, o.path in _COMPILED_PATHS)
+    flags = (True, o.in_attention, o.fixed_gpu_s is not None, o.path in _COMPILED_PATHS)
     pg, pk = costs.prime_column(o, col.values, col.op, col.n)
     return [[costs.gpu_s(col.op(j)) if g is None else g, (costs.gemm_kernels(col.op(j)) if k is None else k) - 1,
              flags, None] for j, (g, k) in enumerate(zip(pg, pk))]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulator.model.costs import CostModel
-from simulator.model.kernels import LaunchPath, OpClass, Step
+from simulator.model.kernels import LaunchPath, Step
 from simulator.engine.routing import PLAN_MODES, RoutingError, plan_mode
 _COMPILED_PATHS = (LaunchPath.COMPILED, LaunchPath.COMPILED_EXTERN)
 
@@ -148,7 +148,7 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: 
         for o in ops:
             if not o.launches_kernel:
                 continue
-            if o.op_class is OpClass.ATTENTION:
+            if o.in_attention:  # the attention call's kernels run eager between the pieces
                 if seg:
                     graph_segment(seg)
                     seg = []

@@ -21,7 +21,7 @@ import numpy as np
 
 from simulator.model.kernels import LaunchPath, Op, OpClass
 from simulator.model.profile import Curve, Profile
-from simulator.model.tables import REFUSE, loglog
+from simulator.model.tables import CLAMP, REFUSE, loglog
 
 US = 1e-6
 
@@ -62,8 +62,38 @@ def _loglog_many(x: list, xs, ys) -> list[float | None]:
     return out
 
 
-def _interp_curve(c: Curve, x: float) -> float | None:
+def _interp_curve(c: Curve, x: float, clamp_below: bool = False) -> float | None:
+    if clamp_below and x < c.bytes[0]:  # tables.POLICIES["triton_curve.bytes"]
+        return loglog(x, c.bytes, c.us, below=CLAMP, above=REFUSE)
     return _loglog(x, c.bytes, c.us)
+
+
+def _curve_many(c: Curve, x: list, clamp_below: bool = False) -> list[float | None]:
+    """`_interp_curve` of each value of `x` (bitwise: the values below a clamped grid through the scalar reader)."""
+    out = _loglog_many(x, c.bytes, c.us)
+    if clamp_below:
+        lo = c.bytes[0]
+        for i, v in enumerate(x):
+            if v < lo:
+                out[i] = _interp_curve(c, v, True)
+    return out
+
+
+def _looped_curve(loop: Curve | None, persistent: Curve | None) -> Curve | None:
+    """The curve looped reductions (`triton_red:`) are priced by: the measured looped curve, and below its smallest
+    size (round i measured rows of 8192; decode's looped norms at batch 1 are rows of 2048-4096, smaller) the
+    persistent curve's points (a reduction that small is one or two loop iterations: CUPTI's looped kernels at
+    batch 1 ran 1.69 us on round i's independent decoder, the looped curve's floor is 2.4-2.7 us a node)."""
+    if loop is None or persistent is None:
+        return loop or persistent
+    lo = loop.bytes[0]
+    below = [(b, u) for b, u in zip(persistent.bytes, persistent.us) if b < lo]
+    if not below:
+        return loop
+    return Curve(bytes=[b for b, _ in below] + list(loop.bytes), us=[u for _, u in below] + list(loop.us))
+
+
+_CLAMPED = frozenset(("triton_poi", "triton_per", "triton_red"))  # curve keys read with tables' "triton_curve.bytes"
 
 
 class CostModel:
@@ -91,13 +121,19 @@ class CostModel:
         for t in d.tables.attention:
             if t.q_len > 1:
                 self._attn_q.setdefault((t.heads, t.kv_heads, t.head_dim, t.layout), {})[t.q_len] = t
-        self._curves = {
+        self._curves: dict[object, Curve | None] = {
             OpClass.ELEMENTWISE: d.tables.elementwise,
             OpClass.REDUCTION: d.tables.reduction or d.tables.elementwise,
             OpClass.COPY: d.tables.memcopy or d.tables.elementwise,
             OpClass.EMBEDDING: d.tables.embedding or d.tables.memcopy,
             OpClass.SAMPLING: d.tables.reduction,
         }
+        # Inductor's own kernels (inductor.py names them `triton_poi:` / `triton_per:` / `triton_red:`): their
+        # measured curves where the profile has them, else (key absent) the eager curve of their class
+        for tag, c in (("poi", d.tables.triton_pointwise), ("per", d.tables.triton_reduction),
+                       ("red", _looped_curve(d.tables.triton_reduction_loop, d.tables.triton_reduction))):
+            if c is not None:
+                self._curves["triton_" + tag] = c
         self.collective = d.collective  # None: a tensor-parallel collective is refused (parallel.collective_gpu_s)
         self._gpu_cache: dict[Op, float] = {}
         self._host_cache: dict[tuple[Op, float], float] = {}
@@ -112,6 +148,16 @@ class CostModel:
         from simulator.model.inductor import DYNAMIC_WRAPPER_EXTRA_US
 
         return DYNAMIC_WRAPPER_EXTRA_US * US
+
+    def curve_key(self, op: Op) -> object:
+        """Which byte curve prices `op`: its class's, or for a kernel of Inductor's (a `triton_poi:`, `triton_per:`
+        or `triton_red:` op on the compiled path) the profile's measured Triton curve of that kind, when it has one."""
+        n = op.name
+        if n.startswith("triton_") and n[10:11] == ":" and op.path is LaunchPath.COMPILED:
+            k = n[:10]
+            if k in self._curves:
+                return k
+        return op.op_class
 
     # -- GPU --------------------------------------------------------------------------------------
     def roofline_s(self, op: Op) -> float:
@@ -138,10 +184,11 @@ class CostModel:
             if t is None or op.dim("q_len", 1) != 1:
                 return None
             return _bilinear(t.batch, t.ctx, t.us, op.dim("batch"), op.dim("ctx"))
-        curve = self._curves.get(op.op_class)
+        key = self.curve_key(op)
+        curve = self._curves.get(key)
         if curve is None:
             return None
-        v = _interp_curve(curve, op.bytes)
+        v = _interp_curve(curve, op.bytes, key in _CLAMPED)
         return None if v is None else v * US
 
     def verify_attention_s(self, op: Op) -> float | None:
@@ -211,7 +258,7 @@ class CostModel:
         else None (ops of other kinds: left to `gpu_s` itself). `alike`: the ops share their class, launch path,
         shape keys and fixed times (one position of a traced step): they are sorted by the first one's."""
         gemm: dict[tuple[int, int], list[int]] = {}
-        curve: dict[OpClass, list[int]] = {}
+        curve: dict[object, list[int]] = {}
         ops = list(ops)
         out: list[float | None] = [None] * len(ops)
         kern: list[int | None] = [None] * len(ops)
@@ -221,8 +268,9 @@ class CostModel:
                     or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
                 return out, kern
             if o.op_class is not OpClass.GEMM:
-                if o.op_class in self._curves and self._curves[o.op_class] is not None:
-                    curve[o.op_class] = list(range(len(ops)))
+                ck = self.curve_key(o)
+                if self._curves.get(ck) is not None:
+                    curve[ck] = list(range(len(ops)))
                 return self._prime_groups(ops, gemm, curve, out, kern)
         for j, o in enumerate(ops):
             if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW
@@ -230,8 +278,8 @@ class CostModel:
                 continue
             if o.op_class is OpClass.GEMM:
                 gemm.setdefault((o.dim("n"), o.dim("k")), []).append(j)
-            elif o.op_class in self._curves and self._curves[o.op_class] is not None:
-                curve.setdefault(o.op_class, []).append(j)
+            elif self._curves.get(ck := self.curve_key(o)) is not None:
+                curve.setdefault(ck, []).append(j)
         return self._prime_groups(ops, gemm, curve, out, kern)
 
     def prime_column(self, tmpl: Op, values, op_at, n: int) -> tuple[list[float | None], list[int | None]]:
@@ -267,10 +315,11 @@ class CostModel:
             return out, kern
         if o.op_class is OpClass.ATTENTION:
             return self._attention_column(o, values, op_at, n, out, kern)
-        c = self._curves.get(o.op_class)
+        key = self.curve_key(o)
+        c = self._curves.get(key)
         if c is None:
             return out, kern
-        v = _loglog_many(values("bytes"), c.bytes, c.us)
+        v = _curve_many(c, values("bytes"), key in _CLAMPED)
         for j, x in enumerate(v):
             x = None if x is None else x * US
             out[j] = self.roofline_s(op_at(j)) if x is None else max(x, 0.0)
@@ -331,7 +380,7 @@ class CostModel:
             self._fill_kernels(t, n, k, js, ms, kern)
         for cls, js in curve.items():
             c = self._curves[cls]
-            v = _loglog_many([ops[j].bytes for j in js], c.bytes, c.us)
+            v = _curve_many(c, [ops[j].bytes for j in js], cls in _CLAMPED)
             self._store(ops, js, [None if x is None else x * US for x in v], out)
             for j in js:
                 kern[j] = 1  # gemm_kernels of a kernel that is not a GEMM

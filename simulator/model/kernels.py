@@ -45,6 +45,9 @@ class LaunchPath(str, Enum):
 MARKER_KEYS = ("graph_break", "verify_part")  # shape keys that mark an op's role, not a size
 
 
+ATTENTION_PART = "attention_part"  # shape key (1): a kernel the attention call launches besides its own
+
+
 @dataclass(frozen=True)
 class Op:
     """One host operation. `flops` and `bytes` describe its GPU kernel (zero for views).
@@ -72,6 +75,12 @@ class Op:
             if k == key:
                 return v
         return default
+
+    @property
+    def in_attention(self) -> bool:
+        """The attention call's own kernel, or one more kernel that call launches (`ATTENTION_PART`: cuDNN SDPA's
+        split-KV reduce): what a piecewise graph leaves eager between its pieces."""
+        return self.op_class is OpClass.ATTENTION or (bool(self.shape) and self.dim(ATTENTION_PART) == 1)
 
     @cached_property
     def structure(self) -> tuple:

@@ -242,6 +242,12 @@ class Tables(_Strict):
     reduction: Curve | None = None
     memcopy: Curve | None = None
     embedding: Curve | None = None
+    # Inductor's generated kernels (simulator/model/inductor.py: ops named `triton_poi:` / `triton_per:` / `triton_red:`
+    # on the compiled launch path), measured as the eager curves are (calibration/scripts/round_i.py job_triton);
+    # without them a fused kernel is priced on the eager curve of its class, as before round i
+    triton_pointwise: Curve | None = Field(None, description="Inductor pointwise kernels (triton_poi) by bytes")
+    triton_reduction: Curve | None = Field(None, description="Inductor persistent reductions (triton_per) by bytes")
+    triton_reduction_loop: Curve | None = Field(None, description="Inductor looped reductions (triton_red) by bytes")
     # FP8 and MoE kernels (simulator/model/profile_moe.py, simulator/model/dtype.py, simulator/model/moe.py)
     gemm_fp8: list[GemmTable] = Field(default_factory=list, description="per-tensor-scaled e4m3 GEMMs, bf16 out")
     fp8_quant: list[Fp8QuantTable] = Field(default_factory=list)

@@ -375,7 +375,8 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
         # its launch and GPU time are inside the attention op's measured figures (the profile's SDPA host path
         # and attention table were taken at batch 1 where cuDNN splits too)
         b.ops.append(Op("attention.split_kv_reduce", OpClass.REDUCTION, P.EAGER_REDUCTION, s.attn_tokens * Hq * hd,
-                        s.attn_tokens * Hq * hd * (8 + e), fixed_gpu_s=0.0, fixed_host_s=0.0))
+                        s.attn_tokens * Hq * hd * (8 + e), (("attention_part", 1),), fixed_gpu_s=0.0,
+                        fixed_host_s=0.0))  # eager with the attention call in a piecewise graph (Op.in_attention)
     b.view("attn.transpose_reshape", 2)
     b.gemm("o_proj", T, H, q, bias=m.o_bias)
     b.all_reduce("o_proj.all_reduce", T)

@@ -15,6 +15,9 @@ A table of one point is that point's value wherever the policy does not refuse.
 The policy of each table (callers pass it; `POLICIES` names them, tests pin them):
 - costs.py, `tables.gemm` (time by m, per (n, k)): refuse both sides (roofline outside the measured m);
 - costs.py, `tables.elementwise/reduction/memcopy/embedding` (time by bytes): refuse both sides (roofline);
+- costs.py, `tables.triton_pointwise/triton_reduction/triton_reduction_loop` (time by bytes): clamp below (their
+  smallest measured sizes are the launch-bound floor, flat within a few tenths of a us: a smaller kernel is no
+  faster), refuse above (roofline);
 - dtype.py, `tables.gemm_fp8` (time by m): refuse both sides (roofline);
 - dtype.py, `tables.fp8_quant` (time by m within one k, then by k between the two nearest k): refuse both sides;
 - moe.py, `tables.grouped_gemm` (time by tokens per expert within each experts row, then by experts): clamp
@@ -42,6 +45,7 @@ _POLICIES = (CLAMP, EXTRAPOLATE, REFUSE)
 POLICIES: dict[str, tuple[Policy, Policy]] = {
     "gemm.m": (REFUSE, REFUSE),
     "curve.bytes": (REFUSE, REFUSE),
+    "triton_curve.bytes": (CLAMP, REFUSE),
     "gemm_fp8.m": (REFUSE, REFUSE),
     "fp8_quant.m": (REFUSE, REFUSE),
     "fp8_quant.k": (REFUSE, REFUSE),

@@ -108,17 +108,19 @@ class _Builder:
         self.tp = tp_of(m)  # tensor parallelism: `m` is one GPU's shard (simulator/model/parallel.py)
         self.quant_fusion: str | None = None
 
-    def add(self, name, cls, path, flops=0.0, nbytes=0.0, **shape):
+    def add(self, name, cls, path, flops=0.0, nbytes=0.0, *, fixed_gpu_s=None, fixed_host_s=None, **shape):
         ops = self.ops
         if TRACING[0]:  # a traced build (engine/batchbuild.py): symbolic sizes, nothing interned
-            ops.append(Op(name, cls, path, _float(flops), _float(nbytes), tuple(sorted(shape.items()))))
+            ops.append(Op(name, cls, path, _float(flops), _float(nbytes), tuple(sorted(shape.items())), fixed_gpu_s,
+                          fixed_host_s))
             return
-        key = (len(ops), name, cls, path, float(flops), float(nbytes), tuple(sorted(shape.items())))
+        key = (len(ops), name, cls, path, float(flops), float(nbytes), tuple(sorted(shape.items())), fixed_gpu_s,
+               fixed_host_s)
         op = _INTERN.get(key)
         if op is None:
             if len(_INTERN) >= _INTERN_MAX:
                 _INTERN.clear()
-            op = _INTERN[key] = Op(name, cls, path, key[4], key[5], key[6])
+            op = _INTERN[key] = Op(name, cls, path, key[4], key[5], key[6], fixed_gpu_s, fixed_host_s)
         ops.append(op)
 
     def gemm(self, name, m, n, k, path=P.EAGER_GEMM, bias=False):
@@ -187,7 +189,7 @@ class _Builder:
         self.ew(f"{name}.mul_sin", elems, 2 * e, e)
         self.ew(f"{name}.add", elems, 2 * e, e)
 
-    def attention(self, path, layer=0):
+    def attention(self, path, layer=0, sdpa=False):
         m, s, e = self.m, self.s, self.e
         hd, H, KV = m.head_dim, m.num_attention_heads, m.num_key_value_heads
         # decode rows: one query each over ctx past keys + its own (just written) key (a sliding layer: at most
@@ -206,6 +208,16 @@ class _Builder:
             batch=s.seqs, q_len=max(1, s.attn_tokens // max(1, s.seqs)), ctx=keys,
             heads=H, kv_heads=KV, head_dim=hd, **extra,
         )
+        if (sdpa and q == 1 and not s.prefill_seqs and s.seqs * KV <= R.CUDNN_SPLIT_MAX
+                and keys > R.CUDNN_SPLIT_MIN_KEYS):
+            # the reference decoder's SDPA (enable_gqa) runs cuDNN, which adds its split-KV reduce kernel under the hf recipe's rule
+            # (recipes.CUDNN_SPLIT_*; seen on this code's own form too: calibration/measured/h200-traces/
+            # splitkv_probe.json, enable_gqa at 576-4096 keys, split while batch x kv heads <= 64; the independent
+            # decoder at 513 keys, b1 split, b64 not, round h/i). Its time is inside the attention table's figure
+            # (a measured SDPA call) and its launch inside the SDPA host path: a kernel in the count, no cost.
+            self.add("attention.split_kv_reduce", OpClass.REDUCTION, P.EAGER_REDUCTION, s.attn_tokens * H * hd,
+                     s.attn_tokens * H * hd * (8 + e), fixed_gpu_s=0.0, fixed_host_s=0.0,  # interned, as every op
+                     attention_part=1)  # eager with the attention call in a piecewise graph (Op.in_attention)
 
 
 def _layer_eager(b: _Builder, packed: bool, layer: int = 0) -> None:
@@ -238,7 +250,7 @@ def _layer_eager(b: _Builder, packed: bool, layer: int = 0) -> None:
     b.copy("cache_write_k", T * kv, e, e)
     b.copy("cache_write_v", T * kv, e, e)
     b.view("cache.slice", 2)
-    b.attention(P.EAGER_ATTENTION, layer)
+    b.attention(P.EAGER_ATTENTION, layer, sdpa=True)
     b.view("attn.transpose", 1)
     if b.s.attn_tokens == b.s.seqs:  # one query per sequence: the transposed output is already contiguous
         b.view("attn.contiguous", 1)

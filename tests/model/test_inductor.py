@@ -323,7 +323,7 @@ def test_fusion_properties_on_every_preset_step(name, fusion):
 def _per_layer(model, fusion_or_dynamic, batch=1):
     def count(layers):
         m = replace(model, num_hidden_layers=layers)
-        ops = build_step(m, decode(batch, 512), "none").ops
+        ops = build_step(m, decode(batch, 511), "none").ops  # the reference decoder at ctx 512: 512 keys
         return kernels(compile_ops(ops, dynamic=fusion_or_dynamic))
     return count(3) - count(2)
 
@@ -337,7 +337,7 @@ def test_reference_compiled_level_is_the_pass_over_none():
         for mm, b in ((m, 1), (replace(QWEN, num_hidden_layers=2), 16)):
             assert build_step(mm, decode(b, 512), "compiled", compile_dynamic=dyn).ops == \
                 compile_ops(build_step(mm, decode(b, 512), "none").ops, dynamic=dyn)
-    mine = build_step(m, decode(1, 512), "compiled").ops[-16:]  # layer 1, final norm, lm_head
+    mine = build_step(m, decode(1, 511), "compiled").ops[-16:]  # layer 1, final norm, lm_head (512 keys)
     assert [o.name for o in mine] == [
         "triton_red:residual_add+input_norm", "q_proj", "triton_poi:rope_q", "k_proj",
         "triton_poi:rope_k+cache_write_k", "v_proj", "triton_poi:cache_write_v", "attention", "o_proj",
@@ -363,7 +363,8 @@ def test_reference_step_matches_inductors_measured_kernels(batch, dyn, fname):
     plus the split-K reduce kernels the profile's GEMM table records (CostModel.step_kernels)."""
     row = _measured(fname)
     assert (row["batch"], row["dynamic"], row["ctx"]) == (batch, dyn, 512)
-    ops = compile_ops(build_step(QWEN, decode(batch, 512), "none").ops, dynamic=dyn)
+    # the reference decoder at ctx 512 attends 512 keys (its token written at slot 511): decode(batch, 511)
+    ops = compile_ops(build_step(QWEN, decode(batch, 511), "none").ops, dynamic=dyn)
     assert CostModel(load_profile("h200")).step_kernels(ops) == row["kernels"]
     seq = [n for n, _ in row["sequence"]]
     for tag in ("per", "red", "poi"):  # batch 16 static: the first norm (it gathers the embedding) is looped
@@ -426,7 +427,8 @@ def test_round_f_inductor_kernels_of_the_reference_and_transformers(row):
     impl, name, dyn, B = row["impl"], row["model"], row["dynamic"], row["batch"]
     if impl == "ref":
         m = replace(PRESETS[name], num_hidden_layers=2)
-        ops = compile_ops(build_step(m, decode(B, row["ctx"]), "none").ops, dynamic=dyn)
+        # the reference decoder at ctx c attends c keys (its token at slot c - 1): decode(B, c - 1)
+        ops = compile_ops(build_step(m, decode(B, row["ctx"] - 1), "none").ops, dynamic=dyn)
     else:
         from simulator.model.models import load_model
 

@@ -2,6 +2,7 @@
 
 import json
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +21,9 @@ def test_qwen3_eager_step_matches_seed_count():
     from simulator.model.costs import CostModel
     from simulator.model.profile import load_profile
 
-    s = build_step(QWEN, decode(1, 512), "none")
+    # the reference decoder at ctx 512 attends 512 keys (its new token written at slot 511): launchsim's decode(1, 511);
+    # one key more and cuDNN adds its split-KV reduce (+28: test_reference_sdpa_split_kv_reduce)
+    s = build_step(QWEN, decode(1, 511), "none")
     assert s.kernels == 1587
     assert CostModel(load_profile("h200")).step_kernels(s.ops) == 1615
     assert abs(1615 - 1617) / 1617 < 0.01
@@ -141,3 +144,47 @@ def test_bad_configs(tmp_path):
                              "intermediate_size": 1, "vocab_size": 1}))
     with pytest.raises(ModelError, match="hidden_size"):
         load_model(str(p))
+
+
+@pytest.mark.parametrize("model,batch,ctx,level,split", [
+    # the reference decoder's SDPA (cuDNN) adds its split-KV reduce while batch x kv heads <= 64 and keys > 512
+    (QWEN, 1, 511, "none", False),    # 512 keys: not split (round i: the reference decoder at ctx 512, 424 compiled)
+    (QWEN, 1, 512, "none", True),     # 513 keys (round h/i: the independent decoder at b1, 2 cuDNN kernels a layer)
+    (QWEN, 8, 1024, "none", True),    # 8 x 8 kv heads = 64
+    (QWEN, 9, 1024, "none", False),   # 72 > 64
+    (QWEN, 1, 512, "packed", True),
+    (QWEN, 1, 512, "compiled", True),  # an opaque kernel inside the SDPA call: kept by Inductor's pass
+    (QWEN, 1, 512, "fused", False),   # vLLM-style custom attention: not SDPA
+    (LLAMA, 8, 2048, "none", True),   # llama3-8b: 8 kv heads
+])
+def test_reference_sdpa_split_kv_reduce(model, batch, ctx, level, split):
+    s = build_step(model, decode(batch, ctx), level)
+    n = sum(1 for o in s.ops if o.name == "attention.split_kv_reduce")
+    assert n == (model.num_hidden_layers if split else 0)
+    if split:  # a kernel in the count, no cost of its own: its time and launch are inside the SDPA figures
+        o = next(o for o in s.ops if o.name == "attention.split_kv_reduce")
+        assert o.launches_kernel and o.fixed_gpu_s == 0.0 and o.fixed_host_s == 0.0
+
+
+def test_split_kv_reduce_is_not_added_to_mixed_steps():
+    s = build_step(QWEN, StepShape(decode_seqs=1, ctx=1024, prefill_seqs=1, prefill_len=64), "none")
+    assert not any(o.name == "attention.split_kv_reduce" for o in s.ops)
+
+
+def test_split_kv_reduce_runs_eager_with_the_attention_in_a_piecewise_graph():
+    """A piecewise graph leaves the attention call eager between its pieces; cuDNN's split-KV reduce is launched by that
+    call (Op.in_attention), so it is an eager launch right after the attention's, not a node of the next piece."""
+    from simulator.engine.plan import build_plan
+    from simulator.model.costs import CostModel
+    from simulator.model.profile import load_profile
+
+    m = replace(QWEN, num_hidden_layers=2)
+    st = build_step(m, decode(1, 1024), "none")
+    split = next(o for o in st.ops if o.name == "attention.split_kv_reduce")
+    assert split.in_attention and not any(o.in_attention for o in st.ops if o.name == "o_proj")
+    pl = build_plan(st, CostModel(load_profile("h200")), "piecewise")
+    labels = list(pl.launch_labels)
+    at = [i for i, n in enumerate(labels) if n == "attention"]
+    assert len(at) == 2 and all(labels[i + 1] == "attention.split_kv_reduce" for i in at)
+    assert sum(n.startswith("graph replay") for n in labels) == 3  # pieces: before, between and after the attentions
+    assert pl.kernels_per_launch.sum() == st.kernels
