@@ -305,6 +305,22 @@ def step_seconds(setup, mode: str, shapes: Sequence[StepShape], rows: dict | Non
     `StepCostCache.step_time(setup, mode, shape).step_s` for each. The caller's memos (a run's StepCostCache owns
     them): `rows`, shape -> the built and costed step of `setup.cost_key` (shared by the plan modes); `figs`, Op ->
     its figures under `setup.costs` (ops are compared by value)."""
+    return _priced(setup, mode, shapes, rows, figs, False)[0]
+
+
+def step_figures(setup, mode: str, shapes: Sequence[StepShape], rows: dict | None = None,
+                 figs: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(step s, GPU busy s, CPU busy s, GPU gap s) of each shape, as `step_seconds` (the same memos): the
+    `step_s`, `gpu_busy_s`, `cpu_busy_s` and `gpu_gap_s` of `StepCostCache.step_time(setup, mode, shape)`, bitwise
+    (each a sum of one plan array's row, contiguous as the plan's own array, as `timeline.summarize` sums it; the CPU
+    figure plus the host tail). What serving's step timer reads of a step (serving/steptime.py)."""
+    out, gpu, cpu, gaps = _priced(setup, mode, shapes, rows, figs, True)
+    return out, gpu, cpu, gaps  # type: ignore[return-value]
+
+
+def _priced(setup, mode: str, shapes: Sequence[StepShape], rows: dict | None, figs: dict | None,
+            sums: bool) -> tuple:
+    """`step_seconds`' step times and, with `sums`, `step_figures`' sums (else None)."""
     if mode not in PLAN_MODES:
         raise PlanError(f"unknown plan mode '{mode}': use one of {', '.join(PLAN_MODES)}")
     costs = setup.costs
@@ -322,13 +338,21 @@ def step_seconds(setup, mode: str, shapes: Sequence[StepShape], rows: dict | Non
             r = memo[s] = _Row(setup.build(s), costs, patterns, figs)
         built.append(r)
     out = np.empty(len(built))
+    g_s = c_s = x_s = None
+    if sums:
+        g_s, c_s, x_s = np.empty(len(built)), np.empty(len(built)), np.empty(len(built))
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(built):
         groups.setdefault(r.key, []).append(i)
     for idx in groups.values():
         host, counts, gpu, gap, tail = _lower_rows([built[i] for i in idx], costs, mode, memo)
         out[idx] = _recurrence(host, counts, gpu, gap, tail, costs.queue_depth)
-    return out
+        if sums:  # row by row: each row a contiguous 1-D array, summed as summarize sums the plan's
+            for j, i in enumerate(idx):
+                g_s[i] = float(gpu[j].sum())
+                c_s[i] = float(host[j].sum()) + float(tail[j])
+                x_s[i] = float(gap[j].sum())
+    return out, g_s, c_s, x_s
 
 
 _MIN_TRACE = 8  # fewer missing shapes of one group than this: built one by one (a trace costs a few builds)

@@ -5,6 +5,8 @@
 - `cache.step_time(setup, plan_mode, shape)`: the fast engine's StepResult of one step (no padding added),
 - `cache.routed(setup, shape)`: `setup.capture` routes the step once, then `step_time` of the padded step,
 - `cache.expected(setup, batches, weights, ctx, mixed)`: `Expected` over a batch-size distribution,
+- `cache.step_figures(setup, mode, shapes)`: step_time's step, GPU busy, CPU busy and GPU gap seconds of many
+  shapes at once (engine/batched.py, bitwise; serving's step timer reads these);
 - `cache.step_seconds(setup, mode, shapes)` / `cache.routed_seconds(setup, shapes, captures)`: the step times of
   many shapes at once (engine/batched.py: the batch axis vectorised, the same figures as `step_time`); `expected`
   and the optimizer's per-size costs are priced this way.
@@ -127,6 +129,7 @@ class StepCostCache:
         self._ops: dict[int, tuple] = {}  # plan.lower's memo of those steps' op costs (shared by the plan modes)
         self._axis: dict[tuple, dict[int, tuple]] = {}  # (setup, ctx, step kind) -> batch -> _COLUMNS
         self._secs: dict[tuple, float] = {}  # (setup.cost_key, plan mode, shape) -> step s (engine/batched.py)
+        self._figures: dict[tuple, tuple] = {}  # the same key -> step_figures' four figures (engine/batched.py)
         self._rows: dict[tuple, dict] = {}  # setup.cost_key -> batched.py's memo of built, costed steps by shape
         self._figs: dict[str, dict] = {}  # profile digest -> batched.py's memo of op figures (Op -> figures)
         self.stats = {"lookups": 0, "simulated": 0}
@@ -137,6 +140,7 @@ class StepCostCache:
         self._ops.clear()
         self._axis.clear()
         self._secs.clear()
+        self._figures.clear()
         self._rows.clear()
         self._figs.clear()
         self.stats.update(lookups=0, simulated=0)
@@ -204,6 +208,38 @@ class StepCostCache:
             self.stats["simulated"] += len(todo)
             STATS["simulated"] += len(todo)
         return out
+
+    def step_figures(self, setup, mode: str, shapes: Sequence[StepShape]) -> list[tuple[float, float, float, float]]:
+        """(step_s, gpu_busy_s, cpu_busy_s, gpu_gap_s) of `step_time(setup, mode, s)` for each shape (routed
+        already), bitwise: memoised, the missing shapes priced together (engine/batched.py step_figures). The
+        figures serving's step timer reads (its CPU-bound test, cpu_busy_s >= gpu_busy_s + gpu_gap_s, is
+        `summarize`'s)."""
+        from simulator.engine.batched import step_figures
+
+        key0 = setup.cost_key
+        keys = [(key0, mode, s) for s in shapes]
+        n = len(keys)
+        self.stats["lookups"] += n
+        STATS["lookups"] += n
+        memo = self._figures
+        todo = list(dict.fromkeys(k for k in keys if k not in memo))
+        if todo:
+            if len(memo) > self.LIMIT:
+                memo.clear()
+            rows = self._rows.get(key0)
+            if rows is None or len(rows) > 4096:  # a bound on memory, as step_seconds
+                if sum(len(v) for v in self._rows.values()) > 16384:
+                    self._rows.clear()
+                rows = self._rows[key0] = {}
+            figs = self._figs.get(setup.digest)
+            if figs is None or len(figs) > 1 << 17:
+                figs = self._figs[setup.digest] = {}
+            cols = step_figures(setup, mode, [k[2] for k in todo], rows, figs)
+            for k, v in zip(todo, zip(*(c.tolist() for c in cols))):
+                memo[k] = v
+            self.stats["simulated"] += len(todo)
+            STATS["simulated"] += len(todo)
+        return [memo[k] for k in keys]
 
     def routed_seconds(self, setup, shapes: Sequence[StepShape], captures: Sequence | None = None) -> tuple:
         """(routes, padded shapes, step s) of each shape routed by `setup.capture` (or by `captures[i]`, one capture

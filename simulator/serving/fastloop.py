@@ -79,7 +79,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
         dmemo, cbt, plain = {}, timer.ctx_bucket, timer.plain_decode
         if timer.scheduling == "none":  # StepTimer.mixed inlined (its memos shared)
             mfast = True
-            mroutes, cells, route_mixed, mixed_at = timer._mroutes, timer._cells, timer._route_mixed, timer._mixed_at
+            mroutes, cells, route_mixed, cell_of = timer._mroutes, timer._cells, timer._route_mixed, timer.cell
             bc, bl = timer._brackets_c, timer._brackets_l
             bdl: list = [None] * (dmax + 1)  # bracket(d, D_GRID) by decode rows
             bl1: dict = {}  # bracket(L, L_GRID) of one chunk of L tokens
@@ -199,12 +199,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
                 l0, l1, wl = bk
                 ctx = -(-(ctx_sum + pctx) // (d + np_))
                 c0, c1, wc = bc.get(ctx) or bc.setdefault(ctx, bracket(ctx, C_GRID))
-                cell = (mode, np_, d0, d1, l0, l1, c0, c1)
-                v = cells.get(cell)
-                if v is None:
-                    cs = [mixed_at(mode, a, np_, b, c) for a in (d0, d1) for b in (l0, l1) for c in (c0, c1)]
-                    v = cells[cell] = (tuple(c.step_s for c in cs), tuple(c.gpu_busy_s for c in cs),
-                                       tuple(c.cpu_bound for c in cs), tuple((c.cpu_busy_s, c.gpu_gap_s) for c in cs))
+                v = cells.get((mode, np_, d0, d1, l0, l1, c0, c1)) or cell_of(mode, np_, d0, d1, l0, l1, c0, c1)
                 st, gp, cbv, _ = v
                 uc, ul, ud = 1.0 - wc, 1.0 - wl, 1.0 - wd
                 dt = ((st[0] * uc + st[1] * wc) * ul + (st[2] * uc + st[3] * wc) * wl) * ud + \

@@ -27,7 +27,9 @@ Buckets of the memo key (stated here because they are approximations):
   trilinearly in (decode rows d, L, context) between points of three grids: d in 0, 1, 2, 4, 8, 12, 16, 24,
   32, 48 ... (x1.5 / x1.33 steps), L in 16, 32, 48, 64 then four points per octave (multiples of 16), and
   context in 0, 256, 512, 1024, 1536, 2048, 3072, 4096, ...  (interpolation overestimates the exact engine by 0.3% on average, at most 5%, on random shapes checked).
-Keys: (plan mode, StepShape as the GPU runs it, padding included).
+Keys: (plan mode, StepShape as the GPU runs it, padding included). Engine figures are priced on the batch axis
+(`StepCostCache.step_figures`, engine/batched.py: bitwise `stepcost.step_time`'s), a mixed cell's missing corners
+together; fusion `compiled` is priced by `step_time` one step at a time (its tiled plans are step_time's own).
 Speculative decoding (the setup's `spec`, k draft tokens): a decode step of n sequences is the verify step of
 n x (1 + k) tokens (StepShape.q_len = 1 + k, padded in tokens to the capture sizes, which count verify tokens:
 simulator/layouts/spec.py), in the graph mode verify steps run in (engine/spec.py verify_graph_mode), plus the draft
@@ -105,6 +107,10 @@ class StepTimer:
         self.ctx_bucket, self.engine = ctx_bucket, engine
         self.max_pos = setup.model.max_position_embeddings
         self.layer_extrapolation = layer_extrapolation
+        # engine figures from StepCostCache.step_figures (the batch axis, engine/batched.py: a plan's arrays from the
+        # full build) where they are stepcost.step_time's bit for bit; `compiled` keeps step_time's tiled plans,
+        # which differ from the full build in the last bits at some shapes (Inductor's layers alternate)
+        self._batched = engine == "fast" and not layer_extrapolation and setup.fusion != "compiled"
         self._s2 = setup.with_layers(2)
         self._s3 = setup.with_layers(3)
         sig = (setup.cost_key, engine, layer_extrapolation)
@@ -153,6 +159,9 @@ class StepTimer:
             cpu = a.cpu_busy_s + f * (b.cpu_busy_s - a.cpu_busy_s)
             gaps = a.gpu_gap_s + f * (b.gpu_gap_s - a.gpu_gap_s)
             c = StepCost(step, gpu, cpu >= gpu + gaps, b.graph_mode, rows, padded, cpu, gaps)
+        elif self._batched:  # the engine's figures of the step, priced on the batch axis (bitwise)
+            self._price(mode, [(shape, rows, padded)])
+            return self._cache[key]
         else:
             r = self._engine(self.setup, shape, mode)
             c = StepCost(r.step_s, r.gpu_busy_s, r.bound == "cpu", r.graph_mode, rows, padded, r.cpu_busy_s,
@@ -160,6 +169,14 @@ class StepTimer:
         self.misses += 1
         self._cache[key] = c
         return c
+
+    def _price(self, mode: str, todo: list[tuple[StepShape, int, int]]) -> None:
+        """Memoise the StepCost of each (shape, rows, padded rows) in plan mode `mode`, priced together by
+        `StepCostCache.step_figures` (`stepcost.step_time`'s figures, bitwise: `bound` is its CPU-bound test)."""
+        figs = self.cache.step_figures(self.setup, mode, [t[0] for t in todo])
+        for (shape, rows, padded), (step, gpu, cpu, gaps) in zip(todo, figs):
+            self._cache[(mode, shape)] = StepCost(step, gpu, cpu >= gpu + gaps, mode, rows, padded, cpu, gaps)
+        self.misses += len(todo)
 
     def decode(self, n: int, ctx: int) -> StepCost:
         """A decode-only step of n sequences at mean context ctx (>= 1) (spec: the verify step plus the draft
@@ -255,6 +272,16 @@ class StepTimer:
 
     def _mixed_at(self, mode: str, d: int, p: int, L: int, cb: int) -> StepCost:
         """A grid point of the mixed-step interpolation, run in plan mode `mode` with its own padding rows."""
+        shape, rows = self._mixed_shape(mode, d, p, L, cb)
+        key = (mode, shape)
+        c = self._cache.get(key)
+        if c is None:
+            c = self._run(key, shape, mode, rows, shape.tokens)
+        return c
+
+    def _mixed_shape(self, mode: str, d: int, p: int, L: int, cb: int) -> tuple[StepShape, int]:
+        """A grid point's StepShape as the GPU runs it (clamped to the model's positions, its own padding rows)
+        and its rows (d + p * L, of the clamped L)."""
         L = min(L, self.max_pos - 1)  # grid points past the model's position limit are clamped to it
         cb = max(0, min(cb, self.max_pos - L - 1))
         pad = 0
@@ -263,12 +290,29 @@ class StepTimer:
             pad = self._mpads.get(t)
             if pad is None:
                 pad = self._mpads[t] = self._route_mixed(t).padding
-        shape = StepShape(d, cb, p, L, pad)
-        key = (mode, shape)
-        c = self._cache.get(key)
-        if c is None:
-            c = self._run(key, shape, mode, d + p * L, shape.tokens)
-        return c
+        return StepShape(d, cb, p, L, pad), d + p * L
+
+    def cell(self, mode: str, p: int, d0: int, d1: int, l0: int, l1: int, c0: int, c1: int) -> tuple:
+        """The 8 corners' figures of a mixed-step grid cell, (step s, GPU busy s, CPU-bound, (CPU busy s, GPU gap
+        s)) each a tuple over the corners (d, L, ctx in that nesting order), memoised; the corners the memo lacks
+        are priced together (`_price`) when the engine is the fast one."""
+        key = (mode, p, d0, d1, l0, l1, c0, c1)
+        v = self._cells.get(key)
+        if v is not None:
+            return v
+        pts = [(a, b, c) for a in (d0, d1) for b in (l0, l1) for c in (c0, c1)]
+        if self._batched:
+            todo: dict[StepShape, tuple] = {}
+            for a, b, c in pts:
+                shape, rows = self._mixed_shape(mode, a, p, b, c)
+                if (mode, shape) not in self._cache and shape not in todo:
+                    todo[shape] = (shape, rows, shape.tokens)
+            if todo:
+                self._price(mode, list(todo.values()))
+        cs = [self._mixed_at(mode, a, p, b, c) for a, b, c in pts]
+        v = self._cells[key] = (tuple(c.step_s for c in cs), tuple(c.gpu_busy_s for c in cs),
+                                tuple(c.cpu_bound for c in cs), tuple((c.cpu_busy_s, c.gpu_gap_s) for c in cs))
+        return v
 
     def _route_mixed(self, tokens: int):
         return self.setup.capture.route_rows(tokens, pure_decode=False)
@@ -287,12 +331,7 @@ class StepTimer:
         lk = (prefill_tokens, p)
         l0, l1, wl = bl.get(lk) or bl.setdefault(lk, bracket(prefill_tokens / p, L_GRID))
         c0, c1, wc = bc.get(ctx) or bc.setdefault(ctx, bracket(ctx, C_GRID))
-        cell = (mode, p, d0, d1, l0, l1, c0, c1)
-        v = self._cells.get(cell)
-        if v is None:
-            cs = [self._mixed_at(mode, a, p, b, c) for a in (d0, d1) for b in (l0, l1) for c in (c0, c1)]
-            v = self._cells[cell] = (tuple(c.step_s for c in cs), tuple(c.gpu_busy_s for c in cs),
-                                     tuple(c.cpu_bound for c in cs), tuple((c.cpu_busy_s, c.gpu_gap_s) for c in cs))
+        v = self._cells.get((mode, p, d0, d1, l0, l1, c0, c1)) or self.cell(mode, p, d0, d1, l0, l1, c0, c1)
         st, gp, cb, hg = v
         uc, ul, ud = 1.0 - wc, 1.0 - wl, 1.0 - wd
         step = ((st[0] * uc + st[1] * wc) * ul + (st[2] * uc + st[3] * wc) * wl) * ud + \

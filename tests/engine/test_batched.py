@@ -41,6 +41,22 @@ def test_batched_equals_per_shape(model, fusion, mode, shapes):
     assert np.array_equal(got, want)  # the same floating-point operations: bitwise
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=hs.sampled_from(sorted(MODELS)), fusion=hs.sampled_from(["none", "packed", "fused"]),
+       mode=hs.sampled_from(["none", "full", "piecewise"]), shapes=hs.lists(shape_st, min_size=1, max_size=6))
+def test_step_figures_equal_step_time(model, fusion, mode, shapes):
+    """The cache's step_figures (what serving's step timer reads) == step_time's step, GPU busy, CPU busy and GPU
+    gap seconds, bitwise (fusion compiled aside: step_time's tiled plans differ from the full build in the last
+    bits at some shapes, and serving prices compiled steps through step_time)."""
+    setup = StepSetup.of(MODELS[model], PROFILE, fusion)
+    c, want = StepCostCache(), StepCostCache()
+    got = c.step_figures(setup, mode, shapes)
+    assert got == c.step_figures(setup, mode, shapes)  # memoised
+    for s, g in zip(shapes, got):
+        r = want.step_time(setup, mode, s)
+        assert g == (r.step_s, r.gpu_busy_s, r.cpu_busy_s, r.gpu_gap_s)
+
+
 def test_queue_bound_rows_and_long_plans_fall_back_exactly():
     # a queue of 4 launches binds in GPU-bound eager steps (large batch) and not in host-bound ones (batch 1);
     # a 4-deep queue also makes every eager plan longer than 8 x depth: the rows run simulate_fast alone
