@@ -33,36 +33,55 @@ if _entry_process():
 
     gc.set_threshold(10_000, 10, 10)
 
-import typer
-
 from simulator.common.errors import Interrupted, UserError
 
-app = typer.Typer(
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    no_args_is_help=True,
-    help="launchsim: simulate CPU kernel-launch overhead, fusion and CUDA graphs for LLM steps.",
-)
 
-def _version(value: bool) -> None:
-    if value:
-        from importlib.metadata import PackageNotFoundError, version
+def _make_app():
+    """The typer app, its root callback and options. Built on first use (`app`, below): a plain `predict` or
+    `optimize` runs without typer (cli/fast.py); help, errors and every other command go through it."""
+    import typer
 
-        try:
-            v = version("launchsim")
-        except PackageNotFoundError:  # run from a source tree that was never installed
-            v = "unknown (not installed)"
-        print(f"launchsim {v}")
-        raise typer.Exit(0)
+    app = typer.Typer(
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        no_args_is_help=True,
+        help="launchsim: simulate CPU kernel-launch overhead, fusion and CUDA graphs for LLM steps.",
+    )
+
+    def _version(value: bool) -> None:
+        if value:
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                v = version("launchsim")
+            except PackageNotFoundError:  # run from a source tree that was never installed
+                v = "unknown (not installed)"
+            print(f"launchsim {v}")
+            raise typer.Exit(0)
+
+    @app.callback()
+    def _root(
+        show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                          help="print the version and exit"),
+    ) -> None:
+        """launchsim: simulate CPU kernel-launch overhead, fusion and CUDA graphs for LLM steps."""
+
+    return app
 
 
-@app.callback()
-def _root(
-    show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                      help="print the version and exit"),
-) -> None:
-    """launchsim: simulate CPU kernel-launch overhead, fusion and CUDA graphs for LLM steps."""
+def _get_app():
+    """The typer app, built on first use; then an ordinary global of this module."""
+    global app
+    if "app" not in globals():
+        app = _make_app()
+    return app
+
+
+def __getattr__(name: str):
+    if name == "app":  # `from simulator.cli import app`, `cli.app` (PEP 562)
+        return _get_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 from .choices import BadChoice  # noqa: E402,F401
@@ -74,17 +93,20 @@ _COMMANDS = {"run": "core", "predict": "core", "schema": "core", "serve": "serve
              "calibrate": "calibration", "measure": "calibration", "validate": "calibration",
              "profiles": "calibration"}
 _loaded: set[str] = set()
+# commands a plain command line of runs without typer (cli/fast.py): {command: (module, its parts function)}
+_FAST = {"predict": ("core", "predict_parts"), "optimize": ("optimize", "optimize_parts")}
 
 
 def _load(names) -> None:
+    """Register the commands of cli modules `names` (a module registers at import, or by its `register(app)`)."""
     from importlib import import_module
 
     for n in names:
         if n not in _loaded:
             _loaded.add(n)
             m = import_module(f"simulator.cli.{n}")
-            if n == "calibration":
-                m.register(app)
+            if hasattr(m, "register"):
+                m.register(_get_app())
 
 
 def _entry_command() -> str | None:
@@ -94,7 +116,8 @@ def _entry_command() -> str | None:
     return cmd if cmd in _COMMANDS else None
 
 
-_load([_COMMANDS[_entry_command()]] if _entry_command() else _MODULES)
+if _entry_command() not in _FAST:  # a plain predict or optimize may need no typer at all (`_run`)
+    _load([_COMMANDS[_entry_command()]] if _entry_command() else _MODULES)
 
 
 def _one_line(msg: str) -> str:
@@ -147,10 +170,22 @@ def _run(argv) -> None:
     set_quiet("--json" in (sys.argv[1:] if argv is None else argv))  # --json: stdout and stderr stay machine-clean
 
     args = sys.argv[1:] if argv is None else argv
-    if not (args and _COMMANDS.get(args[0]) in _loaded):
-        _load(_MODULES)  # help, a flag, an unknown command or one not registered yet: every command, as always
+    fast = None
+    if args and args[0] in _FAST:
+        from .fast import plain_call
+
+        fast = plain_call(*_FAST[args[0]], list(args[1:]))  # None: not a plain command line, typer parses it
+        if fast is not None and argv is None and _entry_process():  # its module is loaded now (see the top)
+            import gc
+
+            gc.freeze()
+    if fast is None:
+        if args and args[0] in _FAST and _entry_command() == args[0]:
+            _load([_COMMANDS[args[0]]])  # what the import would have registered
+        if not (args and _COMMANDS.get(args[0]) in _loaded):
+            _load(_MODULES)  # help, a flag, an unknown command or one not registered yet: every command, as always
     try:
-        rv = app(args=argv, prog_name="launchsim", standalone_mode=False)
+        rv = fast() if fast is not None else _get_app()(args=argv, prog_name="launchsim", standalone_mode=False)
     except UserError as e:
         _fail(str(e))
     except BadChoice as e:  # a choice flag's value (simulator/cli/choices.py)

@@ -11,9 +11,10 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Iterable
 
-import typer
-
 from simulator.common.errors import UserError
+
+# typer is imported by the two functions that build its options: the typer-free dispatch of cli/fast.py loads
+# this module (BadChoice, choice_error) without it
 
 
 class BadChoice(Exception):
@@ -50,6 +51,8 @@ def parser(enum: type[Enum], flag: str, what: str, field: str | None = None, cho
 def option(enum: type[Enum], default, *flags: str, help: str, what: str, field: str | None = None,
            choices: Iterable[Enum] | None = None):
     """`typer.Option` for a choice flag: `flags[0]` names it in errors; `field` is the scenario field it fills."""
+    import typer
+
     parse, metavar = parser(enum, flags[0], what, field, choices)
     if default is not None:
         help = f"{help}  [default: {getattr(default, 'value', default)}]"
@@ -57,5 +60,7 @@ def option(enum: type[Enum], default, *flags: str, help: str, what: str, field: 
 
 
 def argument(enum: type[Enum], default, name: str, *, help: str, what: str):
+    import typer
+
     parse, metavar = parser(enum, name, what)
     return typer.Argument(default, help=help, metavar=name.upper(), parser=parse)

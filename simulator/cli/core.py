@@ -1,4 +1,7 @@
-"""Core commands: `run` a scenario file, `predict` one step, print the scenario `schema`."""
+"""Core commands: `run` a scenario file, `predict` one step, print the scenario `schema`.
+
+typer is imported by `register` (called by simulator/cli when the command table is built), not at the top:
+cli/fast.py runs a plain `predict` through `predict_parts` and this module's bodies without it."""
 
 from __future__ import annotations
 
@@ -6,9 +9,6 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import typer
-
-from . import app, choices
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import dumps
@@ -34,64 +34,6 @@ def print_prediction(d: dict, title: str = "prediction") -> None:
     else:
         say(f"step time {d['step_ms']:.4g} ms; {d.get('bound', '?')}-bound; {d.get('kernels')} kernels from "
             f"{d.get('launches')} launches (graph {d.get('graph')}); --replicates N adds a p10-p90 band")
-
-
-@app.command()
-def run(
-    scenario: Path = typer.Argument(..., help="scenario YAML file"),
-    out: Path = typer.Option(Path("out"), "--out", help="output folder for result.json and report.html"),
-    inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html (one "
-                                       "self-contained file) instead of writing plotly.min.js beside it"),
-    rows_shown: int = typer.Option(100, "--rows", help="summary rows to print (0: all); result.json has every row"),
-    overrides: Optional[list[str]] = typer.Option(None, "--set", help="override a scenario field, FIELD=VALUE "
-                                                  "(dotted path, YAML value), e.g. --set replicates=2; repeatable"),
-    scheduling: Optional[V.Scheduling] = choices.option(V.Scheduling, None, "--scheduling", help="serve/capacity "
-                                                        "scenarios: the engine's host work per step (overrides the "
-                                                        "file's)", what="scheduling", field="scheduling"),
-) -> None:
-    """Validate and run a scenario; print a summary, write DIR/result.json and DIR/report.html."""
-    from simulator.common.outpaths import check_out_dir, out_lock
-    from ..config import load_scenario  # pydantic scenario models: only when a scenario file is loaded
-    from simulator.studies.runner import run_scenario
-
-    try:
-        sc = load_scenario(scenario, overrides=overrides)
-    except UserError as e:  # the config layer names an override; the command line calls it --set
-        msg = str(e)
-        if msg.startswith("override "):
-            raise UserError("--set " + msg.removeprefix("override ")) from None
-        raise
-    from simulator.report.html import set_inline_plotly
-
-    set_inline_plotly(inline_plotly)
-    if scheduling is not None:
-        if "scheduling" not in type(sc).model_fields:
-            raise UserError(f"--scheduling applies to serve and capacity scenarios, not kind '{sc.kind}'")
-        sc = sc.model_copy(update={"scheduling": scheduling.value})
-    check_out_dir(out, "--out")
-    t0 = time.perf_counter()
-    try:
-        with out_lock(out, "--out"):
-            result = run_scenario(sc, out)
-    except UserError as e:  # found only while running: still name the scenario file
-        if str(e).startswith(str(scenario)):
-            raise
-        raise UserError(f"{scenario}: {e}") from None
-    from .tables import print_rows, say
-
-    rows = result.get("summary") or result.get("rows") or []
-    cols = result.get("summary_columns")
-    if rows_shown < 0:
-        raise UserError(f"--rows must be >= 0, got {rows_shown}")
-    print_rows(rows, f"{sc.name} ({sc.kind})", cols, limit=rows_shown,
-               where=f"{out / 'result.json'} (\"summary\")", more="--rows 0")
-    if sc.kind == "buckets" and result.get("sizes"):
-        from simulator.layouts.engine_syntax import engine_lines
-        from .tables import raw_lines
-
-        say(f"chosen sizes ({len(result['sizes'])}): {', '.join(map(str, result['sizes']))}")
-        raw_lines(engine_lines(result["sizes"]))
-    say(f"wrote {out / 'result.json'} and {out / 'report.html'} in {time.perf_counter() - t0:.2f} s")
 
 
 def _predict(given: dict, flags: dict, workload: Optional[Path] = None, as_json: bool = False) -> None:
@@ -153,20 +95,6 @@ def _predict_workload(given: dict, workload: Optional[Path], as_json: bool) -> N
                                 replicates, seed, prefill_seqs, as_json)
 
 
-def _register_predict() -> None:
-    from simulator.config.predict import PredictScenario
-    from .generated import command, extra_option
-
-    extra = [extra_option("workload", Optional[Path], None, "--workload",
-                          help="imported workload (launchsim import-trace) instead of --model"),
-             extra_option("as_json", bool, False, "--json", help="print one JSON object")]
-    app.command(name="predict")(command(_predict, PredictScenario, extra,
-                                        aliases={"tensor_parallel_size": ("--tp",)}))
-
-
-_register_predict()
-
-
 WORKLOAD_FLAGS = {"workload": "--workload", "profile": "--profile", "fusion": "--fusion", "graph": "--graph",
                   "batch": "--batch", "ctx": "--ctx", "engine": "--engine"}
 
@@ -184,9 +112,86 @@ def workload_scenario(workload: Path, profile, fusion, graph, batch, ctx, engine
     return scenario_from_flags(WorkloadScenario, data, WORKLOAD_FLAGS, given, check=False)
 
 
-@app.command()
-def schema() -> None:
-    """Print the JSON Schema of scenario files."""
-    from ..config import scenario_json_schema
+def predict_parts():
+    """`predict`'s function and options (cli/generated.command_parts): what typer registers and cli/fast.py runs."""
+    from simulator.config.predict import PredictScenario
+    from .generated import command_parts, extra_option
 
-    print(scenario_json_schema())
+    extra = [extra_option("workload", Optional[Path], None, "--workload",
+                          help="imported workload (launchsim import-trace) instead of --model"),
+             extra_option("as_json", bool, False, "--json", help="print one JSON object")]
+    return command_parts(_predict, PredictScenario, extra, aliases={"tensor_parallel_size": ("--tp",)})
+
+
+def register(app) -> None:
+    """Add `run`, `predict` and `schema` to the typer app (in this order: the help lists them so)."""
+    import typer
+
+    from . import choices
+    from .generated import signed
+
+    @app.command()
+    def run(
+        scenario: Path = typer.Argument(..., help="scenario YAML file"),
+        out: Path = typer.Option(Path("out"), "--out", help="output folder for result.json and report.html"),
+        inline_plotly: bool = typer.Option(False, "--inline-plotly", help="inline plotly.js into report.html (one "
+                                           "self-contained file) instead of writing plotly.min.js beside it"),
+        rows_shown: int = typer.Option(100, "--rows", help="summary rows to print (0: all); result.json has every row"),
+        overrides: Optional[list[str]] = typer.Option(None, "--set", help="override a scenario field, FIELD=VALUE "
+                                                      "(dotted path, YAML value), e.g. --set replicates=2; repeatable"),
+        scheduling: Optional[V.Scheduling] = choices.option(V.Scheduling, None, "--scheduling", help="serve/capacity "
+                                                            "scenarios: the engine's host work per step (overrides the "
+                                                            "file's)", what="scheduling", field="scheduling"),
+    ) -> None:
+        """Validate and run a scenario; print a summary, write DIR/result.json and DIR/report.html."""
+        from simulator.common.outpaths import check_out_dir, out_lock
+        from ..config import load_scenario  # pydantic scenario models: only when a scenario file is loaded
+        from simulator.studies.runner import run_scenario
+
+        try:
+            sc = load_scenario(scenario, overrides=overrides)
+        except UserError as e:  # the config layer names an override; the command line calls it --set
+            msg = str(e)
+            if msg.startswith("override "):
+                raise UserError("--set " + msg.removeprefix("override ")) from None
+            raise
+        from simulator.report.html import set_inline_plotly
+
+        set_inline_plotly(inline_plotly)
+        if scheduling is not None:
+            if "scheduling" not in type(sc).model_fields:
+                raise UserError(f"--scheduling applies to serve and capacity scenarios, not kind '{sc.kind}'")
+            sc = sc.model_copy(update={"scheduling": scheduling.value})
+        check_out_dir(out, "--out")
+        t0 = time.perf_counter()
+        try:
+            with out_lock(out, "--out"):
+                result = run_scenario(sc, out)
+        except UserError as e:  # found only while running: still name the scenario file
+            if str(e).startswith(str(scenario)):
+                raise
+            raise UserError(f"{scenario}: {e}") from None
+        from .tables import print_rows, say
+
+        rows = result.get("summary") or result.get("rows") or []
+        cols = result.get("summary_columns")
+        if rows_shown < 0:
+            raise UserError(f"--rows must be >= 0, got {rows_shown}")
+        print_rows(rows, f"{sc.name} ({sc.kind})", cols, limit=rows_shown,
+                   where=f"{out / 'result.json'} (\"summary\")", more="--rows 0")
+        if sc.kind == "buckets" and result.get("sizes"):
+            from simulator.layouts.engine_syntax import engine_lines
+            from .tables import raw_lines
+
+            say(f"chosen sizes ({len(result['sizes'])}): {', '.join(map(str, result['sizes']))}")
+            raw_lines(engine_lines(result["sizes"]))
+        say(f"wrote {out / 'result.json'} and {out / 'report.html'} in {time.perf_counter() - t0:.2f} s")
+
+    app.command(name="predict")(signed(*predict_parts()))
+
+    @app.command()
+    def schema() -> None:
+        """Print the JSON Schema of scenario files."""
+        from ..config import scenario_json_schema
+
+        print(scenario_json_schema())

@@ -11,6 +11,10 @@ models (and lists of them) get flags only through a `Flag`. `model_options(Model
 `inspect.Parameter`s and {field path: the flag text errors name}; `command(...)` wraps a body
 `f(given, flags, **extra)` into a typer command (`given`: {field path: value typed, None if not});
 `fill(data, given)` writes the given values into a scenario mapping at their paths.
+
+The options are first described without typer (`Opt`: names, the annotation typer parses, typer.Option's
+keywords; `option_specs`, `command_parts`), so that cli/fast.py can parse a plain command line by the same
+description without importing typer; typer is imported where its options are built (`model_options`, `command`).
 """
 
 from __future__ import annotations
@@ -18,11 +22,9 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Sequence, Union
-
-import typer
 
 from .choices import BadChoice, choice_error
 
@@ -151,11 +153,38 @@ def _default_text(v) -> str:
     return str(v)
 
 
+@dataclass
+class Opt:
+    """One keyword option of a command, as typer is given it but without typer: the parameter name, the option's
+    names (`--x/--no-x` for a boolean pair), the annotation typer parses the text into, the default and
+    typer.Option's other keywords (help, show_default, parser, metavar)."""
+
+    param: str
+    decls: tuple[str, ...]
+    annotation: Any
+    default: Any = None
+    kw: dict[str, Any] = field(default_factory=dict)
+
+    def parameter(self) -> inspect.Parameter:
+        import typer
+
+        return inspect.Parameter(self.param, inspect.Parameter.KEYWORD_ONLY, annotation=self.annotation,
+                                 default=typer.Option(self.default, *self.decls, **self.kw))
+
+
 def model_options(model: Any, aliases: dict[str, tuple[str, ...]] | None = None, skip: tuple[str, ...] = SKIP,
                   flags: Sequence[Flag] = (), defaults: dict[str, Any] | None = None
                   ) -> tuple[list[inspect.Parameter], dict[str, str]]:
     """(typer parameters for every field of `model` not in `skip` and for each `Flag`, {field path: the flag text
     errors name}). `defaults`: the command's own defaults where they are not the model's (shown in --help)."""
+    opts, texts = option_specs(model, aliases, skip, flags, defaults)
+    return [o.parameter() for o in opts], texts
+
+
+def option_specs(model: Any, aliases: dict[str, tuple[str, ...]] | None = None, skip: tuple[str, ...] = SKIP,
+                 flags: Sequence[Flag] = (), defaults: dict[str, Any] | None = None
+                 ) -> tuple[list[Opt], dict[str, str]]:
+    """`model_options` without typer: the options as `Opt`s."""
     aliases = aliases or {}
     defaults = defaults or {}
     custom = {fl.path: fl for fl in flags}
@@ -198,18 +227,32 @@ def model_options(model: Any, aliases: dict[str, tuple[str, ...]] | None = None,
             ann = Optional[typ]
             if typ is bool:
                 decls = tuple(f"{d}/--no-{d[2:]}" if i == 0 else d for i, d in enumerate(decls))
-        params.append(inspect.Parameter(param_of(path), inspect.Parameter.KEYWORD_ONLY,
-                                        default=typer.Option(None, *decls, **kw), annotation=ann))
+        params.append(Opt(param_of(path), decls, ann, None, kw))
     return params, texts
 
 
-def command(body: Callable[..., None], model: Any, extra: list[inspect.Parameter],
+def command(body: Callable[..., None], model: Any, extra: list[Opt],
             aliases: dict[str, tuple[str, ...]] | None = None, doc: str = "", flags: Sequence[Flag] = (),
             defaults: dict[str, Any] | None = None, skip: tuple[str, ...] = SKIP) -> Callable[..., None]:
     """A function typer can register: keyword parameters = the model's generated options + `extra`; calling it
     calls `body(given, texts, **extra_values)` with `given` {field path: the value typed, converted by its `Flag`
     (None: not given)} and `texts` {field path: flag text}."""
-    params, texts = model_options(model, aliases, skip, flags, defaults)
+    return signed(*command_parts(body, model, extra, aliases, doc, flags, defaults, skip))
+
+
+def signed(run: Callable[..., None], opts: list[Opt]) -> Callable[..., None]:
+    """`run` with the typer signature of its options (what `command` returns)."""
+    run.__signature__ = inspect.Signature([o.parameter() for o in opts])  # type: ignore[attr-defined]
+    return run
+
+
+def command_parts(body: Callable[..., None], model: Any, extra: list[Opt],
+                  aliases: dict[str, tuple[str, ...]] | None = None, doc: str = "", flags: Sequence[Flag] = (),
+                  defaults: dict[str, Any] | None = None, skip: tuple[str, ...] = SKIP
+                  ) -> tuple[Callable[..., None], list[Opt]]:
+    """`command` without typer: (the function, called with every option's value by keyword; its options, the
+    model's generated ones then `extra`)."""
+    opts, texts = option_specs(model, aliases, skip, flags, defaults)
     paths = {param_of(p): p for p in texts}
     conv = {fl.path: fl.convert for fl in flags if fl.convert is not None}
 
@@ -219,11 +262,10 @@ def command(body: Callable[..., None], model: Any, extra: list[inspect.Parameter
         rest = {k: v for k, v in kw.items() if k not in paths}
         return body(given, texts, **rest)
 
-    run.__signature__ = inspect.Signature(params + extra)  # type: ignore[attr-defined]
     run.__doc__ = doc or body.__doc__
     run.__name__ = body.__name__
     run.__module__ = body.__module__
-    return run
+    return run, opts + list(extra)
 
 
 def fill(data: dict, given: dict[str, Any], flags: Sequence[Flag] = ()) -> dict:
@@ -243,10 +285,10 @@ def fill(data: dict, given: dict[str, Any], flags: Sequence[Flag] = ()) -> dict:
     return out
 
 
-def extra_option(name: str, annotation, default, *decls: str, help: str) -> inspect.Parameter:
+def extra_option(name: str, annotation, default, *decls: str, help: str) -> Opt:
     """A command's own option (not a field of its scenario model), e.g. --json or --workload."""
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=typer.Option(default, *decls, help=help),
-                             annotation=annotation)
+    return Opt(name, decls, annotation, default, {"help": help})
 
 
-__all__ = ["Flag", "command", "extra_option", "field_info", "fill", "flag_of", "model_options", "Path"]
+__all__ = ["Flag", "Opt", "command", "command_parts", "extra_option", "field_info", "fill", "flag_of", "model_options",
+           "option_specs", "signed", "Path"]

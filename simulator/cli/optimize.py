@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from . import app
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import dumps
 from .generated import Flag
@@ -98,9 +97,11 @@ def _print(result: dict, out: Optional[Path]) -> None:
         say(f"wrote {out / 'report.html'}, {out / 'result.json'} and {out / 'frontier.csv'}")
 
 
-def _register() -> None:
+def optimize_parts():
+    """`optimize`'s function and options (cli/generated.command_parts): what typer registers (`register`) and
+    cli/fast.py runs without typer."""
     from simulator.config.buckets import BucketsScenario
-    from .generated import command, extra_option
+    from .generated import command_parts, extra_option
 
     extra = [extra_option("scenario", Optional[Path], None, "--scenario",
                           help="a `buckets` scenario file instead of --distribution (flags override it)"),
@@ -109,7 +110,11 @@ def _register() -> None:
              extra_option("inline_plotly", bool, False, "--inline-plotly",
                           help="inline plotly.js into report.html instead of writing plotly.min.js beside it"),
              extra_option("as_json", bool, False, "--json", help="print one JSON object")]
-    app.command(name="optimize")(command(_optimize, BucketsScenario, extra, ALIASES, flags=FLAGS))
+    return command_parts(_optimize, BucketsScenario, extra, ALIASES, flags=FLAGS)
 
 
-_register()
+def register(app) -> None:
+    """Add `optimize` to the typer app (called by simulator/cli when the command table is built)."""
+    from .generated import signed
+
+    app.command(name="optimize")(signed(*optimize_parts()))

@@ -104,12 +104,22 @@ def _forward(W: np.ndarray, K: int, pen: np.ndarray | None = None, monotone: boo
         return _forward_monotone(W, K, pen, A, arg, MONOTONE_BLOCK)
     WT = np.ascontiguousarray((W if pen is None else W + pen[:, None]).T)  # reductions along contiguous rows
     buf = np.empty_like(WT)
-    rows = np.arange(n1)
+    # column j's interval starts i < j only (W[i, j] is +inf for i >= j): the rows of a block of columns
+    # [j0, j1) scan i < j1, about half the array; the cut cells are +inf, so the minima and the leftmost argmins
+    # (np.argmin's ties; index 0 where a whole column is +inf) are the full scan's
+    blocks = [(j0, min(j0 + FORWARD_BLOCK, n1)) for j0 in range(0, n1, FORWARD_BLOCK)]
     for n in range(2, K + 1):
-        np.add(WT, A[n - 1][None, :], out=buf)
-        arg[n] = buf.argmin(axis=1)
-        A[n] = buf[rows, arg[n]]
+        prev = A[n - 1]
+        for j0, j1 in blocks:
+            b = buf[j0:j1, :j1]
+            np.add(WT[j0:j1, :j1], prev[None, :j1], out=b)
+            a = b.argmin(axis=1)
+            arg[n, j0:j1] = a
+            A[n, j0:j1] = b[np.arange(j1 - j0), a]
     return A, arg
+
+
+FORWARD_BLOCK = 128  # columns per block of the full scan
 
 
 MONOTONE_MIN, MONOTONE_BLOCK = 64, 32  # the block scan from this many candidates on; columns per block
