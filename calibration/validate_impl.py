@@ -371,7 +371,9 @@ def round_d_moe_rows(profile: str = "h200") -> list[dict]:
 PROFILE_JSON = HERE.parent / "simulator" / "profiles" / "h200.json"
 REF_ROUNDS = (("round b", HERE / "measured" / "h200-round-b" / "timing.json"),
               ("round c", HERE / "measured" / "h200-round-c" / "timing.json"),
-              ("round a (other machine)", HERE / "measured" / "h200-round-a" / "timing.json"))
+              ("round a (other machine)", HERE / "measured" / "h200-round-a" / "timing.json"),
+              # full and piecewise graphs again, one clean process (calibration/scripts/round_j.py; held out)
+              ("round j", HERE / "measured" / "h200-round-j" / "timing.json"))
 MAX_BATCH = 64  # issue 20: batch 1-64
 
 

@@ -129,6 +129,18 @@ def _fail(msg: str, code: int = 2) -> None:
     sys.exit(code)
 
 
+def _exit_now(code: int) -> None:
+    """End an interrupted process once it has unwound (workers stopped, locks released, files closed): without the
+    interpreter's exit hooks, of which concurrent.futures' wakes a process pool's management thread through a pipe
+    the interruption may already have closed, printing an "Exception ignored ... Traceback" after the one line
+    (seen under SIGTERM: tests/cli/test_hardening.py). launchsim registers no exit hook of its own."""
+    import os
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _on_signal(signum, frame):  # noqa: ARG001
     import signal
 
@@ -192,6 +204,8 @@ def _run(argv) -> None:
         _fail(str(e))
     except Interrupted as e:
         print(f"launchsim: {_one_line(str(e))}", file=sys.stderr)
+        if argv is None:  # the command's own process (not main() called from Python)
+            _exit_now(e.code)
         sys.exit(e.code)
     except KeyboardInterrupt as e:
         msg = str(e) if str(e) and str(e) != "terminated" else "interrupted"
