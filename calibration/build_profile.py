@@ -243,7 +243,8 @@ def derive_h100(p: dict, name: str = "h100-sxm") -> dict:
     for a in t.get("attention", []):
         floor = min(min(row) for row in a["us"])
         a["us"] = [[scale(u, floor) for u in row] for row in a["us"]]
-    for cls in ("elementwise", "reduction", "memcopy", "embedding"):
+    for cls in ("elementwise", "reduction", "memcopy", "embedding", "triton_pointwise", "triton_reduction",
+                "triton_reduction_loop"):  # the Triton curves (round i) are byte curves like the eager ones
         if t.get(cls):
             floor = min(t[cls]["us"])
             t[cls]["us"] = [scale(u, floor) for u in t[cls]["us"]]
