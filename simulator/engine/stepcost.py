@@ -166,6 +166,19 @@ class StepCostCache:
             STATS["simulated"] += 1
         return r
 
+    def _memos(self, setup) -> tuple[dict, dict]:
+        """The batch-axis pricer's memos for `setup` (engine/batched.py): its plan rows (by cost key) and its op
+        figures (by digest), each bounded in memory (a rows entry holds a step's distinct ops)."""
+        rows = self._rows.get(setup.cost_key)
+        if rows is None or len(rows) > 4096:
+            if sum(len(v) for v in self._rows.values()) > 16384:
+                self._rows.clear()
+            rows = self._rows[setup.cost_key] = {}
+        figs = self._figs.get(setup.digest)
+        if figs is None or len(figs) > 1 << 17:
+            figs = self._figs[setup.digest] = {}
+        return rows, figs
+
     def step_seconds(self, setup, mode: str, shapes: Sequence[StepShape]) -> np.ndarray:
         """`step_time(setup, mode, s).step_s` for each shape (routed already): memoised, the missing shapes priced
         together over the batch axis (engine/batched.py: the same step times, without a plan per shape)."""
@@ -192,15 +205,7 @@ class StepCostCache:
             if len(secs) > self.LIMIT:
                 secs.clear()
             todo = list(miss)
-            rows = self._rows.get(key0)
-            if rows is None or len(rows) > 4096:  # a bound on memory (entries hold a step's distinct ops)
-                if sum(len(v) for v in self._rows.values()) > 16384:
-                    self._rows.clear()
-                rows = self._rows[key0] = {}
-            figs = self._figs.get(setup.digest)
-            if figs is None or len(figs) > 1 << 17:
-                figs = self._figs[setup.digest] = {}
-            vals = step_seconds(setup, mode, [k[2] for k in todo], rows, figs).tolist()
+            vals = step_seconds(setup, mode, [k[2] for k in todo], *self._memos(setup)).tolist()
             for k, v in zip(todo, vals):
                 secs[k] = v
                 for i in miss[k]:
@@ -226,15 +231,7 @@ class StepCostCache:
         if todo:
             if len(memo) > self.LIMIT:
                 memo.clear()
-            rows = self._rows.get(key0)
-            if rows is None or len(rows) > 4096:  # a bound on memory, as step_seconds
-                if sum(len(v) for v in self._rows.values()) > 16384:
-                    self._rows.clear()
-                rows = self._rows[key0] = {}
-            figs = self._figs.get(setup.digest)
-            if figs is None or len(figs) > 1 << 17:
-                figs = self._figs[setup.digest] = {}
-            cols = step_figures(setup, mode, [k[2] for k in todo], rows, figs)
+            cols = step_figures(setup, mode, [k[2] for k in todo], *self._memos(setup))
             for k, v in zip(todo, zip(*(c.tolist() for c in cols))):
                 memo[k] = v
             self.stats["simulated"] += len(todo)

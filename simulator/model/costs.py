@@ -21,7 +21,7 @@ import numpy as np
 
 from simulator.model.kernels import LaunchPath, Op, OpClass
 from simulator.model.profile import Curve, Profile
-from simulator.model.tables import CLAMP, REFUSE, loglog
+from simulator.model.tables import POLICIES, REFUSE, loglog
 
 US = 1e-6
 
@@ -62,20 +62,19 @@ def _loglog_many(x: list, xs, ys) -> list[float | None]:
     return out
 
 
-def _interp_curve(c: Curve, x: float, clamp_below: bool = False) -> float | None:
-    if clamp_below and x < c.bytes[0]:  # tables.POLICIES["triton_curve.bytes"]
-        return loglog(x, c.bytes, c.us, below=CLAMP, above=REFUSE)
-    return _loglog(x, c.bytes, c.us)
+def _interp_curve(c: Curve, x: float, below: str = REFUSE) -> float | None:
+    """Time of a byte curve at x bytes: refused above the grid (the roofline), below it as `below` says."""
+    return loglog(x, c.bytes, c.us, below=below, above=REFUSE)
 
 
-def _curve_many(c: Curve, x: list, clamp_below: bool = False) -> list[float | None]:
+def _curve_many(c: Curve, x: list, below: str = REFUSE) -> list[float | None]:
     """`_interp_curve` of each value of `x` (bitwise: the values below a clamped grid through the scalar reader)."""
     out = _loglog_many(x, c.bytes, c.us)
-    if clamp_below:
+    if below != REFUSE:
         lo = c.bytes[0]
         for i, v in enumerate(x):
             if v < lo:
-                out[i] = _interp_curve(c, v, True)
+                out[i] = _interp_curve(c, v, below)
     return out
 
 
@@ -93,7 +92,9 @@ def _looped_curve(loop: Curve | None, persistent: Curve | None) -> Curve | None:
     return Curve(bytes=[b for b, _ in below] + list(loop.bytes), us=[u for _, u in below] + list(loop.us))
 
 
-_CLAMPED = frozenset(("triton_poi", "triton_per", "triton_red"))  # curve keys read with tables' "triton_curve.bytes"
+# Inductor's kernels by name prefix -> their curve key; read below their grid as tables.POLICIES names it
+_TRITON_KEYS = {"triton_poi:": "triton_poi", "triton_per:": "triton_per", "triton_red:": "triton_red"}
+_BELOW = dict.fromkeys(_TRITON_KEYS.values(), POLICIES["triton_curve.bytes"][0])
 
 
 class CostModel:
@@ -152,12 +153,8 @@ class CostModel:
     def curve_key(self, op: Op) -> object:
         """Which byte curve prices `op`: its class's, or for a kernel of Inductor's (a `triton_poi:`, `triton_per:`
         or `triton_red:` op on the compiled path) the profile's measured Triton curve of that kind, when it has one."""
-        n = op.name
-        if n.startswith("triton_") and n[10:11] == ":" and op.path is LaunchPath.COMPILED:
-            k = n[:10]
-            if k in self._curves:
-                return k
-        return op.op_class
+        k = _TRITON_KEYS.get(op.name[:11])
+        return k if k is not None and op.path is LaunchPath.COMPILED and k in self._curves else op.op_class
 
     # -- GPU --------------------------------------------------------------------------------------
     def roofline_s(self, op: Op) -> float:
@@ -188,7 +185,7 @@ class CostModel:
         curve = self._curves.get(key)
         if curve is None:
             return None
-        v = _interp_curve(curve, op.bytes, key in _CLAMPED)
+        v = _interp_curve(curve, op.bytes, _BELOW.get(key, REFUSE))
         return None if v is None else v * US
 
     def verify_attention_s(self, op: Op) -> float | None:
@@ -319,7 +316,7 @@ class CostModel:
         c = self._curves.get(key)
         if c is None:
             return out, kern
-        v = _curve_many(c, values("bytes"), key in _CLAMPED)
+        v = _curve_many(c, values("bytes"), _BELOW.get(key, REFUSE))
         for j, x in enumerate(v):
             x = None if x is None else x * US
             out[j] = self.roofline_s(op_at(j)) if x is None else max(x, 0.0)
@@ -380,7 +377,7 @@ class CostModel:
             self._fill_kernels(t, n, k, js, ms, kern)
         for cls, js in curve.items():
             c = self._curves[cls]
-            v = _curve_many(c, [ops[j].bytes for j in js], cls in _CLAMPED)
+            v = _curve_many(c, [ops[j].bytes for j in js], _BELOW.get(cls, REFUSE))
             self._store(ops, js, [None if x is None else x * US for x in v], out)
             for j in js:
                 kern[j] = 1  # gemm_kernels of a kernel that is not a GEMM

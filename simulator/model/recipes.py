@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.model.kernels import LaunchPath as P
-from simulator.model.kernels import Op, OpClass
+from simulator.model.kernels import ATTENTION_PART, Op, OpClass
 
 IMPLS = ("reference", "hf", "fused")
 POSITIONS = ("given", "computed")  # hf: the caller passes cache_position / position_ids, or transformers derives them
@@ -214,6 +214,19 @@ def attention_op(b, name, path, keys: int, kv_heads: int, masked: bool, table_kv
           **({"sdpa_kv_heads": kv_heads, "sdpa_keys": keys} if table_kv_heads not in (None, kv_heads) else {}))
 
 
+def split_kv_reduce(b, heads_sdpa, keys: int) -> None:
+    """cuDNN SDPA's split-KV reduce kernel, launched while batch x the heads SDPA is given <= CUDNN_SPLIT_MAX over more
+    than CUDNN_SPLIT_MIN_KEYS keys. Its launch and GPU time are inside the attention op's measured figures (the
+    profile's SDPA host path and attention table were taken at batch 1, where cuDNN splits too): a kernel in the
+    count, no cost of its own; eager with the attention call in a piecewise graph (`ATTENTION_PART`, Op.in_attention).
+    Interned as every op (`b.add`), so a traced build (engine/batchbuild.py) repeats it as the real one does."""
+    s, m, e = b.s, b.m, b.e
+    if s.seqs * heads_sdpa <= CUDNN_SPLIT_MAX and keys > CUDNN_SPLIT_MIN_KEYS:
+        n = s.attn_tokens * m.num_attention_heads * m.head_dim
+        b.add("attention.split_kv_reduce", OpClass.REDUCTION, P.EAGER_REDUCTION, n, n * (8 + e), fixed_gpu_s=0.0,
+              fixed_host_s=0.0, **{ATTENTION_PART: 1})
+
+
 def verify_part(m, s) -> tuple[tuple[str, int], ...]:
     """Shape dims marking an op as a part of transformers' verify-attention block (q_len > 1; none at q_len 1):
     the block's table key, which costs.py checks before pricing the part (`CostModel.hf_verify_covered`)."""
@@ -371,12 +384,7 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
         verify_block_op(b, keys)
     else:
         attention_op(b, "attention", P.EAGER_ATTENTION, keys, heads_sdpa, masked, table_kv_heads=KV)
-    if s.seqs * heads_sdpa <= CUDNN_SPLIT_MAX and keys > CUDNN_SPLIT_MIN_KEYS:
-        # its launch and GPU time are inside the attention op's measured figures (the profile's SDPA host path
-        # and attention table were taken at batch 1 where cuDNN splits too)
-        b.ops.append(Op("attention.split_kv_reduce", OpClass.REDUCTION, P.EAGER_REDUCTION, s.attn_tokens * Hq * hd,
-                        s.attn_tokens * Hq * hd * (8 + e), (("attention_part", 1),), fixed_gpu_s=0.0,
-                        fixed_host_s=0.0))  # eager with the attention call in a piecewise graph (Op.in_attention)
+    split_kv_reduce(b, heads_sdpa, keys)
     b.view("attn.transpose_reshape", 2)
     b.gemm("o_proj", T, H, q, bias=m.o_bias)
     b.all_reduce("o_proj.all_reduce", T)

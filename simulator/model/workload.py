@@ -208,16 +208,12 @@ class _Builder:
             batch=s.seqs, q_len=max(1, s.attn_tokens // max(1, s.seqs)), ctx=keys,
             heads=H, kv_heads=KV, head_dim=hd, **extra,
         )
-        if (sdpa and q == 1 and not s.prefill_seqs and s.seqs * KV <= R.CUDNN_SPLIT_MAX
-                and keys > R.CUDNN_SPLIT_MIN_KEYS):
-            # the reference decoder's SDPA (enable_gqa) runs cuDNN, which adds its split-KV reduce kernel under the hf recipe's rule
-            # (recipes.CUDNN_SPLIT_*; seen on this code's own form too: calibration/measured/h200-traces/
-            # splitkv_probe.json, enable_gqa at 576-4096 keys, split while batch x kv heads <= 64; the independent
-            # decoder at 513 keys, b1 split, b64 not, round h/i). Its time is inside the attention table's figure
-            # (a measured SDPA call) and its launch inside the SDPA host path: a kernel in the count, no cost.
-            self.add("attention.split_kv_reduce", OpClass.REDUCTION, P.EAGER_REDUCTION, s.attn_tokens * H * hd,
-                     s.attn_tokens * H * hd * (8 + e), fixed_gpu_s=0.0, fixed_host_s=0.0,  # interned, as every op
-                     attention_part=1)  # eager with the attention call in a piecewise graph (Op.in_attention)
+        if sdpa and q == 1 and not s.prefill_seqs:
+            # the reference decoder's SDPA (enable_gqa) runs cuDNN, which adds its split-KV reduce under the hf
+            # recipe's rule (seen on this code's own form too: calibration/measured/h200-traces/splitkv_probe.json,
+            # enable_gqa at 576-4096 keys, split while batch x kv heads <= 64; the independent decoder at 513 keys,
+            # b1 split, b64 not, round h/i)
+            R.split_kv_reduce(self, KV, keys)
 
 
 def _layer_eager(b: _Builder, packed: bool, layer: int = 0) -> None:
