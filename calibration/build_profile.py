@@ -240,6 +240,12 @@ def derive_h100(p: dict, name: str = "h100-sxm") -> dict:
         floor = min(g["us"])
         g["us"] = [scale(u, floor, (2.0 * m * g["n"] * g["k"]) / (2.0 * (m * g["k"] + g["n"] * g["k"] + m * g["n"]))
                          < ridge) for m, u in zip(g["m"], g["us"])]
+    if t.get("gemm_grid"):  # each row as a table of its own (its floor its own fastest point)
+        gg = t["gemm_grid"]
+        for i, (n, k) in enumerate(gg["shapes"]):
+            floor = min(gg["us"][i])
+            gg["us"][i] = [scale(u, floor, (2.0 * m * n * k) / (2.0 * (m * k + n * k + m * n)) < ridge)
+                           for m, u in zip(gg["m"], gg["us"][i])]
     for a in t.get("attention", []):
         floor = min(min(row) for row in a["us"])
         a["us"] = [[scale(u, floor) for u in row] for row in a["us"]]

@@ -116,6 +116,8 @@ class CostModel:
         self.compiled_entry_s = h.compiled_entry_us * US
         self.compiled_wrapper_s = h.compiled_wrapper_us * US
         self._gemm = {(t.n, t.k): t for t in d.tables.gemm}
+        self._grid = d.tables.gemm_grid  # joins _gemm at the first shape the tables lack (`gemm_table`)
+        self._grid_extra: list = []  # its rows of shapes the tables lack, once joined
         self._attn = {(t.heads, t.kv_heads, t.head_dim): t for t in d.tables.attention if t.q_len == 1}
         # verify tables by (heads, kv_heads, head_dim, layout), then q_len (q_len > 1)
         self._attn_q: dict[tuple[int, int, int, str], dict[int, object]] = {}
@@ -168,7 +170,7 @@ class CostModel:
         if any(k in _FP8_MOE_KEYS for k, _ in op.shape):
             return _fp8_moe_s(self.profile.device.tables, op)  # simulator/model/dtype.py, moe.py
         if op.op_class is OpClass.GEMM:
-            t = self._gemm.get((op.dim("n"), op.dim("k")))
+            t = self.gemm_table(op.dim("n"), op.dim("k"))
             m = op.dim("m")
             if t is None:
                 return self.gemm_fallback_s(op)
@@ -300,7 +302,7 @@ class CostModel:
                 groups.setdefault(nk, []).append(j)
             for (nn, kk), js in groups.items():
                 mj = [ms[j] for j in js]
-                t = self._gemm.get((nn, kk))
+                t = self.gemm_table(nn, kk)
                 if t is None:
                     ts = self.gemm_fallback.time_many(nn, kk, mj)
                 else:
@@ -367,7 +369,7 @@ class CostModel:
     def _prime_groups(self, ops, gemm, curve, out, kern):
         for (n, k), js in gemm.items():
             ms = [ops[j].dim("m") for j in js]
-            t = self._gemm.get((n, k))
+            t = self.gemm_table(n, k)
             if t is None:
                 ts = self.gemm_fallback.time_many(n, k, ms)
             else:
@@ -460,7 +462,7 @@ class CostModel:
         reduce kernel; the table's time already includes both); 1 where the table does not say."""
         if op.op_class is not OpClass.GEMM:
             return 1 if op.launches_kernel else 0
-        t = self._gemm.get((op.dim("n"), op.dim("k")))
+        t = self.gemm_table(op.dim("n"), op.dim("k"))
         if t is None:
             return self.gemm_fallback_kernels(op)
         if t.kernels is None:
@@ -473,15 +475,30 @@ class CostModel:
             v = self._kernels_cache[key] = int(t.kernels[i])
         return v
 
+    def gemm_table(self, n: int, k: int):
+        """The measured table of GEMM shape (n, k): the profile's `tables.gemm`, else its `tables.gemm_grid` row
+        (the grid is unpacked once, at the first shape the tables lack); None where neither holds it."""
+        t = self._gemm.get((n, k))
+        if t is None and self._grid is not None:
+            from simulator.model.gemm_model import grid_tables
+
+            extra = [g for key, g in grid_tables(self._grid).items() if key not in self._gemm]
+            self._gemm.update({(g.n, g.k): g for g in extra})  # a shape of both: the table (the fit's own) wins
+            self._grid, self._grid_extra = None, extra
+            t = self._gemm.get((n, k))
+        return t
+
     # -- GEMM shapes the tables lack (simulator/model/gemm_model.py) ------------------------------------
     @property
     def gemm_fallback(self):
-        """The model of unmeasured GEMM shapes, built once from this profile's GEMM tables."""
+        """The model of unmeasured GEMM shapes, built once from this profile's GEMM tables and grid."""
         fb = self.__dict__.get("_gemm_fb")
         if fb is None:
             from simulator.model.gemm_model import GemmFallback
 
-            fb = self.__dict__["_gemm_fb"] = GemmFallback(self.profile.device.tables.gemm, self.peak_flops, self.bw)
+            self.gemm_table(0, 0)  # the grid joins the tables
+            tabs = list(self.profile.device.tables.gemm) + self._grid_extra
+            fb = self.__dict__["_gemm_fb"] = GemmFallback(tabs, self.peak_flops, self.bw)
         return fb
 
     def gemm_fallback_s(self, op: Op) -> float | None:

@@ -47,6 +47,17 @@ POWER = 1.0
 W_K = 1.0
 
 
+def grid_tables(grid) -> dict[tuple[int, int], object]:
+    """A profile's GEMM grid (profile.GemmGrid) as one GemmTable per (n, k), in the grid's order (validated as a
+    whole by the grid's schema model: built here without a second validation)."""
+    from simulator.model.profile import GemmTable
+
+    ks = grid.kernels
+    return {(n, k): GemmTable.model_construct(n=n, k=k, m=list(grid.m), us=list(grid.us[i]),
+                                              kernels=None if ks is None else list(ks[i]))
+            for i, (n, k) in enumerate(grid.shapes)}
+
+
 def _coord(n: int, k: int, w: float) -> tuple[float, float]:
     return math.log(n * k), w * math.log(k / n)
 

@@ -214,6 +214,37 @@ class GemmTable(_Strict):
         return self
 
 
+class GemmGrid(_Strict):
+    """bf16 GEMMs measured over a grid of (n, k) chosen by a rule, not from any model (calibration/scripts/round_k.py:
+    every n, k in 256..4096 step 256, ..4096..8192 step 512, ..16384 step 1024), at one shared m axis, in the GEMM
+    tables' own method. Read where `gemm` holds no table of that (n, k), and by the fallback of shapes neither holds
+    (simulator/model/gemm_model.py). Checked here, not by the generic walk (profile_check skips it: 20k values)."""
+
+    m: list[int] = Field(min_length=1)
+    shapes: list[tuple[int, int]] = Field(min_length=1, description="(n, k) of each row, each once")
+    us: list[list[float]] = Field(description="us[i][j]: shapes[i] at m[j]")
+    kernels: list[list[int]] | None = Field(None, description="kernels one call launches, as GemmTable.kernels")
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _shape(self):
+        import math
+
+        if any(b <= a for a, b in zip(self.m, self.m[1:])) or self.m[0] < 1:
+            raise ValueError("m must be positive and strictly increasing")
+        if len(set(self.shapes)) != len(self.shapes) or any(n < 1 or k < 1 for n, k in self.shapes):
+            raise ValueError("shapes must be distinct positive (n, k) pairs")
+        for name, rows in (("us", self.us), ("kernels", self.kernels)):
+            if rows is not None and (len(rows) != len(self.shapes) or any(len(r) != len(self.m) for r in rows)):
+                raise ValueError(f"{name} must be len(shapes) rows of len(m) values")
+        for i, r in enumerate(self.us):
+            if not all(math.isfinite(v) and v > 0 for v in r):
+                raise ValueError(f"us[{i}]: a measured GEMM time must be a finite number > 0 us")
+        if self.kernels is not None and any(v < 1 for r in self.kernels for v in r):
+            raise ValueError("kernels must be >= 1")
+        return self
+
+
 class AttentionTable(_Strict):
     heads: int
     kv_heads: int
@@ -237,6 +268,7 @@ class AttentionTable(_Strict):
 
 class Tables(_Strict):
     gemm: list[GemmTable] = Field(default_factory=list)
+    gemm_grid: GemmGrid | None = Field(None, description="GEMMs over a rule-chosen (n, k) grid (round k)")
     attention: list[AttentionTable] = Field(default_factory=list)
     elementwise: Curve | None = None
     reduction: Curve | None = None

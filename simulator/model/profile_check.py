@@ -19,6 +19,7 @@ from simulator.common.jsonfile import field_error, read_json
 
 AXES = ("bytes", "m", "batch", "ctx")
 SKIP = ("environment",)
+SKIP_PATHS = (("device", "tables", "gemm_grid"),)  # checked by its own schema model (profile.GemmGrid)
 NEEDED_TABLES = ("gemm", "attention", "elementwise")
 
 
@@ -40,7 +41,8 @@ def _walk(x, loc: tuple):
         loc, x = pop()
         yield loc, x
         if isinstance(x, dict):
-            push(reversed([(loc + (k,), v) for k, v in x.items() if not (loc == () and k in SKIP)]))
+            push(reversed([(loc + (k,), v) for k, v in x.items()
+                           if not (loc == () and k in SKIP) and loc + (k,) not in SKIP_PATHS]))
         elif isinstance(x, list):
             push(reversed([(loc + (i,), v) for i, v in enumerate(x)]))
 
