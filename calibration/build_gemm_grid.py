@@ -2,7 +2,7 @@
 
 Round k timed F.linear over a rule-chosen grid of (n, k) in the GEMM tables' own method (timing.json: per-op µs in
 a replayed graph, one timing process) and counted each call's kernels in a separate profiling process
-(counts.json.gz). A shape the counts process did not reach gets no counts row: the grid then carries counts only if
+(counts.json.gz), written to 1e-4 µs. A shape the counts process did not reach gets no counts row: the grid then carries counts only if
 every row has them (else none, and the split-K count comes from the counted tables, as before round k).
 """
 
@@ -27,7 +27,7 @@ def grid_section(round_dir: Path, source: str) -> dict | None:
     m = list(timing["m"])
     kernels = [[len(calls[f"{r['n']},{r['k']},{mm}"]) for mm in m] if all(
         f"{r['n']},{r['k']},{mm}" in calls for mm in m) else None for r in rows]
-    return {"m": m, "shapes": [[r["n"], r["k"]] for r in rows], "us": [list(r["graph_us"]) for r in rows],
+    return {"m": m, "shapes": [[r["n"], r["k"]] for r in rows], "us": [[round(u, 4) for u in r["graph_us"]] for r in rows],
             "kernels": kernels if all(k is not None for k in kernels) else None,
             "source": f"{source} (calibration/scripts/round_k.py: {len(rows)} shapes; canary "
                       f"{timing['canary']['host_start_us']:.2f} -> {timing['canary']['host_end_us']:.2f} us)"}

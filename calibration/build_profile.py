@@ -19,10 +19,32 @@ EAGER_PATHS = ("eager_elementwise", "eager_reduction", "eager_gemm", "eager_atte
 
 
 def write_json_atomic(obj, path) -> None:
-    """Write JSON atomically (simulator.report.html's temp file + os.replace; stdlib only)."""
+    """Write JSON atomically (simulator.report.html's temp file + os.replace; stdlib only). A profile's GEMM grid
+    (device.tables.gemm_grid: ~20k numbers) is written a row a line, the rest one value a line as before."""
     from simulator.common.jsonfile import atomic_write_text
 
-    atomic_write_text(path, json.dumps(obj, indent=1) + "\n")
+    tables = obj.get("device", {}).get("tables", {}) if isinstance(obj, dict) else {}
+    grid = tables.get("gemm_grid") if isinstance(tables, dict) else None
+    if not grid:
+        atomic_write_text(path, json.dumps(obj, indent=1) + "\n")
+        return
+    mark = "@gemm_grid@"
+    tables["gemm_grid"] = mark
+    try:
+        text = json.dumps(obj, indent=1)
+    finally:
+        tables["gemm_grid"] = grid
+    pad = "    "
+    parts = []
+    for key, v in grid.items():
+        if isinstance(v, list) and v and isinstance(v[0], list):
+            body = (",\n" + pad + " ").join(json.dumps(r) for r in v)
+            parts.append(f'{pad}"{key}": [\n{pad} {body}\n{pad}]')
+        else:
+            parts.append(f"{pad}{json.dumps(key)}: {json.dumps(v)}")
+    block = "{\n" + ",\n".join(parts) + "\n   }"
+    assert text.count(json.dumps(mark)) == 1
+    atomic_write_text(path, text.replace(json.dumps(mark), block) + "\n")
 
 
 def _spread(d, scale=1.0):

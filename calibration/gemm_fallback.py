@@ -203,7 +203,9 @@ def main(argv=None) -> int:
     g = loo_grid(a.profile)
     if g is not None:
         text += grid_report(g)
-    Path(a.out).write_text(text)
+    from simulator.common.jsonfile import atomic_write_text
+
+    atomic_write_text(a.out, text)
     rows = res["rows"]
     print(f"summary: {len(rows)} (shape, M) cells; leave-one-shape-out MAPE fallback "
           f"{_mape([(r['pred_us'], r['us']) for r in rows if r['pred_us']]):.1f} %, roofline "

@@ -459,7 +459,16 @@ def lofo_profiles(family: str, models: list[str], profile_json: Path = PROFILE_J
     before = len(t["device"]["tables"]["gemm"])
     t["device"]["tables"]["gemm"] = [g for g in t["device"]["tables"]["gemm"] if (g["n"], g["k"]) not in shapes]
     dropped = before - len(t["device"]["tables"]["gemm"])
-    out["refit, GEMM tables dropped"] = (parse_profile(t), note + f"; {dropped} of {before} GEMM tables dropped")
+    gg = t["device"]["tables"].get("gemm_grid")
+    if gg:  # the grid's rows of those shapes go too (round k's grid holds some of them by its rule)
+        keep_i = [i for i, (n, k) in enumerate(gg["shapes"]) if (n, k) not in shapes]
+        dropped += len(gg["shapes"]) - len(keep_i)
+        before += len(gg["shapes"])
+        for key in ("shapes", "us", "kernels"):
+            if gg.get(key) is not None:
+                gg[key] = [gg[key][i] for i in keep_i]
+    what = "GEMM tables and grid rows" if gg else "GEMM tables"
+    out["refit, GEMM tables dropped"] = (parse_profile(t), note + f"; {dropped} of {before} {what} dropped")
     return out
 
 
