@@ -13,8 +13,9 @@ import plotly.graph_objects as go
 from simulator.layouts.buckets import parse_layout
 from simulator.config.sweep import NamedDistribution, SweepScenario
 from simulator.layouts.distribution import BatchDistribution
-from simulator.report.html import table_html, write_csv, write_html
-from simulator.common.jsonfile import indented, indented_list, write_json
+from simulator.report.background import BackgroundWriter
+from simulator.report.html import csv_text, report_text, table_html
+from simulator.common.jsonfile import indented, indented_list
 from simulator.sweep.grid import Point, budget_template, fill_budget, point_for, run_points
 
 MiB = 1 << 20
@@ -152,18 +153,21 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
     be = breakeven_rows(rows, batch_means(sc))
     if be:
         result["spec_breakeven"] = be
-    if out is not None:
-        write_rows_csv(out / "results.csv", rows, run.family)
-        rows_text = rows_json(rows, run.family)  # written twice: alone and inside result.json
-        write_json(out / "results.json", rows, {id(rows): rows_text})
-        write_json(out / "result.json", result, {id(rows): rows_text})
-        write_html(out / "report.html", f"launchsim: {sc.name}", figures(rows) + breakeven_figures(be, rows,
-                                                                                             batch_means(sc)),
-                   ([table_html(be, "Where speculation stops paying: break-even acceptance per point (speculation "
-                                    "pays above it)", limit=TABLE_ROWS)] if be else [])
-                   + [memory_table(rows), table_html(rows, "All grid points", limit=TABLE_ROWS, rest="results.csv")],
-                   intro=f"{sc.description} {len(points)} points ({run.computed} computed, {run.cached} from "
-                         f"the cache); profiles: {', '.join(sc.profiles)}; context {sc.ctx}.")
+    if out is not None:  # each file's text is built while the one before is written (report/background.py)
+        with BackgroundWriter() as bg:
+            bg.write(out / "results.csv", rows_csv_text(rows, run.family))
+            rows_text = rows_json(rows, run.family)  # written twice: alone and inside result.json
+            known = {id(rows): rows_text}
+            bg.write(out / "results.json", indented(rows, known) + "\n")  # = write_json(path, rows, known)
+            bg.write(out / "result.json", indented(result, known) + "\n")
+            path = out / "report.html"
+            bg.write(path, report_text(
+                path, f"launchsim: {sc.name}", figures(rows) + breakeven_figures(be, rows, batch_means(sc)),
+                ([table_html(be, "Where speculation stops paying: break-even acceptance per point (speculation "
+                                 "pays above it)", limit=TABLE_ROWS)] if be else [])
+                + [memory_table(rows), table_html(rows, "All grid points", limit=TABLE_ROWS, rest="results.csv")],
+                intro=f"{sc.description} {len(points)} points ({run.computed} computed, {run.cached} from "
+                      f"the cache); profiles: {', '.join(sc.profiles)}; context {sc.ctx}."))
     return result
 
 
@@ -192,13 +196,18 @@ _CSV_B, _CSV_F = "@@budget_bytes@@", "@@fits_budget@@"
 
 def write_rows_csv(path: Path, rows: list[dict], family: list[int]) -> Path:
     """`report/html.write_csv(path, rows)`, each family's line made once (as `rows_json`)."""
+    from simulator.common.jsonfile import atomic_write_text
+
+    return atomic_write_text(path, rows_csv_text(rows, family))
+
+
+def rows_csv_text(rows: list[dict], family: list[int]) -> str:
+    """`report/html.csv_text(rows)` (what `write_csv` writes), each family's line made once (as `rows_json`)."""
     import csv
     import io
 
-    from simulator.common.jsonfile import atomic_write_text
-
     if not rows or len(family) != len(rows):
-        return write_csv(path, rows)
+        return csv_text(rows)
     keys = list(rows[0].keys())
     seen = set(keys)
     for r in rows[1:]:  # write_csv's columns: every key, in first-seen order
@@ -233,7 +242,7 @@ def write_rows_csv(path: Path, rows: list[dict], family: list[int]) -> Path:
                 buf.write(t[0] + str(b) + t[1] + str(fits) + t[2])
                 continue
         w.writerow(r)
-    return atomic_write_text(path, buf.getvalue())
+    return buf.getvalue()
 
 
 def batch_means(sc: SweepScenario) -> dict[str, float]:
@@ -365,8 +374,12 @@ def figures(rows: list[dict]) -> list[go.Figure]:
     # 2. expected step time per layout; 4. capture time per layout
     d0 = r0["distribution"]
     f2, f4 = go.Figure(), go.Figure()
-    for (m, f, g) in dict.fromkeys((r["model"], r["fusion"], r["graph"]) for r in base):
-        rs = _first(base, model=m, fusion=f, graph=g, distribution=d0)
+    by_mfg: dict[tuple, list[dict]] = {}  # _first(base, model=m, fusion=f, graph=g, distribution=d0) of each (m, f, g)
+    for r in base:
+        rs = by_mfg.setdefault((r["model"], r["fusion"], r["graph"]), [])
+        if r["distribution"] == d0:
+            rs.append(r)
+    for (m, f, g), rs in by_mfg.items():
         f2.add_trace(go.Bar(x=[r["layout"] for r in rs], y=[r["expected_step_ms"] for r in rs], name=f"{m} {f}/{g}"))
         if g != "none":
             f4.add_trace(go.Bar(x=[r["layout"] for r in rs], y=[r["capture_s"] for r in rs], name=f"{m} {f}/{g}"))
