@@ -10,11 +10,34 @@ is raised there (after the remaining writes are skipped), unless the block itsel
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from pathlib import Path
+from typing import Iterable
 
 from simulator.common.jsonfile import atomic_write_text
+
+
+def atomic_write_parts(path: str | Path, parts: Iterable[str]) -> Path:
+    """`atomic_write_text(path, "".join(parts))` without the joined string: the same temporary file beside `path`,
+    text mode, mode 0o644 and `os.replace`, each piece written in turn (no file left behind on an error)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for part in parts:
+                f.write(part)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p
 
 
 class BackgroundWriter:
@@ -31,12 +54,17 @@ class BackgroundWriter:
                 return
             if self._error is None:
                 try:
-                    atomic_write_text(*job)
+                    path, text = job
+                    if isinstance(text, str):
+                        atomic_write_text(path, text)
+                    else:
+                        atomic_write_parts(path, text)
                 except BaseException as e:  # re-raised by close() in the caller's thread
                     self._error = e
 
-    def write(self, path: str | Path, text: str) -> None:
-        """Queue `atomic_write_text(path, text)`; a write that failed already is raised here."""
+    def write(self, path: str | Path, text: str | Iterable[str]) -> None:
+        """Queue `atomic_write_text(path, text)`, or `atomic_write_parts` for pieces (an iterable, consumed on the
+        writer's thread); a write that failed already is raised here."""
         if self._error is not None:
             self.close()
         self._q.put((path, text))

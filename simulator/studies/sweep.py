@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Iterator
 
 import plotly.graph_objects as go
 
@@ -155,11 +156,12 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
         result["spec_breakeven"] = be
     if out is not None:  # each file's text is built while the one before is written (report/background.py)
         with BackgroundWriter() as bg:
-            bg.write(out / "results.csv", rows_csv_text(rows, run.family))
-            rows_text = rows_json(rows, run.family)  # written twice: alone and inside result.json
-            known = {id(rows): rows_text}
-            bg.write(out / "results.json", indented(rows, known) + "\n")  # = write_json(path, rows, known)
-            bg.write(out / "result.json", indented(result, known) + "\n")
+            bg.write(out / "results.csv", rows_csv_blocks(rows, run.family))
+            blocks = rows_json_blocks(rows, run.family)  # written twice: alone and inside result.json
+            bg.write(out / "results.json", [*blocks, "\n"])  # = write_json(path, rows)
+            parts = result_json_parts(result, rows, blocks)
+            bg.write(out / "result.json", parts if parts is not None else
+                     indented(result, {id(rows): "".join(blocks)}) + "\n")  # = write_json(path, result)
             path = out / "report.html"
             bg.write(path, report_text(
                 path, f"launchsim: {sc.name}", figures(rows) + breakeven_figures(be, rows, batch_means(sc)),
@@ -174,8 +176,17 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
 def rows_json(rows: list[dict], family: list[int]) -> str:
     """`indented(rows)`, each family's row text made once (`sweep/grid.budget_template`: rows of one family differ
     only in budget_bytes and fits_budget): linear in points with a small constant per budget."""
+    return "".join(rows_json_blocks(rows, family))
+
+
+JSON_BLOCK = 1024  # rows per block of `rows_json_blocks` (about 1 MB of text for a sweep row)
+
+
+def rows_json_blocks(rows: list[dict], family: list[int]) -> list[str]:
+    """`rows_json(rows, family)` in pieces of JSON_BLOCK rows ("".join of them is that text, `indented_list` of the
+    rows' texts): the files are written piece by piece, never as one string of hundreds of MB."""
     if len(family) != len(rows):
-        return indented(rows)
+        return [indented(rows)]
     enc = lambda t: indented(t, depth=1)  # noqa: E731
     tpls: dict[int, list[str] | None] = {}
     items = []
@@ -188,7 +199,26 @@ def rows_json(rows: list[dict], family: list[int]) -> str:
             if tpl is not None:
                 text = fill_budget(tpl, r)
         items.append(enc(r) if text is None else text)
-    return indented_list(items)
+    if not items:
+        return [indented_list(items)]
+    sep = ",\n  "
+    blocks = [("[\n  " if i == 0 else sep) + sep.join(items[i:i + JSON_BLOCK]) for i in range(0, len(items), JSON_BLOCK)]
+    blocks.append("\n]")
+    return blocks
+
+
+_ROWS_AT = "\x00launchsim:rows\x00"  # stands for the rows' text in result.json (JSON escapes every control character)
+
+
+def result_json_parts(result: dict, rows: list[dict], blocks: list[str]) -> Iterator[str] | None:
+    """`indented(result, {id(rows): "".join(blocks)}) + "\n"` (write_json's text of result.json, whose "rows" is
+    `rows`) as pieces, made lazily: the text around the rows (made alone), the rows' blocks each indented one level (a line break is one character, so replacing it block by block is replacing it
+    in the whole). None where the stand-in is not found exactly once."""
+    around = indented(result, {id(rows): _ROWS_AT})
+    if around.count(_ROWS_AT) != 1:
+        return None
+    head, tail = around.split(_ROWS_AT)
+    return itertools.chain([head], (b.replace("\n", "\n  ") for b in blocks), [tail + "\n"])  # lazily: one block at a time
 
 
 _CSV_B, _CSV_F = "@@budget_bytes@@", "@@fits_budget@@"
@@ -198,16 +228,17 @@ def write_rows_csv(path: Path, rows: list[dict], family: list[int]) -> Path:
     """`report/html.write_csv(path, rows)`, each family's line made once (as `rows_json`)."""
     from simulator.common.jsonfile import atomic_write_text
 
-    return atomic_write_text(path, rows_csv_text(rows, family))
+    return atomic_write_text(path, "".join(rows_csv_blocks(rows, family)))
 
 
-def rows_csv_text(rows: list[dict], family: list[int]) -> str:
-    """`report/html.csv_text(rows)` (what `write_csv` writes), each family's line made once (as `rows_json`)."""
+def rows_csv_blocks(rows: list[dict], family: list[int]) -> list[str]:
+    """`report/html.csv_text(rows)` (what `write_csv` writes) in pieces of JSON_BLOCK lines, each family's line made
+    once (as `rows_json`)."""
     import csv
     import io
 
     if not rows or len(family) != len(rows):
-        return csv_text(rows)
+        return [csv_text(rows)]
     keys = list(rows[0].keys())
     seen = set(keys)
     for r in rows[1:]:  # write_csv's columns: every key, in first-seen order
@@ -232,7 +263,12 @@ def rows_csv_text(rows: list[dict], family: list[int]) -> str:
         return [head, *rest.split(_CSV_F)]
 
     tpls: dict[int, list[str] | None] = {}
-    for r, f in zip(rows, family):
+    blocks = []
+    for n, (r, f) in enumerate(zip(rows, family), 1):
+        if n % JSON_BLOCK == 0:
+            blocks.append(buf.getvalue())
+            buf.seek(0)
+            buf.truncate()
         b, fits = r.get("budget_bytes"), r.get("fits_budget")
         if f >= 0 and type(b) is int and type(fits) is bool:
             if f not in tpls:
@@ -242,7 +278,8 @@ def rows_csv_text(rows: list[dict], family: list[int]) -> str:
                 buf.write(t[0] + str(b) + t[1] + str(fits) + t[2])
                 continue
         w.writerow(r)
-    return buf.getvalue()
+    blocks.append(buf.getvalue())
+    return blocks
 
 
 def batch_means(sc: SweepScenario) -> dict[str, float]:
