@@ -39,16 +39,16 @@ def build_points(sc: SweepScenario) -> list[Point]:
     for mname, prof in itertools.product(sc.models, sc.profiles):
         proto = point_for(resolve_model(mname, sc.dtype, sc.kv_dtype, 1, sc.assume_family), prof, fusion="", graph="", layout="", sizes=(), distribution="",
                           dist_sizes=(), dist_weights=(), budget_bytes=0, ctx=sc.ctx)
-        for fusion, graph, (k, a), (lname, sizes), dist, budget in itertools.product(
-                sc.fusion, sc.graph, spec_axes(sc), layouts, dists, sc.budgets):
+        for fusion, graph, (k, a), (lname, sizes), dist in itertools.product(
+                sc.fusion, sc.graph, spec_axes(sc), layouts, dists):
             spec = (0, None, "eagle", "vllm", None)
             if k:
                 sizes, eng, dsizes = spec_sizes(sc, lname, k, graph)
                 spec = (k, a, sc.draft, eng, dsizes)
-            pts.append(Point.of(proto.model, prof, proto.profile_digest, fusion, graph, lname, sizes, dist.label,
-                             dist.sizes, dist.weights, budget, sc.ctx, mixed, sc.shared_pool, sc.gpu_util,
-                             sc.workspace_bytes, sc.attention_backend, prefill, sc.impl, sc.kv_cache,
-                             sc.max_cache_len, sc.host_canary_us, *spec, sc.compile_dynamic))
+            pts += Point.at_budgets((proto.model, prof, proto.profile_digest, fusion, graph, lname, sizes, dist.label,
+                                     dist.sizes, dist.weights, None, sc.ctx, mixed, sc.shared_pool, sc.gpu_util,
+                                     sc.workspace_bytes, sc.attention_backend, prefill, sc.impl, sc.kv_cache,
+                                     sc.max_cache_len, sc.host_canary_us, *spec, sc.compile_dynamic), sc.budgets)
     return pts
 
 

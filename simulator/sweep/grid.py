@@ -84,6 +84,21 @@ class Point:
         p.__dict__.update(zip(_FIELD_NAMES, values, strict=True))
         return p
 
+    @classmethod
+    def at_budgets(cls, values: tuple, budgets) -> list["Point"]:
+        """[Point.of(*values with budget_bytes = b) for b in budgets]: the fields filled once, each point a copy
+        of them with its own budget (a grid's budget axis is its innermost)."""
+        d0 = dict(zip(_FIELD_NAMES, values, strict=True))
+        new, setattr_ = object.__new__, object.__setattr__
+        out = []
+        for b in budgets:
+            d = d0.copy()
+            d["budget_bytes"] = b
+            p = new(cls)
+            setattr_(p, "__dict__", d)
+            out.append(p)
+        return out
+
     @property
     def spec(self) -> ModelSpec:
         return ModelSpec(*self.model)
