@@ -18,6 +18,11 @@ from simulator.common.jsonfile import atomic_write_text
 
 
 def write_csv(path: str | Path, rows: list[dict]) -> Path:
+    return atomic_write_text(path, csv_text(rows))
+
+
+def csv_text(rows: list[dict]) -> str:
+    """The CSV text `write_csv` writes: a header of every key (first-seen order), one line per row."""
     buf = io.StringIO()
     if rows:
         keys = list(rows[0].keys())
@@ -30,7 +35,7 @@ def write_csv(path: str | Path, rows: list[dict]) -> Path:
         w = csv.DictWriter(buf, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
-    return atomic_write_text(path, buf.getvalue())
+    return buf.getvalue()
 
 
 from simulator.report.numbers import ZERO, human  # noqa: F401  (numbers for people; tables use them)
@@ -163,9 +168,14 @@ def _colours(fig) -> None:
 def write_html(path: str | Path, title: str, figures: Iterable, sections: Iterable[str] = (), intro: str = "") -> Path:
     """Write a report; plotly.js goes once into the report's folder as plotly.min.js (opens offline as long as
     the folder stays together), or inline when asked (`set_inline_plotly`, LAUNCHSIM_INLINE_PLOTLY=1)."""
+    return atomic_write_text(path, report_text(path, title, figures, sections, intro))
+
+
+def report_text(path: str | Path, title: str, figures: Iterable, sections: Iterable[str] = (), intro: str = "") -> str:
+    """The page `write_html` writes at `path` (plotly.min.js written beside it first, as `write_html` does)."""
     figures = list(figures)
     src = None
     if figures and not inline_plotly():
         ensure_plotly_js(Path(path).parent)
         src = PLOTLY_JS
-    return atomic_write_text(path, html_page(title, figures, sections, intro, src))
+    return html_page(title, figures, sections, intro, src)

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Iterator
 
 import plotly.graph_objects as go
 
 from simulator.layouts.buckets import parse_layout
 from simulator.config.sweep import NamedDistribution, SweepScenario
 from simulator.layouts.distribution import BatchDistribution
-from simulator.report.html import table_html, write_csv, write_html
-from simulator.common.jsonfile import indented, indented_list, write_json
+from simulator.report.background import BackgroundWriter
+from simulator.report.html import csv_text, report_text, table_html
+from simulator.common.jsonfile import indented, indented_list
 from simulator.sweep.grid import Point, budget_template, fill_budget, point_for, run_points
 
 MiB = 1 << 20
@@ -37,16 +39,16 @@ def build_points(sc: SweepScenario) -> list[Point]:
     for mname, prof in itertools.product(sc.models, sc.profiles):
         proto = point_for(resolve_model(mname, sc.dtype, sc.kv_dtype, 1, sc.assume_family), prof, fusion="", graph="", layout="", sizes=(), distribution="",
                           dist_sizes=(), dist_weights=(), budget_bytes=0, ctx=sc.ctx)
-        for fusion, graph, (k, a), (lname, sizes), dist, budget in itertools.product(
-                sc.fusion, sc.graph, spec_axes(sc), layouts, dists, sc.budgets):
+        for fusion, graph, (k, a), (lname, sizes), dist in itertools.product(
+                sc.fusion, sc.graph, spec_axes(sc), layouts, dists):
             spec = (0, None, "eagle", "vllm", None)
             if k:
                 sizes, eng, dsizes = spec_sizes(sc, lname, k, graph)
                 spec = (k, a, sc.draft, eng, dsizes)
-            pts.append(Point.of(proto.model, prof, proto.profile_digest, fusion, graph, lname, sizes, dist.label,
-                             dist.sizes, dist.weights, budget, sc.ctx, mixed, sc.shared_pool, sc.gpu_util,
-                             sc.workspace_bytes, sc.attention_backend, prefill, sc.impl, sc.kv_cache,
-                             sc.max_cache_len, sc.host_canary_us, *spec, sc.compile_dynamic))
+            pts += Point.at_budgets((proto.model, prof, proto.profile_digest, fusion, graph, lname, sizes, dist.label,
+                                     dist.sizes, dist.weights, None, sc.ctx, mixed, sc.shared_pool, sc.gpu_util,
+                                     sc.workspace_bytes, sc.attention_backend, prefill, sc.impl, sc.kv_cache,
+                                     sc.max_cache_len, sc.host_canary_us, *spec, sc.compile_dynamic), sc.budgets)
     return pts
 
 
@@ -152,26 +154,39 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
     be = breakeven_rows(rows, batch_means(sc))
     if be:
         result["spec_breakeven"] = be
-    if out is not None:
-        write_rows_csv(out / "results.csv", rows, run.family)
-        rows_text = rows_json(rows, run.family)  # written twice: alone and inside result.json
-        write_json(out / "results.json", rows, {id(rows): rows_text})
-        write_json(out / "result.json", result, {id(rows): rows_text})
-        write_html(out / "report.html", f"launchsim: {sc.name}", figures(rows) + breakeven_figures(be, rows,
-                                                                                             batch_means(sc)),
-                   ([table_html(be, "Where speculation stops paying: break-even acceptance per point (speculation "
-                                    "pays above it)", limit=TABLE_ROWS)] if be else [])
-                   + [memory_table(rows), table_html(rows, "All grid points", limit=TABLE_ROWS, rest="results.csv")],
-                   intro=f"{sc.description} {len(points)} points ({run.computed} computed, {run.cached} from "
-                         f"the cache); profiles: {', '.join(sc.profiles)}; context {sc.ctx}.")
+    if out is not None:  # each file's text is built while the one before is written (report/background.py)
+        with BackgroundWriter() as bg:
+            bg.write(out / "results.csv", rows_csv_blocks(rows, run.family))
+            blocks = rows_json_blocks(rows, run.family)  # written twice: alone and inside result.json
+            bg.write(out / "results.json", [*blocks, "\n"])  # = write_json(path, rows)
+            parts = result_json_parts(result, rows, blocks)
+            bg.write(out / "result.json", parts if parts is not None else
+                     indented(result, {id(rows): "".join(blocks)}) + "\n")  # = write_json(path, result)
+            path = out / "report.html"
+            bg.write(path, report_text(
+                path, f"launchsim: {sc.name}", figures(rows) + breakeven_figures(be, rows, batch_means(sc)),
+                ([table_html(be, "Where speculation stops paying: break-even acceptance per point (speculation "
+                                 "pays above it)", limit=TABLE_ROWS)] if be else [])
+                + [memory_table(rows), table_html(rows, "All grid points", limit=TABLE_ROWS, rest="results.csv")],
+                intro=f"{sc.description} {len(points)} points ({run.computed} computed, {run.cached} from "
+                      f"the cache); profiles: {', '.join(sc.profiles)}; context {sc.ctx}."))
     return result
 
 
 def rows_json(rows: list[dict], family: list[int]) -> str:
     """`indented(rows)`, each family's row text made once (`sweep/grid.budget_template`: rows of one family differ
     only in budget_bytes and fits_budget): linear in points with a small constant per budget."""
+    return "".join(rows_json_blocks(rows, family))
+
+
+JSON_BLOCK = 1024  # rows per block of `rows_json_blocks` (about 1 MB of text for a sweep row)
+
+
+def rows_json_blocks(rows: list[dict], family: list[int]) -> list[str]:
+    """`rows_json(rows, family)` in pieces of JSON_BLOCK rows ("".join of them is that text, `indented_list` of the
+    rows' texts): the files are written piece by piece, never as one string of hundreds of MB."""
     if len(family) != len(rows):
-        return indented(rows)
+        return [indented(rows)]
     enc = lambda t: indented(t, depth=1)  # noqa: E731
     tpls: dict[int, list[str] | None] = {}
     items = []
@@ -184,7 +199,26 @@ def rows_json(rows: list[dict], family: list[int]) -> str:
             if tpl is not None:
                 text = fill_budget(tpl, r)
         items.append(enc(r) if text is None else text)
-    return indented_list(items)
+    if not items:
+        return [indented_list(items)]
+    sep = ",\n  "
+    blocks = [("[\n  " if i == 0 else sep) + sep.join(items[i:i + JSON_BLOCK]) for i in range(0, len(items), JSON_BLOCK)]
+    blocks.append("\n]")
+    return blocks
+
+
+_ROWS_AT = "\x00launchsim:rows\x00"  # stands for the rows' text in result.json (JSON escapes every control character)
+
+
+def result_json_parts(result: dict, rows: list[dict], blocks: list[str]) -> Iterator[str] | None:
+    """`indented(result, {id(rows): "".join(blocks)}) + "\n"` (write_json's text of result.json, whose "rows" is
+    `rows`) as pieces, made lazily: the text around the rows (made alone), the rows' blocks each indented one level (a line break is one character, so replacing it block by block is replacing it
+    in the whole). None where the stand-in is not found exactly once."""
+    around = indented(result, {id(rows): _ROWS_AT})
+    if around.count(_ROWS_AT) != 1:
+        return None
+    head, tail = around.split(_ROWS_AT)
+    return itertools.chain([head], (b.replace("\n", "\n  ") for b in blocks), [tail + "\n"])  # lazily: one block at a time
 
 
 _CSV_B, _CSV_F = "@@budget_bytes@@", "@@fits_budget@@"
@@ -192,13 +226,19 @@ _CSV_B, _CSV_F = "@@budget_bytes@@", "@@fits_budget@@"
 
 def write_rows_csv(path: Path, rows: list[dict], family: list[int]) -> Path:
     """`report/html.write_csv(path, rows)`, each family's line made once (as `rows_json`)."""
+    from simulator.common.jsonfile import atomic_write_text
+
+    return atomic_write_text(path, "".join(rows_csv_blocks(rows, family)))
+
+
+def rows_csv_blocks(rows: list[dict], family: list[int]) -> list[str]:
+    """`report/html.csv_text(rows)` (what `write_csv` writes) in pieces of JSON_BLOCK lines, each family's line made
+    once (as `rows_json`)."""
     import csv
     import io
 
-    from simulator.common.jsonfile import atomic_write_text
-
     if not rows or len(family) != len(rows):
-        return write_csv(path, rows)
+        return [csv_text(rows)]
     keys = list(rows[0].keys())
     seen = set(keys)
     for r in rows[1:]:  # write_csv's columns: every key, in first-seen order
@@ -223,7 +263,12 @@ def write_rows_csv(path: Path, rows: list[dict], family: list[int]) -> Path:
         return [head, *rest.split(_CSV_F)]
 
     tpls: dict[int, list[str] | None] = {}
-    for r, f in zip(rows, family):
+    blocks = []
+    for n, (r, f) in enumerate(zip(rows, family), 1):
+        if n % JSON_BLOCK == 0:
+            blocks.append(buf.getvalue())
+            buf.seek(0)
+            buf.truncate()
         b, fits = r.get("budget_bytes"), r.get("fits_budget")
         if f >= 0 and type(b) is int and type(fits) is bool:
             if f not in tpls:
@@ -233,7 +278,8 @@ def write_rows_csv(path: Path, rows: list[dict], family: list[int]) -> Path:
                 buf.write(t[0] + str(b) + t[1] + str(fits) + t[2])
                 continue
         w.writerow(r)
-    return atomic_write_text(path, buf.getvalue())
+    blocks.append(buf.getvalue())
+    return blocks
 
 
 def batch_means(sc: SweepScenario) -> dict[str, float]:
@@ -365,8 +411,12 @@ def figures(rows: list[dict]) -> list[go.Figure]:
     # 2. expected step time per layout; 4. capture time per layout
     d0 = r0["distribution"]
     f2, f4 = go.Figure(), go.Figure()
-    for (m, f, g) in dict.fromkeys((r["model"], r["fusion"], r["graph"]) for r in base):
-        rs = _first(base, model=m, fusion=f, graph=g, distribution=d0)
+    by_mfg: dict[tuple, list[dict]] = {}  # _first(base, model=m, fusion=f, graph=g, distribution=d0) of each (m, f, g)
+    for r in base:
+        rs = by_mfg.setdefault((r["model"], r["fusion"], r["graph"]), [])
+        if r["distribution"] == d0:
+            rs.append(r)
+    for (m, f, g), rs in by_mfg.items():
         f2.add_trace(go.Bar(x=[r["layout"] for r in rs], y=[r["expected_step_ms"] for r in rs], name=f"{m} {f}/{g}"))
         if g != "none":
             f4.add_trace(go.Bar(x=[r["layout"] for r in rs], y=[r["capture_s"] for r in rs], name=f"{m} {f}/{g}"))

@@ -84,6 +84,21 @@ class Point:
         p.__dict__.update(zip(_FIELD_NAMES, values, strict=True))
         return p
 
+    @classmethod
+    def at_budgets(cls, values: tuple, budgets) -> list["Point"]:
+        """[Point.of(*values with budget_bytes = b) for b in budgets]: the fields filled once, each point a copy
+        of them with its own budget (a grid's budget axis is its innermost)."""
+        d0 = dict(zip(_FIELD_NAMES, values, strict=True))
+        new, setattr_ = object.__new__, object.__setattr__
+        out = []
+        for b in budgets:
+            d = d0.copy()
+            d["budget_bytes"] = b
+            p = new(cls)
+            setattr_(p, "__dict__", d)
+            out.append(p)
+        return out
+
     @property
     def spec(self) -> ModelSpec:
         return ModelSpec(*self.model)
@@ -489,17 +504,23 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
     fam_get = _FAMILY_FIELDS
     fam_of: dict[tuple, int] = {}
     fam = [fam_of.setdefault(tuple(map(id, fam_get(p.__dict__))), len(fam_of)) for p in points]
-    keys = None
-    if out is not None:  # only the cache needs them: each family's key text is made once
-        parts: dict[int, tuple] = {}
-        keys = []
-        for p, f in zip(points, fam):
-            kp = parts.get(f)
-            if kp is None:
-                kp = parts[f] = p.key_parts()
-            keys.append(Point.key_at(p.budget_bytes, kp))
+    # only the cache needs the keys: each family's key text is made once; every key up front where a cache was
+    # read (they pick the pending points), else each finished task's own, in on_done (while the workers run)
     done = load_cache(out) if out is not None else {}
-    pending = [i for i, k in enumerate(keys) if k not in done] if done else list(range(len(points)))
+    keys: list[str | None] = [None] * len(points)
+    parts: dict[int, tuple] = {}
+
+    def key_of(i: int) -> str:
+        k = keys[i]
+        if k is None:
+            p = points[i]
+            kp = parts.get(fam[i])
+            if kp is None:
+                kp = parts[fam[i]] = p.key_parts()
+            k = keys[i] = Point.key_at(p.budget_bytes, kp)
+        return k
+
+    pending = [i for i in range(len(points)) if key_of(i) not in done] if done else list(range(len(points)))
     cached = len(points) - len(pending)
     if max_points is not None:
         pending = pending[:max_points]
@@ -551,8 +572,8 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
                 family[i] = f
                 if out is not None:
                     t = fill_budget(tpl, row) if tpl is not None else None
-                    lines.append(cache_line(keys[i], row) if t is None else
-                                 '{"key": "' + keys[i] + '", "row": ' + t + "}\n")
+                    k = key_of(i)
+                    lines.append(cache_line(k, row) if t is None else '{"key": "' + k + '", "row": ' + t + "}\n")
             stats["evals"] += r["step_evals"] * len(members[f])
         if out is not None:
             append_cache(out, [], "".join(lines))
@@ -574,7 +595,7 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
         r = fresh.get(i)
         f = family.get(i, -1)
         if r is None and done:
-            r = done.get(keys[i])
+            r = done.get(key_of(i))
         if r is not None:
             rows.append(r)
             fams.append(f)
