@@ -79,22 +79,13 @@ def _save_trace(fn, out_dir, name, steps=3, shapes=True):
     os.unlink(tmp)
 
 
-def gemm_kernel_counts(shapes, m_grid):
-    """Kernels one F.linear launches per (n, k, m) (cuBLAS split-K adds a reduce kernel), from one
-    profiler session in which a fill kernel (a marker no GEMM launches) separates the calls.
-    Counts process only."""
+def linear_kernels(calls) -> list[list[dict]]:
+    """The GPU kernels (kernel_events dicts) each F.linear(x, w) of `calls` ((key, w, x) triples) launches, from one
+    profiler session in which a fill kernel (a marker no GEMM launches) separates the calls. Counts process only."""
     import torch
     import torch.nn.functional as F
 
     from .profiling import kernel_events
-
-    calls = []
-    for n, k in shapes:
-        if k == 1:
-            continue
-        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-        for m in m_grid:
-            calls.append(((n, k, m), w, torch.randn(m, k, device="cuda", dtype=torch.bfloat16)))
 
     marker = torch.empty(7, device="cuda")
 
@@ -113,10 +104,24 @@ def gemm_kernel_counts(shapes, m_grid):
                 groups.append(cur)
             cur = []
         elif cur is not None:
-            cur.append(e["name"])
+            cur.append(e)
+    return groups
+
+
+def gemm_kernel_counts(shapes, m_grid):
+    """Kernels one F.linear launches per (n, k, m) (cuBLAS split-K adds a reduce kernel) (`linear_kernels`)."""
+    import torch
+
+    calls = []
+    for n, k in shapes:
+        if k == 1:
+            continue
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        for m in m_grid:
+            calls.append(((n, k, m), w, torch.randn(m, k, device="cuda", dtype=torch.bfloat16)))
     out = {}
-    for (key, _, _), names in zip(calls, groups):
-        out.setdefault((key[0], key[1]), {})[key[2]] = len(names)
+    for (key, _, _), ks in zip(calls, linear_kernels(calls)):
+        out.setdefault((key[0], key[1]), {})[key[2]] = len(ks)
     return [{"n": n, "k": k, "m": list(m_grid), "kernels": [ms.get(m, 1) for m in m_grid]}
             for (n, k), ms in sorted(out.items())]
 

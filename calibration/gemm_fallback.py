@@ -73,15 +73,8 @@ def grid_report(res: dict) -> str:
          f"The {len({(r['n'], r['k']) for r in rows})} grid shapes the tables lack, each predicted from the tables and "
          "the other grid rows (so from neighbours a whole grid step away: a shape between grid points has them half as "
          "far). The split-K count is read the same way.", "",
-         "| M | " + " | ".join(str(m) for m in ms) + " | all |", "|---|" + "---:|" * (len(ms) + 1)]
-    for label, key in (("fallback MAPE %", "pred_us"), ("roofline MAPE %", "roof_us")):
-        per = [_mape([(r[key], r["us"]) for r in rows if r["m"] == m and r[key] is not None]) for m in ms]
-        tot = _mape([(r[key], r["us"]) for r in rows if r[key] is not None])
-        L.append(f"| {label} | " + " | ".join(f"{v:.1f}" for v in per) + f" | {tot:.1f} |")
+         *_summary(rows, ms)]
     kc = [r for r in rows if r["kernels"] is not None]
-    per = [sum(r["pred_kernels"] == r["kernels"] for r in kc if r["m"] == m) for m in ms]
-    L.append("| split-K count right / shapes | " + " | ".join(
-        f"{v}/{sum(1 for r in kc if r['m'] == m)}" for v, m in zip(per, ms)) + f" | {sum(per)}/{len(kc)} |")
     split = [sum(r["kernels"] > 1 for r in kc if r["m"] == m) for m in ms]
     L.append("| shapes that split (measured) | " + " | ".join(str(v) for v in split) + f" | {sum(split)} |")
     ov = res["overlap"]
@@ -90,6 +83,20 @@ def grid_report(res: dict) -> str:
               f"(round b's) differ by {_mape(ov):.1f} % MAPE over their {len(ov)} (shape, M) cells (grid against "
               "tables); the tables' figure is the one priced."]
     return "\n".join(L) + "\n"
+
+
+def _summary(rows: list[dict], ms: list[int]) -> list[str]:
+    """The summary table of leave-one-shape-out rows: MAPE of the fallback and the roofline per M, split-K right."""
+    L = ["| M | " + " | ".join(str(m) for m in ms) + " | all |", "|---|" + "---:|" * (len(ms) + 1)]
+    for label, key in (("fallback MAPE %", "pred_us"), ("roofline MAPE %", "roof_us")):
+        per = [_mape([(r[key], r["us"]) for r in rows if r["m"] == m and r[key] is not None]) for m in ms]
+        tot = _mape([(r[key], r["us"]) for r in rows if r[key] is not None])
+        L.append(f"| {label} | " + " | ".join(f"{v:.1f}" for v in per) + f" | {tot:.1f} |")
+    kc = [r for r in rows if r["kernels"] is not None]
+    per = [sum(r["pred_kernels"] == r["kernels"] for r in kc if r["m"] == m) for m in ms]
+    L.append("| split-K count right / shapes | " + " | ".join(
+        f"{v}/{sum(1 for r in kc if r['m'] == m)}" for v, m in zip(per, ms)) + f" | {sum(per)}/{len(kc)} |")
+    return L
 
 
 def _mape(xs):
@@ -105,16 +112,7 @@ def report(res: dict) -> str:
          "roofline, inverse-distance mean of the 2 nearest tables in (ln nk, 0.25 ln k/n), floored at the fastest measured",
          "GEMM at that M; split-K count of the nearest counted table in (ln n, ln k)). Regenerate:",
          "`python -m calibration.gemm_fallback`.", "",
-         "| M | " + " | ".join(str(m) for m in ms) + " | all |", "|---|" + "---:|" * (len(ms) + 1)]
-    for label, key in (("fallback MAPE %", "pred_us"), ("roofline MAPE %", "roof_us")):
-        per = [_mape([(r[key], r["us"]) for r in rows if r["m"] == m and r[key] is not None]) for m in ms]
-        tot = _mape([(r[key], r["us"]) for r in rows if r[key] is not None])
-        L.append(f"| {label} | " + " | ".join(f"{v:.1f}" for v in per) + f" | {tot:.1f} |")
-    kc = [r for r in rows if r["kernels"] is not None]
-    per = [sum(r["pred_kernels"] == r["kernels"] for r in kc if r["m"] == m) for m in ms]
-    L.append("| split-K count right / shapes | " + " | ".join(
-        f"{v}/{sum(1 for r in kc if r['m'] == m)}" for v, m in zip(per, ms)) +
-        f" | {sum(per)}/{len(kc)} |")
+         *_summary(rows, ms)]
     L += ["", "Per shape: error % of the fallback at each M (measured µs in brackets at M = 1).", "",
           "| n | k | " + " | ".join(str(m) for m in ms) + " |", "|---:|---:|" + "---:|" * len(ms)]
     for n, k in shapes:

@@ -92,38 +92,21 @@ def job_timing(out: str, quick: bool, deadline: float) -> int:
 
 
 def _count(chunk, ms) -> dict:
-    """Kernel names of each F.linear call in one profiler session (a fill kernel before each call)."""
+    """Kernel names and µs of each F.linear call in one profiler session (calibration/child_counts.linear_kernels)."""
     import torch
-    import torch.nn.functional as F
 
-    from calibration.profiling import kernel_events
+    from calibration.child_counts import linear_kernels
 
     calls = []
     for n, k in chunk:
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
         for m in ms:
             calls.append(((n, k, m), w, torch.randn(m, k, device="cuda", dtype=torch.bfloat16)))
-    marker = torch.empty(7, device="cuda")
-
-    def run():
-        for _, w, x in calls:
-            marker.fill_(1.0)
-            F.linear(x, w)
-        marker.fill_(1.0)
-
-    run()
-    torch.cuda.synchronize()
-    groups, cur = [], None
-    for e in kernel_events(run):
-        if "FillFunctor" in e["name"]:
-            if cur is not None:
-                groups.append(cur)
-            cur = []
-        elif cur is not None:
-            cur.append([e["name"][:120], round(e["dur"], 3)])
+    groups = linear_kernels(calls)
     if len(groups) != len(calls):
         raise RuntimeError(f"{len(groups)} groups for {len(calls)} calls")
-    return {f"{n},{k},{m}": g for ((n, k, m), _, _), g in zip(calls, groups)}
+    return {f"{n},{k},{m}": [[e["name"][:120], round(e["dur"], 3)] for e in g]
+            for ((n, k, m), _, _), g in zip(calls, groups)}
 
 
 def job_counts(out: str, quick: bool, deadline: float) -> int:

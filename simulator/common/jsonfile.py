@@ -166,6 +166,12 @@ def field_error(where: str, text: str | None, loc, msg: str, error: type[UserErr
 
 # --------------------------------------------------------------------------------------------- writing
 def atomic_write_text(path: str | Path, text: str) -> Path:
+    return atomic_write_parts(path, (text,))
+
+
+def atomic_write_parts(path: str | Path, parts) -> Path:
+    """`path` written atomically from the pieces of text in `parts` (an iterable of str), each in turn, without
+    joining them: a temporary file beside `path`, text mode, mode 0o644, `os.replace` (none left on an error)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     import tempfile  # (and its random) only where a file is written: `predict --json` writes none
@@ -173,7 +179,8 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            for part in parts:
+                f.write(part)
         os.chmod(tmp, 0o644)
         os.replace(tmp, p)
     except BaseException:

@@ -1,7 +1,8 @@
 """Generic sanity checks of a profile's JSON before schema validation, each failure one line
 `FILE:LINE: field 'device.tables.gemm[0].m': message`.
 
-Checked generically, so that new optional fields pass without changes here (unknown keys are never refused):
+Checked generically, so that new optional fields pass without changes here (unknown keys are never refused; the
+GEMM grid, `device.tables.gemm_grid`, ~20k numbers, is left to its own schema model, profile.GemmGrid):
 - every number (outside `environment`) is finite and non-negative;
 - a distribution (an object with `p50`) has p10 <= p50 <= p90, and the host `step_factor` is positive;
 - a table's axes (`bytes`, `m`, `batch`, `ctx`: lists of numbers) are positive and strictly increasing, and each

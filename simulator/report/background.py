@@ -10,34 +10,12 @@ is raised there (after the remaining writes are skipped), unless the block itsel
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from pathlib import Path
 from typing import Iterable
 
-from simulator.common.jsonfile import atomic_write_text
-
-
-def atomic_write_parts(path: str | Path, parts: Iterable[str]) -> Path:
-    """`atomic_write_text(path, "".join(parts))` without the joined string: the same temporary file beside `path`,
-    text mode, mode 0o644 and `os.replace`, each piece written in turn (no file left behind on an error)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for part in parts:
-                f.write(part)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return p
+from simulator.common.jsonfile import atomic_write_parts, atomic_write_text
 
 
 class BackgroundWriter:
