@@ -55,6 +55,7 @@ if not SPEC[0].exists():  # round f's isolated SDPA rows, as the profile carried
     SPEC = (MEASURED / "h200-round-f" / "verify_timing.json", MEASURED / "h200-round-f" / "attention_llama3-8b_8192.json")
 ROUND_I = MEASURED / "h200-round-i"  # calibration/scripts/round_i.py (build_compiled.py)
 ROUND_K = MEASURED / "h200-round-k"  # calibration/scripts/round_k.py: GEMMs over a rule-chosen (n, k) grid
+ROUND_N = MEASURED / "h200-round-n"  # calibration/scripts/round_n.py: graph-boundary device cost (build_graph_latency)
 COMPILED_FIT = {"model": "qwen3-0.6b", "fusion": "compiled", "dynamic": False, "batch": 1, "ctx": 512}
 
 
@@ -90,6 +91,10 @@ def build_h200() -> tuple[dict, str]:
         from .build_gemm_grid import add_gemm_grid
 
         add_gemm_grid(p, ROUND_K, str(ROUND_K.relative_to(ROOT.parent)))
+    if (ROUND_N / "timing.json").exists():
+        from .build_graph_latency import add_graph_latency
+
+        add_graph_latency(p, ROUND_N)
     p["device"]["graph_memory"] = memory_section(MEMORY_DIR)
     add_to_measured(p, str(MEMORY_DIR.relative_to(ROOT.parent)))  # device.collective, device.graph_memory_constants
     if MOE_FP8.exists():

@@ -23,8 +23,26 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _first_non_finite(data):
-    """Location of the first NaN / Infinity (or 1e999, read as inf) in parsed JSON, or None (iterative walk)."""
+# Only these spellings can parse to a non-finite float: the NaN / Infinity constants, an exponent of three or more
+# digits (1e999) or a number literal of 309 or more digits. A text with none of them needs no walk; one that has
+# one (maybe inside a string) gets the exact walk below. Substring tests on the text with its digits mapped to NUL
+# (C-speed: a regex over a 250 KB profile took 10 ms, this 0.5 ms).
+_DIGITS = str.maketrans("0123456789", "\0" * 10)
+_EXPONENTS = tuple(e + s + "\0" * 3 for e in "eE" for s in ("", "+", "-"))
+
+
+def _may_be_non_finite(text: str) -> bool:
+    if "NaN" in text or "Infinity" in text:
+        return True
+    t = text.translate(_DIGITS)
+    return "\0" * 309 in t or any(p in t for p in _EXPONENTS)
+
+
+def _first_non_finite(data, text: str | None = None):
+    """Location of the first NaN / Infinity (or 1e999, read as inf) in parsed JSON, or None (iterative walk; skipped
+    when `text`, the JSON it was parsed from, has no spelling that could give one)."""
+    if text is not None and not _may_be_non_finite(text):
+        return None
     stack = [((), data)]
     while stack:
         loc, x = stack.pop()
@@ -46,7 +64,7 @@ def parse_json_text(text: str, where: str, error: type[UserError] = UserError):
         raise error(f"{where}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
     except RecursionError:
         raise error(f"{where}: JSON nested too deep") from None
-    bad = _first_non_finite(data)
+    bad = _first_non_finite(data, text)
     if bad is not None:
         loc, x = bad
         raise field_error(where, text, loc, f"{x!r} is not a finite number (JSON has no NaN or Infinity)", error)

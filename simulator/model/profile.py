@@ -18,7 +18,7 @@ from simulator.model.profile_check import check_profile, read_profile_file
 from simulator.model.profile_moe import Fp8QuantTable, GroupedGemmTable, RoutingTable
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -222,14 +222,14 @@ class GemmGrid(_Strict):
 
     m: list[int] = Field(min_length=1)
     shapes: list[tuple[int, int]] = Field(min_length=1, description="(n, k) of each row, each once")
-    us: list[list[float]] = Field(description="us[i][j]: shapes[i] at m[j]")
-    kernels: list[list[int]] | None = Field(None, description="kernels one call launches, as GemmTable.kernels")
+    us: list[list[Annotated[float, Field(gt=0, allow_inf_nan=False)]]] = Field(
+        description="us[i][j]: shapes[i] at m[j] (finite, > 0: checked in pydantic's core, not a Python loop)")
+    kernels: list[list[Annotated[int, Field(ge=1)]]] | None = Field(
+        None, description="kernels one call launches, as GemmTable.kernels")
     source: str = ""
 
     @model_validator(mode="after")
     def _shape(self):
-        import math
-
         if any(b <= a for a, b in zip(self.m, self.m[1:])) or self.m[0] < 1:
             raise ValueError("m must be positive and strictly increasing")
         if len(set(self.shapes)) != len(self.shapes) or any(n < 1 or k < 1 for n, k in self.shapes):
@@ -237,11 +237,6 @@ class GemmGrid(_Strict):
         for name, rows in (("us", self.us), ("kernels", self.kernels)):
             if rows is not None and (len(rows) != len(self.shapes) or any(len(r) != len(self.m) for r in rows)):
                 raise ValueError(f"{name} must be len(shapes) rows of len(m) values")
-        for i, r in enumerate(self.us):
-            if not all(math.isfinite(v) and v > 0 for v in r):
-                raise ValueError(f"us[{i}]: a measured GEMM time must be a finite number > 0 us")
-        if self.kernels is not None and any(v < 1 for r in self.kernels for v in r):
-            raise ValueError("kernels must be >= 1")
         return self
 
 

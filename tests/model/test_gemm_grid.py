@@ -80,10 +80,12 @@ def test_the_fallback_reads_the_grid_rows_as_neighbours():
 @pytest.mark.parametrize("edit, words", [
     (lambda g: g["us"].pop(), "len(shapes) rows"),
     (lambda g: g["us"][0].pop(), "len(shapes) rows"),
-    (lambda g: g["us"][1].__setitem__(3, -1.0), "us[1]"),
+    (lambda g: g["us"][1].__setitem__(3, -1.0), "gemm_grid.us[1][3]"),
+    (lambda g: g["us"][0].__setitem__(0, float("inf")), "gemm_grid.us[0][0]"),
+    (lambda g: g["us"][0].__setitem__(1, float("nan")), "gemm_grid.us[0][1]"),
     (lambda g: g["shapes"].__setitem__(1, g["shapes"][0]), "distinct"),
     (lambda g: g["m"].reverse(), "strictly increasing"),
-    (lambda g: g["kernels"][0].__setitem__(0, 0), "kernels must be >= 1"),
+    (lambda g: g["kernels"][0].__setitem__(0, 0), "gemm_grid.kernels[0][0]"),
     (lambda g: g.__setitem__("extra", 1), "extra"),
 ])
 def test_a_bad_grid_is_one_line_naming_the_field(edit, words):
