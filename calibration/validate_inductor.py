@@ -250,8 +250,29 @@ def main(argv=None) -> None:
     rs = rows(load_profile(a.profile))
     s = summary(rs)
     (d / "inductor.json").write_text(json.dumps({"profile": a.profile, "rows": rs, "summary": s}, indent=1) + "\n")
-    print(markdown(rs, s))
-    print(f"wrote {d / 'inductor.json'}")
+    md = markdown(rs, s)
+    (d / "inductor.md").write_text(splice(_read(d / "inductor.md"), md))
+    print(md)
+    print(f"wrote {d / 'inductor.json'} and the table of {d / 'inductor.md'}")
+
+
+TABLE_START = "| round | impl | model | layers |"
+TABLE_END = "Targets (issue 20, on an independent decoder)"
+
+
+def _read(p: Path) -> str:
+    return p.read_text() if p.is_file() else ""
+
+
+def splice(doc: str, table: str) -> str:
+    """`doc` (inductor.md: hand-written notes around the generated table) with its table block, from the table's
+    header line to the targets line, replaced by `table`; just `table` where `doc` holds no such block."""
+    lines = doc.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith(TABLE_START)]
+    ends = [i for i, ln in enumerate(lines) if ln.startswith(TABLE_END)]
+    if not starts or not ends or ends[-1] < starts[0]:
+        return table.rstrip("\n") + "\n"
+    return "\n".join(lines[:starts[0]] + table.rstrip("\n").splitlines() + lines[ends[-1] + 1:]) + "\n"
 
 
 if __name__ == "__main__":
