@@ -10,8 +10,12 @@ Nothing is fitted on it. Every row is predicted exactly as a user would ask (the
 `launchsim predict` runs, simulator/studies/predict.py run_predict):
 
     launchsim predict --model qwen3-0.6b --fusion compiled --graph none|full --batch B --ctx 512 \\
-        [--compile-dynamic | --no-compile-dynamic] [--host-canary-us C]
+        [--compile-dynamic --compile-inputs module | --no-compile-dynamic] [--host-canary-us C]
     launchsim predict --model calibration/configs/hf/llama-3.2-1b.json ...        # the llama-3.2-1b rows
+
+(`--compile-inputs module`: the decoder holds its weights and KV caches as nn.Module parameters and buffers, which
+Dynamo specialises, so dynamic=True's symbolic sizes do not reach them; a property of its code, set before any
+prediction was compared: launchsim's own reference decoder passes them as arguments, the default for `reference`.)
 
 i.e. implementation `reference` (the default for fusion none / compiled), profile h200; eager rows with
 `--fusion none --graph none`. ctx 512 is the past the step attends with its own token, as the decoder does (513
@@ -57,6 +61,8 @@ def predict(model: str, fusion: str, graph: str, batch: int, ctx: int, dynamic: 
     kw = {"model": MODELS[model], "profile": PROFILE, "fusion": fusion, "graph": graph, "batch": batch, "ctx": ctx}
     if dynamic is not None:
         kw["compile_dynamic"] = dynamic
+    if dynamic:  # the decoder holds its weights and KV caches as nn.Module parameters and buffers (gpt-fast style,
+        kw["compile_inputs"] = "module"  # calibration/independent_decoder.py): what the flag says, as a user would
     if canary_us is not None:
         kw["host_canary_us"] = round(canary_us, 4)
     return run_predict(PredictScenario(**kw))

@@ -60,6 +60,12 @@ class StepOptions(Strict):
                           "k-norm and RoPE-k stay apart, +1 kernel a layer, and every launch pays 1.28 µs more wrapper "
                           "cost, measured) or False; default: vLLM's (dynamic=False with the token dimension marked "
                           "dynamic, which Inductor's kernels here do not change: False)")
+    compile_inputs: Optional[Literal["arguments", "module"]] = Field(
+        None, description="with compile_dynamic true: how your compiled code receives the weights and the KV cache: "
+                          "arguments of the compiled function (dynamic=True's symbolic sizes reach them: the reference "
+                          "decoder) or module (parameters and buffers of the compiled nn.Module, which Dynamo "
+                          "specialises: transformers, gpt-fast, vLLM; the kernels are dynamic=False's); default: "
+                          "the implementation's own (reference arguments, hf module)")
 
     spec_tokens: int = Field(0, ge=0, le=64, description="speculative decoding: k draft tokens verified per sequence "
                                                        "per step (the target runs 1 + k query tokens; capture sizes "
@@ -89,6 +95,9 @@ class StepOptions(Strict):
         if self.compile_dynamic is not None and fusions and "compiled" not in fusions:
             raise ValueError(f"compile_dynamic applies to fusion compiled (torch.compile); fusion "
                              f"{', '.join(fusions)} compiles nothing: leave it out")
+        if self.compile_inputs is not None and self.compile_dynamic is not True:
+            raise ValueError("compile_inputs applies to torch.compile with dynamic=True only (symbolic sizes; "
+                             "compile_dynamic true): leave compile_inputs out otherwise")
         return self
 
     @model_validator(mode="after")

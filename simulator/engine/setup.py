@@ -202,6 +202,7 @@ class StepSetup:
     max_cache_len: int | None = None  # impl hf, static cache: slots (None: the step's context + 1)
     spec: SpecSetup | None = None  # speculative decoding (engine/spec.py); None: plain decode
     compile_dynamic: bool | None = None  # fusion compiled: torch.compile dynamic=True/False (None: vLLM's, False)
+    compile_inputs: str | None = None  # with dynamic: weights/cache as "arguments" or "module" state (workload.py)
     recipe: str = field(default="", init=False, compare=False)  # the implementation built: impl, or the implied one
 
     def __post_init__(self):
@@ -213,11 +214,12 @@ class StepSetup:
     @classmethod
     def of(cls, model: ModelSpec, profile=None, fusion: str = "none", capture: Capture | None = None,
            impl: str | None = None, cache: str = "static", max_cache_len: int | None = None,
-           spec: SpecSetup | None = None, compile_dynamic: bool | None = None) -> "StepSetup":
+           spec: SpecSetup | None = None, compile_dynamic: bool | None = None,
+           compile_inputs: str | None = None) -> "StepSetup":
         """A setup from a model and a profile name / path / Profile / CostModel (None: the default profile)."""
         _, costs, digest = resolve(profile)
         return cls(model, costs, digest, fusion, impl, capture or Capture(), cache, max_cache_len, spec,
-                   compile_dynamic)
+                   compile_dynamic, compile_inputs)
 
     @classmethod
     def from_options(cls, opts, model, profile, fusion: str, graph: str = "none",
@@ -241,7 +243,8 @@ class StepSetup:
             spec = SpecSetup(opts.spec_tokens, opts.spec_acceptance(), opts.draft, engine=spec_engine)
         return cls.of(m, profile, fusion, Capture.of(graph, sizes, pre, opts.attention_backend), impl=opts.impl,
                       cache=opts.kv_cache, max_cache_len=opts.max_cache_len, spec=spec,
-                      compile_dynamic=getattr(opts, "compile_dynamic", None))
+                      compile_dynamic=getattr(opts, "compile_dynamic", None),
+                      compile_inputs=getattr(opts, "compile_inputs", None))
 
     @property
     def profile(self):
@@ -254,22 +257,25 @@ class StepSetup:
         return bool(self.compile_dynamic) and self.fusion == V.Fusion.COMPILED.value
 
     @property
+    def _dynamic_key(self) -> tuple:
+        return (("dynamic",) + ((self.compile_inputs,) if self.compile_inputs else ())) if self.dynamic else ()
+
+    @property
     def build_key(self) -> tuple:
         """What decides the op list of a step of a given shape."""
-        return (self.model, self.fusion, self.recipe, self.cache, self.max_cache_len) + (("dynamic",) if self.dynamic
-                                                                                            else ())
+        return (self.model, self.fusion, self.recipe, self.cache, self.max_cache_len) + self._dynamic_key
 
     @property
     def cost_key(self) -> tuple:
         """What decides a step's cost under a given plan mode (the capture does not: it decides the mode)."""
-        return (self.model, self.digest, self.fusion, self.recipe, self.cache, self.max_cache_len) + (
-            ("dynamic",) if self.dynamic else ())
+        return (self.model, self.digest, self.fusion, self.recipe, self.cache, self.max_cache_len) + self._dynamic_key
 
     def build(self, shape: StepShape) -> Step:
         """The step's ordered host ops (model/workload.py); compiled with dynamic=True, every compiled launch
         carries shape key `DYNAMIC_WRAPPER` (CostModel.host_s adds the dynamic wrapper's extra cost to it)."""
         step = build_step(self.model, shape, self.fusion, self.recipe, cache=self.cache,
-                          max_cache_len=self.max_cache_len, compile_dynamic=self.dynamic)
+                          max_cache_len=self.max_cache_len, compile_dynamic=self.dynamic,
+                          compile_inputs=self.compile_inputs if self.dynamic else None)
         return _dynamic_wrapped(step) if self.dynamic else step
 
     def with_layers(self, layers: int) -> "StepSetup":

@@ -343,14 +343,19 @@ def _check_options(impl: str, cache: str, max_cache_len: int | None, shape: Step
 
 
 def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None = None, *, cache: str = "static",
-               max_cache_len: int | None = None, positions: str = "given", compile_dynamic: bool = False) -> Step:
+               max_cache_len: int | None = None, positions: str = "given", compile_dynamic: bool = False,
+               compile_inputs: str | None = None) -> Step:
     """The ordered host ops of one forward step of `model` over `shape` at fusion level `fusion` of implementation
     `impl` (simulator/model/recipes.py: reference: none / packed / compiled; hf: none / compiled; fused: fused;
     None: fused for `fused`, else reference). hf's options: `cache` "static" (StaticCache of `max_cache_len` slots,
     default the step's context + 1) or "dynamic"; `positions` "given" (the caller passes cache_position and
     position_ids, as generate() does) or "computed" (transformers derives them: 2 kernels more); `compile_dynamic`
-    for its `compiled` level."""
+    for its `compiled` level. `compile_inputs` (with `compile_dynamic`): how the compiled code receives the weights and
+    the KV cache, "arguments" (dynamic=True's symbolic sizes reach them) or "module" (parameters and buffers of the
+    compiled module, which Dynamo specialises); None: the recipe's own (reference arguments, hf module)."""
     impl = impl_of(fusion, impl)
+    if compile_inputs not in (None, *COMPILE_INPUTS):
+        raise WorkloadError(f"unknown compile_inputs '{compile_inputs}': use one of {', '.join(COMPILE_INPUTS)}")
     if positions not in R.POSITIONS:
         raise WorkloadError(f"unknown positions '{positions}': use one of {', '.join(R.POSITIONS)}")
     if positions != "given" and impl != "hf":
@@ -377,7 +382,7 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
         raise WorkloadError(f"fusion 'compiled' is not modelled for the MoE model {model.name} (torch.compile of "
                             "an MoE layer was not measured): use none, packed or fused")
     if impl == "hf":
-        return _build_hf(model, shape, fusion, cache, slots, compile_dynamic, positions)
+        return _build_hf(model, shape, fusion, cache, slots, compile_dynamic, positions, compile_inputs)
     b = _Builder(model, shape)
     T, H = shape.tokens, model.hidden_size
     # reference `compiled`: the `none` list of the same step, then Inductor's fusion pass (simulator/model/inductor.py
@@ -411,19 +416,31 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
     R.softcap(b, last, path=P.EAGER_ELEMENTWISE)
     ops = tuple(b.ops)
     if fusion == "compiled":
-        ops = _compiled(ops, compile_dynamic)
+        ops = _compiled(ops, compile_dynamic, compile_inputs)
     label = f"{model.name} {fusion} seqs={shape.seqs} tokens={T} ctx={shape.ctx}" + (
         f" q_len={shape.q_len}" if shape.q_len > 1 else "")
     return Step(ops, label=label, layers=model.num_hidden_layers, tokens=T)
 
 
-def _compiled(ops: tuple[Op, ...], dynamic: bool) -> tuple[Op, ...]:
+def _compiled(ops: tuple[Op, ...], dynamic: bool, inputs: str | None = None) -> tuple[Op, ...]:
     """Inductor's pass over an eager op list (its scheduling is memoised inside compile_ops, by the list's
     structure; a memo here, keyed by the op tuple, would hash every field of every op on each call: slower than
     the pass with a memoised plan)."""
     from simulator.model.inductor import compile_ops
 
-    return tuple(compile_ops(ops, dynamic))
+    return tuple(compile_ops(ops, dynamic, dynamic_inputs=_symbolic_inputs(inputs)))
+
+
+# how compiled code receives the weights and the KV cache (build_step's `compile_inputs`): as arguments of the
+# compiled function, where dynamic=True's symbolic sizes reach them (the reference decoder, measured), or as the
+# compiled module's parameters and buffers, which Dynamo specialises (transformers and the gpt-fast style
+# independent decoder, measured: the same kernels with dynamic True and False)
+COMPILE_INPUTS = ("arguments", "module")
+
+
+def _symbolic_inputs(inputs: str | None) -> bool | None:
+    """inductor.compile_ops's `dynamic_inputs` for a `compile_inputs` value (None: its own rule by the op list)."""
+    return None if inputs is None else inputs == "arguments"
 
 
 def layers_repeat(model: ModelSpec, shape: StepShape, slots: int | None = None) -> bool:
@@ -460,7 +477,7 @@ def _layers(b: _Builder, model: ModelSpec, shape: StepShape, layer, fresh_first:
 
 
 def _build_hf(model: ModelSpec, shape: StepShape, fusion: str, cache: str, slots: int, compile_dynamic: bool,
-              positions: str = "given") -> Step:
+              positions: str = "given", compile_inputs: str | None = None) -> Step:
     """transformers' own decoder (simulator/model/recipes.py); `compiled`: Inductor's pass over it."""
     if shape.prefill_seqs:
         raise WorkloadError("implementation 'hf' models decode steps only (a mixed prefill batch is a serving "
@@ -488,7 +505,7 @@ def _build_hf(model: ModelSpec, shape: StepShape, fusion: str, cache: str, slots
         except ImportError as exc:
             raise WorkloadError("fusion 'compiled' of implementation 'hf' needs Inductor's fusion pass "
                                 "(simulator/model/inductor.py), which this build does not have") from exc
-        ops = tuple(compile_ops(list(ops), compile_dynamic))
+        ops = tuple(compile_ops(list(ops), compile_dynamic, dynamic_inputs=_symbolic_inputs(compile_inputs)))
     label = f"{model.name} hf/{cache} {fusion} seqs={shape.seqs} tokens={shape.tokens} ctx={shape.ctx}"
     return Step(ops, label=label, layers=model.num_hidden_layers, tokens=shape.tokens)
 

@@ -78,6 +78,8 @@ def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
     d.update(_host_fields(setup, sc, p, band=setup.spec is None))
     if sc.fusion == "compiled":  # which torch.compile the step assumes (None: vLLM's, dynamic=False)
         d.update(compile_dynamic=setup.dynamic)
+        if setup.dynamic and setup.compile_inputs:
+            d.update(compile_inputs=setup.compile_inputs)
     if setup.recipe == "hf":
         d.update(kv_cache=setup.cache, max_cache_len=setup.max_cache_len or sc.ctx + 1 if setup.cache == "static"
                  else None)

@@ -64,8 +64,9 @@ def run_step_scenario(sc: StepScenario, out: Path | None) -> dict:
                        decode(tl_spec.batch, sc.ctx), "des").timeline
     # the scenario's implementation (impl hf: its levels none / compiled and its cache), not always the reference's
     levels = V.values(V.Fusion) if base.impl is None else FUSIONS_OF[base.impl]
-    kpl = {f: kernels_per_layer(model, f, base.impl, cache=base.cache,
-                                compile_dynamic=base.with_fusion(f).dynamic) for f in levels}
+    kpl = {f: kernels_per_layer(model, f, base.impl, cache=base.cache, compile_dynamic=base.with_fusion(f).dynamic,
+                                compile_inputs=base.compile_inputs if base.with_fusion(f).dynamic else None)
+           for f in levels}
     result = {
         "scenario": sc.model_dump(mode="json"),
         "profile": {"name": prof.name, "source": prof.source, "date": prof.date},

@@ -48,7 +48,8 @@ def build_points(sc: SweepScenario) -> list[Point]:
             pts += Point.at_budgets((proto.model, prof, proto.profile_digest, fusion, graph, lname, sizes, dist.label,
                                      dist.sizes, dist.weights, None, sc.ctx, mixed, sc.shared_pool, sc.gpu_util,
                                      sc.workspace_bytes, sc.attention_backend, prefill, sc.impl, sc.kv_cache,
-                                     sc.max_cache_len, sc.host_canary_us, *spec, sc.compile_dynamic), sc.budgets)
+                                     sc.max_cache_len, sc.host_canary_us, *spec, sc.compile_dynamic,
+                                     sc.compile_inputs), sc.budgets)
     return pts
 
 

@@ -75,6 +75,7 @@ class Point:
     spec_engine: str = "vllm"
     decode_sizes: tuple[int, ...] | None = None
     compile_dynamic: bool | None = None  # fusion compiled: torch.compile dynamic=True/False (config/stepopts.py)
+    compile_inputs: str | None = None  # with compile_dynamic: weights/cache as arguments or module state
 
     @classmethod
     def of(cls, *values) -> "Point":
@@ -115,7 +116,7 @@ class Point:
         cap = Capture(mode, sizes if graphed else (), self.prefill_sizes if graphed else None,
                       self.attention_backend)
         return StepSetup(self.spec, costs, digest, fusion, self.impl, cap, self.kv_cache, self.max_cache_len,
-                         compile_dynamic=self.compile_dynamic)
+                         compile_dynamic=self.compile_dynamic, compile_inputs=self.compile_inputs)
 
     def key(self) -> str:
         """`base_key`, or with a routing or recipe field off its default, sha256 of it followed by JSON of the
@@ -189,7 +190,8 @@ class Point:
 _FIELD_NAMES = tuple(f.name for f in fields(Point))
 _FAMILY_FIELDS = itemgetter(*[f for f in _FIELD_NAMES if f != "budget_bytes"])  # a point's fields but its budget
 _ROUTING_FIELDS = ("attention_backend", "prefill_sizes", "impl", "kv_cache", "max_cache_len", "host_canary_us",
-                   "spec_tokens", "acceptance", "draft", "spec_engine", "decode_sizes", "compile_dynamic")  # outside base_key
+                   "spec_tokens", "acceptance", "draft", "spec_engine", "decode_sizes", "compile_dynamic",
+                   "compile_inputs")  # outside base_key
 _DEFAULTS = {f.name: f.default for f in fields(Point) if f.name in _ROUTING_FIELDS}
 _KEY_FIELDS = tuple((k, ("" if i == 0 else ", ") + json.dumps(k) + ": ")
                     for i, k in enumerate(sorted([f.name for f in fields(Point) if f.name not in _ROUTING_FIELDS]
@@ -225,7 +227,7 @@ def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> Ex
     (`stepcost.expected_step`: the optimizer reports the same figures from the same function)."""
     key = (p.model, p.profile_digest, fusion, mode, sizes if mode != "none" else (), p.dist_sizes,
            p.dist_weights, p.ctx, p.mixed, p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len,
-           p.host_canary_us, p.compile_dynamic)
+           p.host_canary_us, p.compile_dynamic, p.compile_inputs)
     hit = _EXPECT.get(key)
     if hit is None:
         if len(_EXPECT) > 100_000:
@@ -244,7 +246,7 @@ def evaluate_point(p: Point) -> dict:
     bkey = (p.model, p.profile, p.profile_digest, p.fusion, p.graph, p.layout, p.sizes, p.distribution, p.dist_sizes,
             p.dist_weights, p.ctx, p.mixed, p.shared_pool, p.gpu_util, p.workspace_bytes,
             p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len, p.host_canary_us, type(p.ctx), type(p.shared_pool), type(p.gpu_util), type(p.workspace_bytes),  # 1 == 1.0 == True
-            p.spec_tokens, p.acceptance, p.draft, p.spec_engine, p.decode_sizes, p.compile_dynamic)
+            p.spec_tokens, p.acceptance, p.draft, p.spec_engine, p.decode_sizes, p.compile_dynamic, p.compile_inputs)
     base = _ROWS.get(bkey)
     if base is None:
         if len(_ROWS) > 20_000:
