@@ -224,7 +224,8 @@ def test_point_key_is_the_documented_hash(budget, ctx, util, shared, mixed, name
               replace(p, attention_backend="fa3"), replace(p, prefill_sizes=(4, 8, 16)), replace(p, impl="hf"),
               replace(p, impl="hf", kv_cache="dynamic"), replace(p, spec_tokens=3, acceptance=0.7),
               replace(p, spec_tokens=1, acceptance=0.5, draft="mtp", spec_engine="sglang", decode_sizes=(1, 2)),
-              replace(p, compile_dynamic=True), replace(p, compile_dynamic=False)):
+              replace(p, compile_dynamic=True), replace(p, compile_dynamic=False),
+              replace(p, compile_dynamic=True, compile_inputs="module")):
         d = asdict(q)
         routing = {k: d.pop(k) for k in ("attention_backend", "prefill_sizes")}
         # the recipe fields (config/stepopts.py) sit outside base_key like the routing fields; off their
@@ -232,11 +233,11 @@ def test_point_key_is_the_documented_hash(budget, ctx, util, shared, mixed, name
         # (and so do the speculative axes: issue 21 item 4)
         recipe = {k: d.pop(k) for k in ("impl", "kv_cache", "max_cache_len", "host_canary_us", "spec_tokens",
                                          "acceptance", "draft", "spec_engine", "decode_sizes",
-                                         "compile_dynamic")}
+                                         "compile_dynamic", "compile_inputs")}
         off = {k: v for k, v in recipe.items()
                if v != {"impl": None, "kv_cache": "static", "max_cache_len": None, "host_canary_us": None,
                         "spec_tokens": 0, "acceptance": None, "draft": "eagle", "spec_engine": "vllm",
-                        "decode_sizes": None, "compile_dynamic": None}[k]}
+                        "decode_sizes": None, "compile_dynamic": None, "compile_inputs": None}[k]}
         want = hashlib.sha256(json.dumps({**d, "v": CACHE_VERSION}, sort_keys=True).encode()).hexdigest()[:24]
         if routing != {"attention_backend": "flashinfer", "prefill_sizes": None} or off:  # see Point.key
             want = hashlib.sha256((want + json.dumps({**routing, **off})).encode()).hexdigest()[:24]
