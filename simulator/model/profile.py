@@ -31,6 +31,18 @@ class ProfileError(UserError):
     """A profile that cannot be found, parsed or validated."""
 
 
+def _empty_list() -> list:
+    """A new empty list: the default of the list fields below. A Python function rather than the builtin `list`:
+    pydantic reads a default factory's signature, and for a builtin inspect parses its text signature with
+    tokenize, whose regular expressions compiled on that first use cost ~10 ms of a `predict` process."""
+    return []
+
+
+def _empty_dict() -> dict:
+    """A new empty dict: the default of the dict fields below (see `_empty_list`)."""
+    return {}
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
@@ -108,10 +120,10 @@ class CompileFit(_Strict):
 
     fixed_s: float = Field(ge=0, description="seconds independent of the model's size")
     per_node_s: float = Field(ge=0, description="seconds per node of the compiled step (its eager kernel count)")
-    nodes: list[int] = Field(default_factory=list, description="node counts of the measured rows behind the fit; "
+    nodes: list[int] = Field(default_factory=_empty_list, description="node counts of the measured rows behind the fit; "
                                                                "outside their range the figure is an extrapolation")
     source: str = Field("", description="the measured rows behind the two figures")
-    validated_nodes: list[int] = Field(default_factory=list, description="node counts of held-out measured rows "
+    validated_nodes: list[int] = Field(default_factory=_empty_list, description="node counts of held-out measured rows "
                                                                          "(not used for the fit) the fit was checked on")
 
 
@@ -262,9 +274,9 @@ class AttentionTable(_Strict):
 
 
 class Tables(_Strict):
-    gemm: list[GemmTable] = Field(default_factory=list)
+    gemm: list[GemmTable] = Field(default_factory=_empty_list)
     gemm_grid: GemmGrid | None = Field(None, description="GEMMs over a rule-chosen (n, k) grid (round k)")
-    attention: list[AttentionTable] = Field(default_factory=list)
+    attention: list[AttentionTable] = Field(default_factory=_empty_list)
     elementwise: Curve | None = None
     reduction: Curve | None = None
     memcopy: Curve | None = None
@@ -276,9 +288,9 @@ class Tables(_Strict):
     triton_reduction: Curve | None = Field(None, description="Inductor persistent reductions (triton_per) by bytes")
     triton_reduction_loop: Curve | None = Field(None, description="Inductor looped reductions (triton_red) by bytes")
     # FP8 and MoE kernels (simulator/model/profile_moe.py, simulator/model/dtype.py, simulator/model/moe.py)
-    gemm_fp8: list[GemmTable] = Field(default_factory=list, description="per-tensor-scaled e4m3 GEMMs, bf16 out")
-    fp8_quant: list[Fp8QuantTable] = Field(default_factory=list)
-    grouped_gemm: list[GroupedGemmTable] = Field(default_factory=list)
+    gemm_fp8: list[GemmTable] = Field(default_factory=_empty_list, description="per-tensor-scaled e4m3 GEMMs, bf16 out")
+    fp8_quant: list[Fp8QuantTable] = Field(default_factory=_empty_list)
+    grouped_gemm: list[GroupedGemmTable] = Field(default_factory=_empty_list)
     moe_routing: RoutingTable | None = None
 
 
@@ -335,7 +347,7 @@ class GraphMemoryTable(_Strict):
     )
     capture_s: list[float] | None = Field(None, description="capture + instantiate wall time per graph, s")
     nodes: int | None = Field(None, description="kernel nodes in the captured graph")
-    layouts: list[GraphMemoryLayoutTable] = Field(default_factory=list)
+    layouts: list[GraphMemoryLayoutTable] = Field(default_factory=_empty_list)
     constants: GraphMemoryConstants | None = None
     static_buffers: dict | None = Field(None, description="measured static buffers: largest, bytes, reserved")
     formula: str | None = Field(None, description="the shared/private pool formula these figures feed")
@@ -390,7 +402,7 @@ class DeviceSection(_Strict):
                                 "(1-node graph by events minus one node); default eager_gap_us")
     launch_queue_depth: int = Field(1024, ge=1, description="pending launches before the host blocks")
     tables: Tables = Field(default_factory=Tables)
-    graph_memory: dict[str, GraphMemoryTable] = Field(default_factory=dict)
+    graph_memory: dict[str, GraphMemoryTable] = Field(default_factory=_empty_dict)
     collective: CollectiveSection | None = Field(
         None, description="tensor-parallel collective figures (optional: without them tp > 1 is refused)")
     graph_memory_constants: GraphMemoryConstants | None = Field(
@@ -406,7 +418,7 @@ class Profile(_Strict):
     derived_from: str | None = None
     date: str
     notes: str = ""
-    environment: dict = Field(default_factory=dict)
+    environment: dict = Field(default_factory=_empty_dict)
     host: HostSection
     device: DeviceSection
 

@@ -25,7 +25,6 @@ from simulator.model.dtype import FP8_GEMMS, quant_ops
 from simulator.model.kernels import LaunchPath as P
 from simulator.model.kernels import Op, OpClass, Step
 from simulator.model.models import ModelSpec
-from simulator.model.moe import block_fused, block_hf
 from simulator.model.parallel import logits_vocab, tp_of
 
 FUSION_LEVELS = V.values(V.Fusion)
@@ -261,6 +260,8 @@ def _layer_eager(b: _Builder, packed: bool, layer: int = 0) -> None:
     b.ew("residual_add", T * H, 2 * e, e)
     R.norm(b, "post_norm", T, H)
     if m.is_moe:  # simulator/model/moe.py: transformers' sparse block
+        from simulator.model.moe import block_hf  # only a MoE model's build loads moe.py
+
         block_hf(b)
         b.ew("residual_add", T * H, 2 * e, e)
         return
@@ -299,6 +300,8 @@ def _layer_fused(b: _Builder, layer: int = 0) -> None:
         b.red("rmsnorm", T * H, e, e, path=X)
     b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X)
     if m.is_moe:  # simulator/model/moe.py: vLLM's fused_moe
+        from simulator.model.moe import block_fused  # only a MoE model's build loads moe.py
+
         block_fused(b)
         return
     b.gemm("gate_up_proj", T, 2 * I, H, bias=m.mlp_bias)
