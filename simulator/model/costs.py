@@ -480,9 +480,9 @@ class CostModel:
         (the grid is unpacked once, at the first shape the tables lack); None where neither holds it."""
         t = self._gemm.get((n, k))
         if t is None and self._grid is not None:
-            from simulator.model.gemm_model import grid_tables
+            from simulator.model.gemm_model import shared_grid_tables
 
-            extra = [g for key, g in grid_tables(self._grid).items() if key not in self._gemm]
+            extra = [g for key, g in shared_grid_tables(self._grid).items() if key not in self._gemm]
             self._gemm.update({(g.n, g.k): g for g in extra})  # a shape of both: the table (the fit's own) wins
             self._grid, self._grid_extra = None, extra
             t = self._gemm.get((n, k))
@@ -494,11 +494,12 @@ class CostModel:
         """The model of unmeasured GEMM shapes, built once from this profile's GEMM tables and grid."""
         fb = self.__dict__.get("_gemm_fb")
         if fb is None:
-            from simulator.model.gemm_model import GemmFallback
+            from simulator.model.gemm_model import shared_fallback
 
             self.gemm_table(0, 0)  # the grid joins the tables
-            tabs = list(self.profile.device.tables.gemm) + self._grid_extra
-            fb = self.__dict__["_gemm_fb"] = GemmFallback(tabs, self.peak_flops, self.bw)
+            fb = self.__dict__["_gemm_fb"] = shared_fallback(
+                self.profile.device.tables, lambda: list(self.profile.device.tables.gemm) + self._grid_extra,
+                self.peak_flops, self.bw)
         return fb
 
     def gemm_fallback_s(self, op: Op) -> float | None:

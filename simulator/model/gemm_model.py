@@ -47,6 +47,36 @@ POWER = 1.0
 W_K = 1.0
 
 
+# Shared by every cost model of one profile's device tables (host-rescaled profiles keep the device section, and a
+# run builds a cost model per setup): keyed by the id of the object each entry holds, so the id stays its own while
+# the entry lives; bounded. What they memoise is a pure function of that object.
+_GRIDS: dict[int, tuple] = {}
+_FALLBACKS: dict[tuple, tuple] = {}
+_SHARED_MAX = 16
+
+
+def shared_grid_tables(grid) -> dict[tuple[int, int], object]:
+    """`grid_tables(grid)`, built once per grid object."""
+    hit = _GRIDS.get(id(grid))
+    if hit is None:
+        if len(_GRIDS) >= _SHARED_MAX:
+            _GRIDS.clear()
+        hit = _GRIDS[id(grid)] = (grid, grid_tables(grid))
+    return hit[1]
+
+
+def shared_fallback(owner, tables, peak_flops: float, bw: float) -> "GemmFallback":
+    """`GemmFallback(tables, peak_flops, bw)`, built once per `owner` (the profile's device tables object the
+    `tables` list is a pure function of) and figures."""
+    key = (id(owner), float(peak_flops), float(bw))
+    hit = _FALLBACKS.get(key)
+    if hit is None:
+        if len(_FALLBACKS) >= _SHARED_MAX:
+            _FALLBACKS.clear()
+        hit = _FALLBACKS[key] = (owner, GemmFallback(tables(), peak_flops, bw))
+    return hit[1]
+
+
 def grid_tables(grid) -> dict[tuple[int, int], object]:
     """A profile's GEMM grid (profile.GemmGrid) as one GemmTable per (n, k), in the grid's order (validated as a
     whole by the grid's schema model: built here without a second validation)."""
@@ -84,6 +114,31 @@ class GemmFallback:
         self._floor: dict[float, float] = {}
         self._count_at: dict[tuple[int, int], object] = {}
         self._count_m: dict[tuple[int, int], int] = {}
+        self._floor_idx: list[int] | None = None  # the tables the floor can come from (`_floor_tables`)
+
+    def _floor_tables(self) -> list[int]:
+        """Indices of the tables that can be the fastest at some m: on a shared M grid, a table slower by more
+        than 1e-9 in log time at every grid point than another is slower everywhere between them too (the same
+        interpolation weights), beyond any rounding, so it never sets the floor. The floor is the minimum over
+        these, exactly the minimum over all tables (round k's grid has 1,010 rows: the minimum over every one of
+        them at each new m cost half of an `optimize` run)."""
+        if self._floor_idx is None:
+            groups: dict[tuple, list[int]] = {}
+            for i, lm in enumerate(self._log_m):
+                groups.setdefault(tuple(lm.tolist()), []).append(i)
+            keep: list[int] = []
+            for key, idx in groups.items():
+                if len(key) == 1 or len(idx) == 1:
+                    keep += idx
+                    continue
+                y = np.stack([self._log_us[i] for i in idx])  # (tables, grid points)
+                front: list[int] = []  # rows of y no kept row is below at every point; by total, a row can only
+                for r in np.argsort(y.sum(axis=1), kind="stable").tolist():  # be below rows of a larger total
+                    if not front or not (y[front] <= y[r] - 1e-9).all(axis=1).any():
+                        front.append(r)
+                keep += [idx[r] for r in front]
+            self._floor_idx = sorted(keep)
+        return self._floor_idx
 
     def roofline_s(self, n: int, k: int, m: int) -> float:
         return max(2.0 * m * n * k / self.peak_flops, 2.0 * (m * k + n * k + m * n) / self.bw)
@@ -122,7 +177,7 @@ class GemmFallback:
         floor = self._floor.get(m)
         if floor is None:
             floor = self._floor[m] = min(math.exp(at(lm[i], self._log_us[i], m))
-                                         for i in range(len(self.tables))) * 1e-6
+                                         for i in self._floor_tables()) * 1e-6
         return max(math.exp(ls) * self.roofline_s(n, k, m), floor)
 
     def time_many(self, n: int, k: int, ms: list[int]) -> list[float | None]:
@@ -155,7 +210,7 @@ class GemmFallback:
             ls = acc / sum(w)
         new = [j for j, m in enumerate(mm) if m not in self._floor]
         if new:  # the floor at each new m: the fastest table there (math.exp per value, as time_s takes it)
-            per_t = [[math.exp(v) for v in at(i, self._log_us[i])[new].tolist()] for i in range(len(self.tables))]
+            per_t = [[math.exp(v) for v in at(i, self._log_us[i])[new].tolist()] for i in self._floor_tables()]
             for c, j in enumerate(new):
                 self._floor[mm[j]] = min(col[c] for col in per_t) * 1e-6
         out_in = []
