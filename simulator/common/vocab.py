@@ -121,6 +121,15 @@ class CompileMode(StrEnum):
     DYNAMIC = "dynamic"
 
 
+class CompileInputs(StrEnum):
+    """How torch.compile'd code receives the weights and the KV cache (simulator/model/workload.py build_step's
+    `compile_inputs`): as arguments of the compiled function, where dynamic=True's symbolic sizes reach them, or
+    as the compiled module's parameters and buffers, which Dynamo specialises."""
+
+    ARGUMENTS = "arguments"
+    MODULE = "module"
+
+
 class CompileCache(StrEnum):
     COLD = "cold"
     WARM = "warm"

@@ -60,7 +60,7 @@ class StepOptions(Strict):
                           "k-norm and RoPE-k stay apart, +1 kernel a layer, and every launch pays 1.28 µs more wrapper "
                           "cost, measured) or False; default: vLLM's (dynamic=False with the token dimension marked "
                           "dynamic, which Inductor's kernels here do not change: False)")
-    compile_inputs: Optional[Literal["arguments", "module"]] = Field(
+    compile_inputs: Optional[V.literal(V.CompileInputs)] = Field(  # type: ignore[valid-type]
         None, description="with compile_dynamic true: how your compiled code receives the weights and the KV cache: "
                           "arguments of the compiled function (dynamic=True's symbolic sizes reach them: the reference "
                           "decoder) or module (parameters and buffers of the compiled nn.Module, which Dynamo "

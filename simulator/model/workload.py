@@ -357,8 +357,9 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
     the KV cache, "arguments" (dynamic=True's symbolic sizes reach them) or "module" (parameters and buffers of the
     compiled module, which Dynamo specialises); None: the recipe's own (reference arguments, hf module)."""
     impl = impl_of(fusion, impl)
-    if compile_inputs not in (None, *COMPILE_INPUTS):
-        raise WorkloadError(f"unknown compile_inputs '{compile_inputs}': use one of {', '.join(COMPILE_INPUTS)}")
+    if compile_inputs is not None and compile_inputs not in V.values(V.CompileInputs):
+        raise WorkloadError(f"unknown compile_inputs '{compile_inputs}': use one of "
+                            f"{', '.join(V.values(V.CompileInputs))}")
     if positions not in R.POSITIONS:
         raise WorkloadError(f"unknown positions '{positions}': use one of {', '.join(R.POSITIONS)}")
     if positions != "given" and impl != "hf":
@@ -434,16 +435,12 @@ def _compiled(ops: tuple[Op, ...], dynamic: bool, inputs: str | None = None) -> 
     return tuple(compile_ops(ops, dynamic, dynamic_inputs=_symbolic_inputs(inputs)))
 
 
-# how compiled code receives the weights and the KV cache (build_step's `compile_inputs`): as arguments of the
-# compiled function, where dynamic=True's symbolic sizes reach them (the reference decoder, measured), or as the
-# compiled module's parameters and buffers, which Dynamo specialises (transformers and the gpt-fast style
-# independent decoder, measured: the same kernels with dynamic True and False)
-COMPILE_INPUTS = ("arguments", "module")
-
-
 def _symbolic_inputs(inputs: str | None) -> bool | None:
-    """inductor.compile_ops's `dynamic_inputs` for a `compile_inputs` value (None: its own rule by the op list)."""
-    return None if inputs is None else inputs == "arguments"
+    """inductor.compile_ops's `dynamic_inputs` for a `compile_inputs` value (vocab.CompileInputs; None: its own rule
+    by the op list). Arguments: symbolic sizes reach the weights and cache (the reference decoder, measured); module:
+    Dynamo specialises them (transformers and the gpt-fast style independent decoder, measured: the same kernels
+    with dynamic True and False)."""
+    return None if inputs is None else inputs == V.CompileInputs.ARGUMENTS
 
 
 def layers_repeat(model: ModelSpec, shape: StepShape, slots: int | None = None) -> bool:
