@@ -49,32 +49,32 @@ W_K = 1.0
 
 # Shared by every cost model of one profile's device tables (host-rescaled profiles keep the device section, and a
 # run builds a cost model per setup): keyed by the id of the object each entry holds, so the id stays its own while
-# the entry lives; bounded. What they memoise is a pure function of that object.
-_GRIDS: dict[int, tuple] = {}
-_FALLBACKS: dict[tuple, tuple] = {}
-_SHARED_MAX = 16
+# the entry lives; bounded. What it memoises is a pure function of that object.
+_SHARED: dict[tuple, tuple] = {}
+_SHARED_MAX = 32
+
+
+def _shared(owner, key: tuple, build):
+    """build(), once per (`owner` object, `key`)."""
+    k = (id(owner), *key)
+    hit = _SHARED.get(k)
+    if hit is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        hit = _SHARED[k] = (owner, build())
+    return hit[1]
 
 
 def shared_grid_tables(grid) -> dict[tuple[int, int], object]:
     """`grid_tables(grid)`, built once per grid object."""
-    hit = _GRIDS.get(id(grid))
-    if hit is None:
-        if len(_GRIDS) >= _SHARED_MAX:
-            _GRIDS.clear()
-        hit = _GRIDS[id(grid)] = (grid, grid_tables(grid))
-    return hit[1]
+    return _shared(grid, ("grid",), lambda: grid_tables(grid))
 
 
 def shared_fallback(owner, tables, peak_flops: float, bw: float) -> "GemmFallback":
-    """`GemmFallback(tables, peak_flops, bw)`, built once per `owner` (the profile's device tables object the
+    """`GemmFallback(tables(), peak_flops, bw)`, built once per `owner` (the profile's device tables object the
     `tables` list is a pure function of) and figures."""
-    key = (id(owner), float(peak_flops), float(bw))
-    hit = _FALLBACKS.get(key)
-    if hit is None:
-        if len(_FALLBACKS) >= _SHARED_MAX:
-            _FALLBACKS.clear()
-        hit = _FALLBACKS[key] = (owner, GemmFallback(tables(), peak_flops, bw))
-    return hit[1]
+    return _shared(owner, ("fallback", float(peak_flops), float(bw)),
+                   lambda: GemmFallback(tables(), peak_flops, bw))
 
 
 def grid_tables(grid) -> dict[tuple[int, int], object]:
