@@ -7,34 +7,18 @@ touched 7 modules of simulator/ (issue 24's knob criterion)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
-from typer.testing import CliRunner
 
-from simulator.cli import app
 from simulator.config import ConfigError, load_scenario
 from simulator.engine.setup import StepSetup
-from simulator.model.models import load_model
 from simulator.model.workload import WorkloadError, build_step, decode
 from tests.conftest import cli_error
 
-runner = CliRunner()
-QWEN = load_model("qwen3-0.6b")
-
-
-def _cli(argv) -> dict:
-    r = runner.invoke(app, argv + ["--json"])
-    assert r.exit_code == 0, r.output
-    return json.loads(r.stdout)
-
-
-def _predict(*extra) -> dict:
-    return _cli(["predict", "--model", "qwen3-0.6b", "--batch", "1", "--ctx", "511", "--fusion", "compiled",
-                 "--graph", "none", *extra])
+from tests.studies.test_compile_dynamic import QWEN, _cli, _predict  # the same CLI helpers as its twin knob
 
 
 def test_module_inputs_launch_the_static_kernels_and_arguments_are_the_reference_default():
