@@ -65,6 +65,31 @@ def queued_device_us(fn, count: int, reps: int = 5, hold_cycles: int = 5_000_000
     return out
 
 
+def queued_with_host(fn, count: int, reps: int, hold_cycles: int) -> tuple[list, list, list]:
+    """`queued_device_us`'s measurement with the host's side recorded (rounds l, m, n), each repetition after a
+    synchronize: device µs per call, host µs to issue the `count` calls, and the sleep kernel's device µs (the
+    host stayed ahead of the GPU when every issue time is below every hold)."""
+    import torch
+
+    st, en, h0 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+    dev, host, hold = [], [], []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        h0.record()
+        torch.cuda._sleep(hold_cycles)
+        st.record()
+        t0 = time.perf_counter()
+        for _ in range(count):
+            fn()
+        t1 = time.perf_counter()
+        en.record()
+        en.synchronize()
+        dev.append(st.elapsed_time(en) * 1e3 / count)
+        host.append((t1 - t0) * 1e6)
+        hold.append(h0.elapsed_time(st) * 1e3)
+    return dev, host, hold
+
+
 def canary(n: int = 3000) -> dict:
     """Host µs of a tiny eager op (a*b on 1 KB) and device µs per queued tiny kernel."""
     import torch

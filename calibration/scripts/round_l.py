@@ -64,25 +64,9 @@ def _graph(fns):
 
 def busy(pattern, count, reps):
     """Device us per `pattern()` queued `count` times behind a sleep kernel; host issue time and the hold's."""
-    import torch
+    from calibration.hygiene import queued_with_host
 
-    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    h0 = torch.cuda.Event(enable_timing=True)
-    dev, host, hold = [], [], []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        h0.record()
-        torch.cuda._sleep(HOLD)
-        st.record()
-        t0 = time.perf_counter()
-        for _ in range(count):
-            pattern()
-        t1 = time.perf_counter()
-        en.record()
-        en.synchronize()
-        dev.append(st.elapsed_time(en) * 1e3 / count)
-        host.append((t1 - t0) * 1e6)
-        hold.append(h0.elapsed_time(st) * 1e3)
+    dev, host, hold = queued_with_host(pattern, count, reps, HOLD)
     return {"count": count, "device_us_per": _pct(dev), "host_issue_us": _pct(host), "hold_us": _pct(hold),
             "host_ahead": max(host) < min(hold)}
 

@@ -39,26 +39,11 @@ def grid(quick: bool):
 
 
 def queued(fn, reps=7):
-    import torch
-
+    from calibration.hygiene import queued_with_host
     from calibration.microbench import _pct
 
-    st, en, h0 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-    dev, host, hold = [], [], []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        h0.record()
-        torch.cuda._sleep(HOLD)
-        st.record()
-        t0 = time.perf_counter()
-        for _ in range(STEPS):
-            fn()
-        t1 = time.perf_counter()
-        en.record()
-        en.synchronize()
-        dev.append(st.elapsed_time(en) / STEPS)
-        host.append((t1 - t0) * 1e3)
-        hold.append(h0.elapsed_time(st))
+    dev_us, host_us, hold_us = queued_with_host(fn, STEPS, reps, HOLD)
+    dev, host, hold = ([x / 1e3 for x in xs] for xs in (dev_us, host_us, hold_us))  # this round's unit: ms
     return {"device_ms": _pct(dev), "host_issue_ms": _pct(host), "hold_ms": _pct(hold),
             "host_ahead": max(host) < min(hold)}
 

@@ -36,26 +36,10 @@ HOLD = 60_000_000
 
 
 def queued(fn, count, reps):
-    import torch
-
+    from calibration.hygiene import queued_with_host
     from calibration.microbench import _pct
 
-    st, en, h0 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-    dev, host, hold = [], [], []
-    for _ in range(reps):
-        torch.cuda.synchronize()
-        h0.record()
-        torch.cuda._sleep(HOLD)
-        st.record()
-        t0 = time.perf_counter()
-        for _ in range(count):
-            fn()
-        t1 = time.perf_counter()
-        en.record()
-        en.synchronize()
-        dev.append(st.elapsed_time(en) * 1e3 / count)
-        host.append((t1 - t0) * 1e6)
-        hold.append(h0.elapsed_time(st) * 1e3)
+    dev, host, hold = queued_with_host(fn, count, reps, HOLD)
     return {"device_us": _pct(dev), "host_issue_us": _pct(host), "host_ahead": max(host) < min(hold)}
 
 
