@@ -276,9 +276,15 @@ def derive_h100(p: dict, name: str = "h100-sxm") -> dict:
         if t.get(cls):
             floor = min(t[cls]["us"])
             t[cls]["us"] = [scale(u, floor) for u in t[cls]["us"]]
+    if t.get("row_mean"):  # not bandwidth-bound below the H100's bandwidth (a warp a row, L / 32 values each):
+        # each point no faster than its bytes (4 * rows * cols read) at the H100's effective bandwidth
+        rm, bw = t["row_mean"], d["hbm_tbps"] * d["bw_efficiency"] * 1e12
+        rm["us"] = [[max(u, 4.0 * r * c / bw * 1e6) for c, u in zip(rm["cols"], line)]
+                    for r, line in zip(rm["rows"], rm["us"])]
     d["source"] = f"derived from '{p['name']}': bandwidth-bound table times above the floor x {r:.3f} (4.8/3.35 TB/s)"
     q.update(name=name, source="derived", derived_from=p["name"],
              notes=f"Derived from the measured '{p['name']}' profile by datasheet ratios (HBM 3.35 vs 4.8 TB/s, "
-                   "same compute, same host section). Not measured on an H100.")
+                   "same compute, same host section; the row-mean table's points no faster than their bytes at the "
+                   "H100's bandwidth). Not measured on an H100.")
     q["environment"] = {"derived_from_environment": p.get("environment", {})}
     return q

@@ -56,6 +56,7 @@ if not SPEC[0].exists():  # round f's isolated SDPA rows, as the profile carried
 ROUND_I = MEASURED / "h200-round-i"  # calibration/scripts/round_i.py (build_compiled.py)
 ROUND_K = MEASURED / "h200-round-k"  # calibration/scripts/round_k.py: GEMMs over a rule-chosen (n, k) grid
 ROUND_N = MEASURED / "h200-round-n"  # calibration/scripts/round_n.py: graph-boundary device cost (build_graph_latency)
+ROUND_T = MEASURED / "h200-round-t"  # calibration/scripts/round_t.py: aten's row mean by (rows, cols) (build_row_mean)
 COMPILED_FIT = {"model": "qwen3-0.6b", "fusion": "compiled", "dynamic": False, "batch": 1, "ctx": 512}
 
 
@@ -72,6 +73,11 @@ def build_h200() -> tuple[dict, str]:
     timing = json.loads(TIMING.read_text())
     counts = json.loads(COUNTS.read_text())
     p = build(timing, counts, name="h200")
+    if (ROUND_T / "timing.json").exists():  # before the decoder figures: graph_node_us is the depth sweep's slope
+        # beyond the priced kernels, so the kernels are priced as the profile will price them
+        from .build_row_mean import add_row_mean
+
+        add_row_mean(p, ROUND_T, str(ROUND_T.relative_to(ROOT.parent)))
     from .hostprobe import MEASURED, with_slow_state
 
     p["host"]["canary"] = with_slow_state(p["host"]["canary"], [MEASURED / f"h200-round-{r}" for r in "bcde"])

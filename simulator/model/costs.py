@@ -3,7 +3,9 @@
 GPU time: a measured table where the profile has one for the op's class and shape (log-log
 interpolation between grid points: kernel time is close to a power law in bytes and tokens between
 neighbouring points, so this is exact for both the flat small-kernel floor and the linear
-bandwidth-bound tail); a GEMM whose (n, k) no table holds is priced from the measured tables' slowdowns
+bandwidth-bound tail); a norm's row mean (an eager REDUCTION whose shape carries rows and cols) from the
+profile's (rows, row length) table where it has one (`row_mean_us`: aten's launch depends on both, not bytes);
+a GEMM whose (n, k) no table holds is priced from the measured tables' slowdowns
 over the roofline, interpolated across shapes (simulator/model/gemm_model.py); else a roofline with efficiency:
     t = max(flops / (peak * gemm_efficiency), bytes / (hbm * bw_efficiency), min_kernel).
 Host time: the profile's per-launch-path distribution at a quantile (0.5 = median).
@@ -21,7 +23,7 @@ import numpy as np
 
 from simulator.model.kernels import LaunchPath, Op, OpClass
 from simulator.model.profile import Curve, Profile
-from simulator.model.tables import POLICIES, REFUSE, loglog
+from simulator.model.tables import POLICIES, REFUSE, loglog, row_mean
 
 US = 1e-6
 
@@ -137,6 +139,7 @@ class CostModel:
                        ("red", _looped_curve(d.tables.triton_reduction_loop, d.tables.triton_reduction))):
             if c is not None:
                 self._curves["triton_" + tag] = c
+        self._row_mean = d.tables.row_mean
         self.collective = d.collective  # None: a tensor-parallel collective is refused (parallel.collective_gpu_s)
         self._gpu_cache: dict[Op, float] = {}
         self._host_cache: dict[tuple[Op, float], float] = {}
@@ -183,12 +186,29 @@ class CostModel:
             if t is None or op.dim("q_len", 1) != 1:
                 return None
             return _bilinear(t.batch, t.ctx, t.us, op.dim("batch"), op.dim("ctx"))
+        if self._is_row_mean(op):
+            v = self.row_mean_us(op.dim("rows"), op.dim("cols"))
+            if v is not None:
+                return v * US
         key = self.curve_key(op)
         curve = self._curves.get(key)
         if curve is None:
             return None
         v = _interp_curve(curve, op.bytes, _BELOW.get(key, REFUSE))
         return None if v is None else v * US
+
+    def _is_row_mean(self, op: Op) -> bool:
+        """An eager row mean the profile's row_mean table prices (workload._Builder.row_mean's ops)."""
+        return (self._row_mean is not None and op.op_class is OpClass.REDUCTION and op.path is LaunchPath.EAGER_REDUCTION
+                and any(k == "rows" for k, _ in op.shape))  # by key: a traced template's sizes are symbols
+
+    def row_mean_us(self, rows: int, cols: int) -> float | None:
+        """us of aten's row mean over fp32 x[rows, cols] from `device.tables.row_mean` (model/tables.row_mean's
+        reading rule); None without the table or outside its row lengths (the reduction curve then)."""
+        t = self._row_mean
+        if t is None:
+            return None
+        return row_mean(rows, cols, t.rows, t.cols, t.us, t.breaks, t.step_below_rows)
 
     def verify_attention_s(self, op: Op) -> float | None:
         """A speculative verify step's attention (q_len = 1 + k queries per sequence) from the profile's measured
@@ -263,7 +283,7 @@ class CostModel:
         kern: list[int | None] = [None] * len(ops)
         if alike and ops:
             o = ops[0]
-            if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW
+            if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW or self._is_row_mean(o)
                     or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
                 return out, kern
             if o.op_class is not OpClass.GEMM:
@@ -272,9 +292,9 @@ class CostModel:
                     curve[ck] = list(range(len(ops)))
                 return self._prime_groups(ops, gemm, curve, out, kern)
         for j, o in enumerate(ops):
-            if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW
+            if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW or self._is_row_mean(o)
                     or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
-                continue
+                continue  # a row mean: its table reading is per op (`gpu_s`)
             if o.op_class is OpClass.GEMM:
                 gemm.setdefault((o.dim("n"), o.dim("k")), []).append(j)
             elif self._curves.get(ck := self.curve_key(o)) is not None:
@@ -289,7 +309,7 @@ class CostModel:
         out: list[float | None] = [None] * n
         kern: list[int | None] = [None] * n
         o = tmpl
-        if not n or (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW
+        if not n or (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW or self._is_row_mean(o)
                 or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
             return out, kern
         if o.op_class is OpClass.GEMM:

@@ -273,12 +273,47 @@ class AttentionTable(_Strict):
         return self
 
 
+class RowMeanTable(_Strict):
+    """aten's row mean (`x.mean(-1, keepdim=True)` over fp32 x[rows, cols]: RMSNorm's mean in eager code) by rows and
+    row length, measured in the tables' method (calibration/scripts/round_t.py, calibration/build_row_mean.py). Not
+    a function of bytes: aten's reduce gives a block up to `step_below_rows` rows (the largest power of two <= rows),
+    a warp per row reducing cols / 32 values each, and splits a row across warps from a row length on (`breaks`).
+    Read by simulator/model/costs.py `row_mean_us`: rows below `step_below_rows` at the grid row <= rows (the block
+    aten picks), above it linear between grid rows and x rows / top row above the grid; cols linear between grid
+    points of one segment between breaks, never across a break; cols outside the grid: not read (the byte curve)."""
+
+    rows: list[int] = Field(min_length=2, description="grid rows, increasing (powers of two)")
+    cols: list[int] = Field(min_length=2, description="grid row lengths, increasing")
+    us: list[list[Annotated[float, Field(gt=0, allow_inf_nan=False)]]] = Field(
+        description="us[i][j]: device us at rows[i], cols[j]")
+    breaks: list[int] = Field(default_factory=_empty_list,
+                              description="row lengths where aten changes launch: a grid col >= a break is not "
+                                          "interpolated with one below it")
+    step_below_rows: int = Field(16, ge=1, description="rows below this are read at the grid row <= rows")
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _shape(self):
+        for name, a in (("rows", self.rows), ("cols", self.cols)):
+            if a[0] < 1 or any(y <= x for x, y in zip(a, a[1:])):
+                raise ValueError(f"{name} must be positive and strictly increasing")
+        if len(self.us) != len(self.rows) or any(len(r) != len(self.cols) for r in self.us):
+            raise ValueError("us must be len(rows) rows of len(cols) values")
+        if any(b <= self.cols[0] or b > self.cols[-1] or b not in self.cols for b in self.breaks):
+            raise ValueError("each break must be a grid col above the first")
+        if self.rows[0] != 1:
+            raise ValueError("rows must start at 1 (every row count below the step is read at a grid row)")
+        return self
+
+
 class Tables(_Strict):
     gemm: list[GemmTable] = Field(default_factory=_empty_list)
     gemm_grid: GemmGrid | None = Field(None, description="GEMMs over a rule-chosen (n, k) grid (round k)")
     attention: list[AttentionTable] = Field(default_factory=_empty_list)
     elementwise: Curve | None = None
     reduction: Curve | None = None
+    row_mean: RowMeanTable | None = Field(
+        None, description="aten's row mean by (rows, row length) (round t); absent: norms' means on the reduction curve")
     memcopy: Curve | None = None
     embedding: Curve | None = None
     # Inductor's generated kernels (simulator/model/inductor.py: ops named `triton_poi:` / `triton_per:` / `triton_red:`

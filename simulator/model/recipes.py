@@ -145,7 +145,7 @@ def norm(b, name, rows, cols):
     E = rows * cols
     b.copy(f"{name}.to_fp32", E, 2, 4)
     b.ew(f"{name}.pow", E, 4, 4)
-    b.red(f"{name}.mean", E, 4, 4 / cols)
+    b.row_mean(f"{name}.mean", rows, cols)
     b.ew(f"{name}.add_eps", rows, 4, 4)
     b.ew(f"{name}.rsqrt", rows, 4, 4)
     b.ew(f"{name}.mul", E, 4 + 4 / cols, 4)

@@ -24,6 +24,10 @@ The policy of each table (callers pass it; `POLICIES` names them, tests pin them
   both sides (the grid spans the decode range; outside it the nearest measured figure);
 - moe.py, `tables.moe_routing` (time by batch): clamp both sides;
 - engine/startup.py, `graph_memory[model].capture_s` (seconds by batch, linear): clamp below, extrapolate above.
+- costs.py, `tables.row_mean` (`row_mean`: time by rows, then by row length; 2-D): rows below the table's step are
+  read at the grid row <= rows (aten's block), above it linear, extrapolated above the grid (more rows: more
+  waves); row length linear within one segment between launch breaks, extrapolated up to the next break (each
+  segment is one launch, time linear in the row length), refused outside the grid (the byte curve then).
 Each reader was written on its own before this module (three `_loglog`s and startup's `_interp`); their outputs
 are bit-identical to this one's on every finite positive table (tests/model/test_tables.py pins both).
 """
@@ -53,6 +57,8 @@ POLICIES: dict[str, tuple[Policy, Policy]] = {
     "grouped_gemm.experts": (CLAMP, CLAMP),
     "moe_routing.batch": (CLAMP, CLAMP),
     "graph_memory.capture_s": (CLAMP, EXTRAPOLATE),
+    "row_mean.rows": (CLAMP, EXTRAPOLATE),
+    "row_mean.cols": (REFUSE, REFUSE),
 }
 
 
@@ -114,4 +120,33 @@ def linear(x: float, xs: Sequence[float], ys: Sequence[float], *, below: Policy,
     return float(ys[-1])  # unreachable: x <= xs[-1] here
 
 
-__all__ = ["CLAMP", "EXTRAPOLATE", "POLICIES", "REFUSE", "Policy", "linear", "loglog"]
+def row_mean(rows: float, cols: float, grid_rows: Sequence[int], grid_cols: Sequence[int],
+             us: Sequence[Sequence[float]], breaks: Sequence[int], step_below_rows: int) -> float | None:
+    """A 2-D table by (rows, row length) read as POLICIES["row_mean.*"] say (module docstring): None outside the
+    grid's row lengths. The segment of `cols` is the grid cols between the breaks around it; within it `linear`,
+    carried on to the next break (EXTRAPOLATE) above its last point. Rows below `step_below_rows`: the grid row
+    <= rows; else `linear` over the grid rows (only the two around `rows` are read)."""
+    r_below, r_above = POLICIES["row_mean.rows"]
+    c_below, c_above = POLICIES["row_mean.cols"]
+    if cols < grid_cols[0] or cols > grid_cols[-1]:  # REFUSE both sides (POLICIES pins it)
+        return None
+    lo = max([b for b in breaks if b <= cols], default=grid_cols[0])
+    hi = min([b for b in breaks if b > cols], default=None)
+    idx = [j for j, c in enumerate(grid_cols) if c >= lo and (hi is None or c < hi)]
+    seg = [grid_cols[j] for j in idx]
+    above = c_above if hi is None else EXTRAPOLATE
+
+    def at_row(i: int) -> float | None:
+        return linear(cols, seg, [us[i][j] for j in idx], below=c_below, above=above)
+
+    if rows < step_below_rows:  # aten's block: the grid row <= rows
+        return at_row(max([k for k, r in enumerate(grid_rows) if r <= rows], default=0))
+    n = len(grid_rows)
+    k = next((i for i in range(1, n) if rows <= grid_rows[i]), n - 1)  # the grid rows k-1, k around rows
+    a, b = at_row(k - 1), at_row(k)
+    if a is None or b is None:
+        return None
+    return linear(rows, [grid_rows[k - 1], grid_rows[k]], [a, b], below=r_below, above=r_above)
+
+
+__all__ = ["CLAMP", "EXTRAPOLATE", "POLICIES", "REFUSE", "Policy", "linear", "loglog", "row_mean"]

@@ -140,12 +140,17 @@ class _Builder:
         # reference `compiled` step is built as `none` and then compiled: its quant kernels are Inductor's)
         quant_ops(self, site, rows, k, self.quant_fusion or fusion)
 
-    def ew(self, name, elems, in_b, out_b, path=P.EAGER_ELEMENTWISE, cls=OpClass.ELEMENTWISE):
+    def ew(self, name, elems, in_b, out_b, path=P.EAGER_ELEMENTWISE, cls=OpClass.ELEMENTWISE, **shape):
         """An elementwise-like kernel touching `elems` elements, `in_b` bytes read and `out_b` written each."""
-        self.add(name, cls, path, elems, elems * (in_b + out_b))
+        self.add(name, cls, path, elems, elems * (in_b + out_b), **shape)
 
-    def red(self, name, elems, in_b, out_b, path=P.EAGER_REDUCTION):
-        self.ew(name, elems, in_b, out_b, path, OpClass.REDUCTION)
+    def red(self, name, elems, in_b, out_b, path=P.EAGER_REDUCTION, **shape):
+        self.ew(name, elems, in_b, out_b, path, OpClass.REDUCTION, **shape)
+
+    def row_mean(self, name, rows, cols):
+        """aten's `x.mean(-1, keepdim=True)` over fp32 x[rows, cols] (a norm's mean): its shape carries rows and
+        the row length, which price it (costs.row_mean_us: aten picks its launch by both, not by bytes)."""
+        self.red(name, rows * cols, 4, 4 / cols, rows=rows, cols=cols)
 
     def copy(self, name, elems, in_b, out_b, path=P.EAGER_COPY):
         self.ew(name, elems, in_b, out_b, path, OpClass.COPY)
@@ -171,7 +176,7 @@ class _Builder:
         E = rows * cols
         self.copy(f"{name}.to_fp32", E, 2, 4)
         self.ew(f"{name}.pow", E, 4, 4)
-        self.red(f"{name}.mean", E, 4, 4 / cols)
+        self.row_mean(f"{name}.mean", rows, cols)
         self.ew(f"{name}.add_eps", rows, 4, 4)
         self.ew(f"{name}.rsqrt", rows, 4, 4)
         self.ew(f"{name}.mul", E, 4 + 4 / cols, 4)
