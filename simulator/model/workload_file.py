@@ -17,8 +17,8 @@ Format (JSON, `format_version` 1; unknown keys are rejected):
   calibrated host policy also `path` (launch path charged: the call's path for its first kernel,
   `raw` for further kernels of the same aten call), `host_ops` (host-only top-level aten ops since
   the previous launch) and `gap_us` (traced interpreter time since then, outside every aten op);
-- `model` (optional, `import-trace --model`): the model's shape fields; a trace without recorded shapes
-  retargets to other batches / contexts through them (simulator/traces/retarget.py);
+- `model` (optional, `import-trace --model`): the model's fields; a trace without recorded shapes
+  retargets to other batches / contexts through them (simulator/traces/retarget.py, align.py);
 - `host_time`: the host-time policy (`calibrated`, `trace`, `deflate`; see simulator/traces/host.py),
   the profile used at import, the traced and charged host ms, and the tail's host-only ops and
   interpreter µs. Absent in files written before policies existed: those use traced host time.
@@ -87,9 +87,11 @@ class Workload(_Strict):
     host_tail_us: float = Field(0.0, ge=0, le=MAX_US, description="host time after the last launch, µs")
     kernels: list[KernelEntry] = Field(min_length=1, description="the representative step, in launch order")
     host_time: dict | None = Field(None, description="host-time policy and its figures (trace_host)")
-    model: dict | None = Field(None, description="the model's shape fields (import-trace's model): hidden_size, "
+    model: dict | None = Field(None, description="the model's fields (import-trace's model): hidden_size, "
                                                  "num_hidden_layers, heads, kv_heads, head_dim, intermediate_size, "
-                                                 "vocab_size; they size kernels the trace recorded no shapes for")
+                                                 "vocab_size size kernels the trace recorded no shapes for; the "
+                                                 "rest (family, norms, biases, packing) pick the recipe its calls "
+                                                 "are aligned with")
 
     @property
     def gpu_ms(self) -> float:

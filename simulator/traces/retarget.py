@@ -131,9 +131,10 @@ def _proj_nk(m: dict, p: str) -> tuple[int, int]:
             "up": (i, h), "gate_up": (2 * i, h), "down": (h, i), "lm_head": (m["vocab_size"], h)}[p]
 
 
-def model_dims(wl: Workload, groups: list[list[int]], costs) -> tuple[dict[int, tuple], list[str]]:
+def model_dims(wl: Workload, groups: list[list[int]], costs,
+               aligned: frozenset[int] = frozenset()) -> tuple[dict[int, tuple], list[str]]:
     """Synthesised (dims, shape_op) per call index for a workload without recorded shapes, from `wl.model`;
-    and the labels of calls that cannot be classified."""
+    and the labels of calls that cannot be classified (`aligned`: calls a recipe op prices, never refused)."""
     from simulator.traces.shapes import _gpu_s, cost_op, label
 
     m = wl.model
@@ -181,7 +182,7 @@ def model_dims(wl: Workload, groups: list[list[int]], costs) -> tuple[dict[int, 
         dims = [[tokens, m["hidden_size"]]]
         op = cost_op(k0.model_copy(update={"shape_op": None, "dtypes": None}), dims)
         t = _gpu_s(costs, op) * 1e6
-        if max(ks[i].gpu_us for i in idx) > BIG_FACTOR * t:
+        if c not in aligned and max(ks[i].gpu_us for i in idx) > BIG_FACTOR * t:
             bad.append(label(k0))
             if not big:
                 big.append(f"{label(k0)}: {max(ks[i].gpu_us for i in idx):.2f} µs traced, > {BIG_FACTOR:g} x the "
@@ -296,9 +297,17 @@ def retarget(wl: Workload, costs, batch: int | None, ctx: int | None) -> Retarge
     q = wl.q_len or 1
     groups = calls(ks)
     synth, bad = ({}, [])
+    by_op: dict[int, float] = {}
+    by_heads: dict[int, int] = {}
+    al = None
     if any(_call_dims(ks, idx)[0] is None and not any(_scalar_only(ks[i].dims) for i in idx) for idx in groups):
         if wl.model is not None:
-            synth, bad = model_dims(wl, groups, costs)
+            from simulator.traces import align as A
+
+            spec = A.spec_of(wl.model)
+            al = A.align(ks, groups, spec, b0, c0) if spec is not None and c0 else None
+            by_op, by_heads = A.ratios(al, spec, costs, b0, c0, b1, c1) if al is not None else ({}, {})
+            synth, bad = model_dims(wl, groups, costs, frozenset(by_op))
     where = f"batch {b1}" + (f", ctx {c1}" if c1 != c0 else "")
     reduce_us = [ks[i].gpu_us for idx in groups for i in idx if _is_splitk_reduce(ks[i])]
     add_reduce_us = statistics.median(reduce_us) if reduce_us else costs.profile.device.min_kernel_us
@@ -367,7 +376,7 @@ def retarget(wl: Workload, costs, batch: int | None, ctx: int | None) -> Retarge
             if r is None:
                 unclassified.append(label(k0))
                 continue
-            heads = _heads(dims)
+            heads = by_heads.get(c) or _heads(dims)
             for i in idx:
                 k = ks[i]
                 if _is_attention_kernel(k):
@@ -389,6 +398,9 @@ def retarget(wl: Workload, costs, batch: int | None, ctx: int | None) -> Retarge
             k = ks[i]
             if k.event == "gpu_memset":
                 put(k, k.gpu_us, "constant")
+                continue
+            if c in by_op and OpClass(k.op_class) is not OpClass.GEMM:
+                put(k, k.gpu_us * by_op[c], "recipe")
                 continue
             if OpClass(k.op_class) is OpClass.GEMM:  # a matmul kernel under an op whose shapes do not give m, n, k
                 unclassified.append(f"{label(k)} (a GEMM kernel under {shape_op or 'an op without shapes'})")
@@ -419,7 +431,10 @@ def retarget(wl: Workload, costs, batch: int | None, ctx: int | None) -> Retarge
         notes.append(f"{added} split-K reduce kernels added at {where} (the profile's GEMM table records split-K)")
     if synth:
         notes.append(f"shapes from the model '{wl.model.get('name')}' (the trace recorded none): GEMMs mapped onto "
-                     "its projections in launch order, other kernels taken as token-sized activations")
+                     "its projections in launch order, other kernels taken as token-sized activations"
+                     + (f" except {roles.get('recipe', 0)} re-priced by the op they align with in the "
+                        f"'{al.label}' recipe ({len(al.matched)} of {al.calls} calls aligned)" if roles.get("recipe")
+                        and al is not None else ""))
     return Retargeted(new_ks, new_us, roles, notes, dropped, added)
 
 
@@ -431,11 +446,12 @@ def _heads(dims) -> int | None:
 
 
 def model_record(spec) -> dict:
-    """The shape fields of a ModelSpec a workload keeps (`import-trace --model`)."""
-    return {"name": spec.name, "hidden_size": spec.hidden_size, "num_hidden_layers": spec.num_hidden_layers,
-            "num_attention_heads": spec.num_attention_heads, "num_key_value_heads": spec.num_key_value_heads,
-            "head_dim": spec.head_dim, "intermediate_size": spec.intermediate_size, "vocab_size": spec.vocab_size}
+    """The ModelSpec fields a workload keeps (`import-trace --model`): the shapes GEMMs and attention are given, and
+    the rest (family, norms, biases, packing, ...) that pick and shape the recipe its calls are aligned with
+    (simulator/traces/align.py)."""
+    import dataclasses
 
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(spec).items()}
 
 
 def readiness(wl: Workload, costs=None) -> str:

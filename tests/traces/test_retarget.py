@@ -229,9 +229,10 @@ def test_hf_batch_1_trace_at_batch_8_launches_the_batch_8_trace_kernels():
     assert sum(r.gpu_us) == pytest.approx(sum(k.gpu_us for k in w8.kernels), rel=0.05)
 
 
-def test_hf_trace_without_shapes_refuses_with_model_because_of_the_cache_copies(tmp_path):
-    """Strip the recorded shapes from the b1 trace: with the model's config the GEMMs map, but the static cache's
-    repeat_kv copies move far more than an activation: they cannot be classified without shapes."""
+def test_hf_trace_without_shapes_aligns_with_the_hf_recipe(tmp_path):
+    """Strip the recorded shapes from the b1 trace: with the model's config the GEMMs map, and the other calls
+    (the static cache's repeat_kv copies among them, far larger than an activation) align with the `hf` static
+    recipe and are re-priced by its ops: the batch-8 GPU sum lands within 3 % of the b8 trace's own."""
     raw = json.loads(gzip.decompress((ROUND_C / "hf_qwen3-0.6b_static_b1.trace.json.gz").read_bytes()))
     for e in raw["traceEvents"]:
         if isinstance(e.get("args"), dict):
@@ -239,7 +240,12 @@ def test_hf_trace_without_shapes_refuses_with_model_because_of_the_cache_copies(
     p = tmp_path / "noshape.json"
     p.write_text(json.dumps(raw))
     wl, _ = workload_from_trace(p, batch=1, model="qwen3-0.6b", ctx=576)
-    with pytest.raises(RetargetError, match=r"aten::reshape x56"):
+    r = retarget(wl, CostModel(load_profile("h200")), 8, None)
+    b8 = workload_from_trace(ROUND_C / "hf_qwen3-0.6b_static_b8.trace.json.gz")[0]
+    assert r.roles["recipe"] > 1000 and "'hf (static cache)' recipe" in r.notes[-1]
+    assert sum(r.gpu_us) == pytest.approx(sum(k.gpu_us for k in b8.kernels), rel=0.03)
+    wl.model["num_hidden_layers"] = 27  # a config that is not this trace's decoder: no recipe aligns, refused
+    with pytest.raises(RetargetError):
         retarget(wl, CostModel(load_profile("h200")), 8, None)
 
 
@@ -318,5 +324,7 @@ def test_phi3_packed_projections_map_without_shapes(tmp_path):
     shaped = retarget(workload_from_trace(src)[0], costs, 8, None)
     bare, _ = workload_from_trace(p, batch=1, model=str(ROOT / "calibration/configs/hf/phi-3-mini-4k.json"), ctx=640)
     r = retarget(bare, costs, 8, None)
-    assert len(r.kernels) == len(shaped.kernels)
-    assert sum(r.gpu_us) == pytest.approx(sum(shaped.gpu_us), rel=0.01)
+    b8 = workload_from_trace(src.parent / src.name.replace("_b1.", "_b8."))[0]
+    assert len(r.kernels) == len(shaped.kernels) and r.roles["recipe"] > 1000
+    want = sum(k.gpu_us for k in b8.kernels)  # the b8 trace's own GPU sum; both routes within 10 % of it
+    assert sum(r.gpu_us) == pytest.approx(want, rel=0.10) and sum(shaped.gpu_us) == pytest.approx(want, rel=0.10)
