@@ -175,6 +175,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
             peak = bsteps = used
         # -- its step time, and a merged run of decode-only steps (Scheduler.extend) ---------------------------------
         k = 1
+        fig = None
         if chunks:
             T = d + ptok
             if mfast:  # StepTimer.mixed
@@ -218,10 +219,11 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
                 key = (-(-ctx // cbt) << 32) | d
                 fig = dmemo.get(key)
                 if fig is None:
-                    fig = dmemo[key] = _figures(plain(d, ctx))
+                    fig = dmemo[key] = [*_figures(plain(d, ctx)), 0]
+                dt, gb = fig[0], fig[1]
             else:
-                fig = _figures(decode_time(d, ctx))
-            dt, gb, cpub, graph, rows, padded = fig
+                fig = None
+                dt, gb, cpub, graph, rows, padded = _figures(decode_time(d, ctx))
             if merge:
                 while bounds[bi] <= now:
                     bi += 1
@@ -244,14 +246,14 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
                             cap = ka
                     if cap > 1:  # Scheduler.extend (the plan has no chunks and admission was not skipped)
                         h0 = heap[0]
-                        while h0[2] != epoch[h0[1]] or state[h0[1]] != DECODE:
-                            heappop(heap)
-                            h0 = heap[0]
+                        if sched.preemptions:  # entries go stale only when a request is preempted
+                            while h0[2] != epoch[h0[1]] or state[h0[1]] != DECODE:
+                                heappop(heap)
+                                h0 = heap[0]
                         k = h0[0] - G
                         if cap < k:
                             k = cap
-                        c1 = -(-cbase // d) + g1
-                        kc = -(-c1 // cb) * cb - c1 + 1
+                        kc = -(-ctx // cb) * cb - ctx + 1  # ctx = ceil(cbase / d) + g1, the next step's mean
                         if kc < k:
                             k = kc
                         if k > 1:
@@ -342,7 +344,14 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
             cn += 1
             cbase += b
             heappush(heap, (G + O[rid] - gen[rid], rid, epoch[rid]))
-        if w0 <= start < w1:  # Collector.on_steps
+        if w0 <= start < w1 and fig is not None:  # Collector.on_steps of a memoised decode step: its counts by entry
+            c_busy += k * dt
+            c_gpu += k * gb
+            fig[6] += k
+            c_block += bsteps * dt
+            if peak > c_peak:
+                c_peak = peak
+        elif w0 <= start < w1:  # Collector.on_steps
             c_steps += k
             c_busy += k * dt
             c_gpu += k * gb
@@ -376,6 +385,20 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
         if now >= stop:
             break
     sched.G, sched.used, co.n, co.base_sum = G, used, cn, cbase
+    if dmemo is not None:  # the memoised decode steps' counts (their figures depend on the entry alone)
+        for key, (_, _, cpub, graph, rows, padded, n) in dmemo.items():
+            if n:
+                d = key & 0xFFFFFFFF
+                c_steps += n
+                c_dec += n
+                hist[d] += n
+                c_tokens += d * n
+                if cpub:
+                    c_cpu += n
+                if graph:
+                    c_graph += n
+                    c_rows += n * rows
+                    c_padded += n * padded
     col.steps += c_steps
     col.decode_steps += c_dec
     col.mixed_steps += c_mix

@@ -270,15 +270,6 @@ class StepTimer:
         host = c.cpu_busy_s + ec.host_s
         return c._replace(step_s=step, cpu_bound=host >= c.gpu_busy_s + c.gpu_gap_s + ec.gpu_s)
 
-    def _mixed_at(self, mode: str, d: int, p: int, L: int, cb: int) -> StepCost:
-        """A grid point of the mixed-step interpolation, run in plan mode `mode` with its own padding rows."""
-        shape, rows = self._mixed_shape(mode, d, p, L, cb)
-        key = (mode, shape)
-        c = self._cache.get(key)
-        if c is None:
-            c = self._run(key, shape, mode, rows, shape.tokens)
-        return c
-
     def _mixed_shape(self, mode: str, d: int, p: int, L: int, cb: int) -> tuple[StepShape, int]:
         """A grid point's StepShape as the GPU runs it (clamped to the model's positions, its own padding rows)
         and its rows (d + p * L, of the clamped L)."""
@@ -300,16 +291,17 @@ class StepTimer:
         v = self._cells.get(key)
         if v is not None:
             return v
-        pts = [(a, b, c) for a in (d0, d1) for b in (l0, l1) for c in (c0, c1)]
+        pts = [self._mixed_shape(mode, a, p, b, c) for a in (d0, d1) for b in (l0, l1) for c in (c0, c1)]
+        memo = self._cache
         if self._batched:
             todo: dict[StepShape, tuple] = {}
-            for a, b, c in pts:
-                shape, rows = self._mixed_shape(mode, a, p, b, c)
-                if (mode, shape) not in self._cache and shape not in todo:
+            for shape, rows in pts:
+                if (mode, shape) not in memo and shape not in todo:
                     todo[shape] = (shape, rows, shape.tokens)
             if todo:
                 self._price(mode, list(todo.values()))
-        cs = [self._mixed_at(mode, a, p, b, c) for a, b, c in pts]
+        cs = [memo.get((mode, shape)) or self._run((mode, shape), shape, mode, rows, shape.tokens)
+              for shape, rows in pts]
         v = self._cells[key] = (tuple(c.step_s for c in cs), tuple(c.gpu_busy_s for c in cs),
                                 tuple(c.cpu_bound for c in cs), tuple((c.cpu_busy_s, c.gpu_gap_s) for c in cs))
         return v
