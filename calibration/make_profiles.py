@@ -57,6 +57,7 @@ ROUND_I = MEASURED / "h200-round-i"  # calibration/scripts/round_i.py (build_com
 ROUND_K = MEASURED / "h200-round-k"  # calibration/scripts/round_k.py: GEMMs over a rule-chosen (n, k) grid
 ROUND_N = MEASURED / "h200-round-n"  # calibration/scripts/round_n.py: graph-boundary device cost (build_graph_latency)
 ROUND_T = MEASURED / "h200-round-t"  # calibration/scripts/round_t.py: aten's row mean by (rows, cols) (build_row_mean)
+ROUND_W = MEASURED / "h200-round-w"  # calibration/scripts/round_w.py: aten's roll of a KV cache by bytes (build_roll)
 COMPILED_FIT = {"model": "qwen3-0.6b", "fusion": "compiled", "dynamic": False, "batch": 1, "ctx": 512}
 
 
@@ -78,6 +79,10 @@ def build_h200() -> tuple[dict, str]:
         from .build_row_mean import add_row_mean
 
         add_row_mean(p, ROUND_T, str(ROUND_T.relative_to(ROOT.parent)))
+    if (ROUND_W / "round_w.json").exists():
+        from .build_roll import add_roll
+
+        add_roll(p, ROUND_W, str(ROUND_W.relative_to(ROOT.parent)))
     from .hostprobe import MEASURED, with_slow_state
 
     p["host"]["canary"] = with_slow_state(p["host"]["canary"], [MEASURED / f"h200-round-{r}" for r in "bcde"])

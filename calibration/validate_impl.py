@@ -172,6 +172,62 @@ def round_g_rows(round_dir: Path = ROUND_G, profile: str = "h200") -> list[dict]
     return out
 
 
+ROUND_V = HERE / "measured" / "h200-round-v"
+
+
+def round_v_rows(round_dir: Path = ROUND_V, profile: str = "h200") -> list[dict]:
+    """Round v's transformers decode rows (calibration/scripts/round_v.py: q_len 1, StaticCache of ctx + 128 slots,
+    ctx 512 and 2048; two fresh timing processes, four shuffled passes each, a canary right before and after every
+    pass of every row). Eager = the median of the row's fast-host passes (both canaries <= FAST_CANARY_US; all passes,
+    marked slow host, where none is); full graph = the median of the processes' replay timings. Where transformers
+    could not capture the step (`graph_error`), launchsim's own answer for the full graph is recorded beside it
+    (`full_refused`: its refusal, or None where it gave a figure). No kernel counts (round v profiled nothing)."""
+    from dataclasses import replace
+
+    from simulator.engine.plan import PlanError
+    from simulator.engine.predict import simulate
+    from simulator.model.costs import CostModel
+    from simulator.model.models import load_model
+    from simulator.model.profile import load_profile
+    from simulator.model.workload import build_step, decode
+
+    d = _load(round_dir, "rows_v.json")
+    if not d:
+        return []
+    cm = CostModel(load_profile(profile))
+    out = []
+    for r in d["rows"]:
+        m = load_model(str(CONFIGS / f"{r['model']}.json"))
+        if r.get("layers") and r["layers"] != m.num_hidden_layers:
+            m = replace(m, num_hidden_layers=r["layers"])
+        st = build_step(m, decode(r["batch"], r["ctx"]), "none", "hf", max_cache_len=r["max_cache_len"])
+        fast = [p for p in r["passes"] if p["fast"]]
+        use = fast or r["passes"]
+        cans = [p[k] for p in use for k in ("canary_before_us", "canary_after_us")]
+        row = {"model": r["model"], "fit": r["model"] in FIT, "source": "round v", "cache": "static",
+               "batch": r["batch"], "ctx": r["ctx"], "max_cache_len": r["max_cache_len"],
+               "kernels_predicted": cm.step_kernels(st.ops), "passes": len(r["passes"]), "fast_passes": len(fast),
+               "fast_host": bool(fast), "canary_us": [min(cans), max(cans)]}
+        e, _ = simulate(st, cm, "none")
+        row["eager_predicted_ms"] = e.step_s * 1e3
+        row["eager_measured_ms"] = statistics.median(p["median_ms"] for p in use)
+        row["eager_error"] = _err(row["eager_predicted_ms"], row["eager_measured_ms"])
+        if r.get("graph_ms") is not None:
+            f, _ = simulate(st, cm, "full")
+            row["full_predicted_ms"] = f.step_s * 1e3
+            row["full_measured_ms"] = r["graph_ms"]
+            row["full_error"] = _err(row["full_predicted_ms"], row["full_measured_ms"])
+        elif r.get("graph_error"):
+            row["graph_error"] = r["graph_error"][:120]
+            try:
+                simulate(st, cm, "full")
+                row["full_refused"] = None
+            except PlanError as x:
+                row["full_refused"] = str(x)
+        out.append(row)
+    return out
+
+
 def mape(rs: list[dict], key: str) -> float | None:
     xs = [abs(r[key]) for r in rs if key in r]
     return statistics.fmean(xs) if xs else None
@@ -218,8 +274,8 @@ def markdown(rs: list[dict], meta: dict, seqs: list[dict], round_dir: Path) -> s
              f"Last timing process's canary: start {f(can.get('host_start_us'))} µs, end {f(can.get('host_end_us'))} µs "
              f"({'fast host' if meta['fast_host'] else 'NOT a fast-host process'}: fast = their mean ≤ {FAST_CANARY_US} µs). "
              "Regenerate: `python -m calibration.validate_impl " + str(round_dir) + "`.", "",
-             "| model | fit | source | cache | batch | kernels pred / meas (err) | eager pred / meas ms (err) | "
-             "full pred / meas ms (err) |", "|---|---|---|---|---:|---:|---:|---:|"]
+             "| model | fit | source | cache | batch | ctx | kernels pred / meas (err) | eager pred / meas ms (err) | "
+             "full pred / meas ms (err) |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
     for r in rs:
         k = (f"{r['kernels_predicted']} / {r.get('kernels_measured', '—')} ({f(r.get('kernels_error'), 1)}%)")
         e = (f"{f(r.get('eager_predicted_ms'))} / {f(r.get('eager_measured_ms'))} ({f(r.get('eager_error'), 1)}%)")
@@ -228,12 +284,14 @@ def markdown(rs: list[dict], meta: dict, seqs: list[dict], round_dir: Path) -> s
         if "canary_us" in r:  # round g: this row's passes, their canaries
             fh += (f" [{r['fast_passes']}/{r['passes']} passes fast, canary {r['canary_us'][0]:.2f}-"
                    f"{r['canary_us'][1]:.2f} µs]")
+        if "graph_error" in r:  # transformers could not capture it: what launchsim answers instead
+            g = ("not capturable (measured); launchsim " + ("refuses" if r.get("full_refused") else "gives a figure"))
         lines.append(f"| {r['model']} | {'fit' if r['fit'] else 'held out'} | {r.get('source', 'round f')} | "
-                     f"{r['cache']} | {r['batch']} | {k} | {e}{fh} | {g} |")
+                     f"{r['cache']} | {r['batch']} | {r.get('ctx', '—')} | {k} | {e}{fh} | {g} |")
     lines += ["", "| group | kernels MAPE % | eager MAPE % fast-host rows | eager MAPE % all rows | "
               "full-graph MAPE % | rows |", "|---|---:|---:|---:|---:|---:|"]
     groups = [("fit", [r for r in rs if r["fit"]]), ("held out", [r for r in rs if not r["fit"]])]
-    for src in ("round f", "round g"):
+    for src in ("round f", "round g", "round v"):
         groups.append((f"held out, {src} only", [r for r in rs if not r["fit"] and r.get("source") == src]))
     for name, sel in groups + [("all", rs)]:
         if not sel:
@@ -733,6 +791,16 @@ NOTES = """## Notes
   build per step (a new key length each step: 28.9 ms, fitted on qwen3-0.6b in round f); the `dynamic_nocudnn` rows
   (flash SDPA) are another attention backend and are not priced here. gemma-3-1b (round g) is held out for timing;
   its kernel list was fixed on its own round-g traces, so its kernel counts are not held out.
+- Round v (calibration/measured/h200-round-v): the nine decoders again in two fresh timing processes that never
+  profiled (host canary 5.9-7.1 us at their ends), a canary pair around every pass of every row, at ctx 512 and at
+  ctx 2048, a context nothing was fitted on. Nothing was fitted to these rows. Two things they showed were modelled
+  from their own measurements, not from these rows: phi-3-mini at ctx 2048 (its 2047-slot window full) ran 27 / 42
+  / 85 ms eager at batch 1 / 8 / 32 against 23 ms at ctx 512, because transformers' sliding-window cache rolls the
+  whole K and V cache every step (aten's roll_cuda_kernel: 0.92 TB/s, round w, the profile's roll curve) and indexes
+  with a host tensor, a pageable copy the host waits on (kernels.HOST_SYNC: the GPU drains once a sliding layer);
+  the same copy is why transformers cannot capture such a step as a CUDA graph (gemma-3-1b at every ctx, phi-3 at
+  ctx 2048: `graph_error`), and launchsim now refuses a graph mode for such steps instead of giving a figure. Before
+  the two: phi-3 ctx 2048 rows -12 / -43 / -71 %; after: -7 / -10 / -8 %.
 """
 
 
@@ -774,6 +842,7 @@ def main(argv=None) -> int:
         seqs += [] if a.no_sequences else sequences(d)
     if (ROUND_G / "eager.json").is_file():
         rs += round_g_rows()
+        rs += round_v_rows()
     else:
         print(f"{d}: no hf_timing.json or counts_hf.json (that round is not here): fit rows and round d only",
               file=sys.stderr)

@@ -30,7 +30,7 @@ import numpy as np
 
 from simulator.engine.plan import _COMPILED_PATHS, LaunchPlan, PlanError
 from simulator.engine.routing import PLAN_MODES
-from simulator.model.kernels import OpClass
+from simulator.model.kernels import HOST_SYNC, OpClass
 from simulator.model.workload import StepShape
 
 
@@ -323,6 +323,14 @@ def _priced(setup, mode: str, shapes: Sequence[StepShape], rows: dict | None, fi
     """`step_seconds`' step times and, with `sums`, `step_figures`' sums (else None)."""
     if mode not in PLAN_MODES:
         raise PlanError(f"unknown plan mode '{mode}': use one of {', '.join(PLAN_MODES)}")
+    if _may_sync(setup):
+        return _priced_syncing(setup, mode, shapes, rows, figs, sums)
+    return _priced_plain(setup, mode, shapes, rows, figs, sums)
+
+
+def _priced_plain(setup, mode: str, shapes: Sequence[StepShape], rows: dict | None, figs: dict | None,
+                  sums: bool) -> tuple:
+    """`_priced` of steps without host syncs: built, lowered and run over the batch axis at once."""
     costs = setup.costs
     memo = {} if rows is None else rows
     figs = {} if figs is None else figs
@@ -352,6 +360,44 @@ def _priced(setup, mode: str, shapes: Sequence[StepShape], rows: dict | None, fi
                 g_s[i] = float(gpu[j].sum())
                 c_s[i] = float(host[j].sum()) + float(tail[j])
                 x_s[i] = float(gap[j].sum())
+    return out, g_s, c_s, x_s
+
+
+def _may_sync(setup) -> bool:
+    """A setup some of whose steps hold a host sync (`HOST_SYNC`: transformers' sliding-window cache once its
+    window is full, recipes.py): those steps are run one by one (`_priced_syncing`)."""
+    m = setup.model
+    return setup.recipe == "hf" and bool(getattr(m, "sliding_window", None))
+
+
+def _priced_syncing(setup, mode: str, shapes: Sequence[StepShape], rows: dict | None, figs: dict | None,
+                    sums: bool) -> tuple:
+    """`_priced` where steps may hold host syncs: those shapes' steps lowered (`plan.lower`, which refuses them in a
+    graph mode) and run by `simulate_fast` one by one (its waits), the others batched as `_priced` does."""
+    from simulator.engine.fastpath import simulate_fast
+    from simulator.engine.plan import lower
+    from simulator.engine.timeline import summarize
+
+    n = len(shapes)
+    out = np.empty(n)
+    g_s = c_s = x_s = None
+    if sums:
+        g_s, c_s, x_s = np.empty(n), np.empty(n), np.empty(n)
+    plain = []
+    for i, s in enumerate(shapes):
+        st = setup.build(s)
+        if not any(o.dim(HOST_SYNC) for o in st.ops):
+            plain.append(i)
+            continue
+        r = summarize(simulate_fast(lower(st, setup.costs, mode)))
+        out[i] = r.step_s
+        if sums:
+            g_s[i], c_s[i], x_s[i] = r.gpu_busy_s, r.cpu_busy_s, r.gpu_gap_s
+    if plain:
+        res = _priced_plain(setup, mode, [shapes[i] for i in plain], rows, figs, sums)
+        out[plain] = res[0]
+        if sums:
+            g_s[plain], c_s[plain], x_s[plain] = res[1], res[2], res[3]
     return out, g_s, c_s, x_s
 
 

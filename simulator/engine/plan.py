@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulator.model.costs import CostModel
-from simulator.model.kernels import LaunchPath, Step
+from simulator.model.kernels import HOST_SYNC, LaunchPath, Step
 from simulator.engine.routing import PLAN_MODES, RoutingError, plan_mode
 _COMPILED_PATHS = (LaunchPath.COMPILED, LaunchPath.COMPILED_EXTERN)
 
@@ -141,6 +141,12 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: 
             names.append(name)
             first = False
 
+    waits: list[int] = []  # eager launches whose host work waits for the GPU to drain (ops marked HOST_SYNC)
+    if mode != "none" and any(o.dim(HOST_SYNC) for o in ops):
+        raise PlanError(f"this step cannot be captured as a CUDA graph ({mode}): it copies a host tensor to the GPU "
+                        "every step (transformers' sliding-window cache once its window is full, ctx >= window: "
+                        "'Cannot copy between CPU and CUDA tensors during CUDA graph capture', measured on gemma-3-1b at ctx 512 "
+                        "and phi-3-mini at ctx 2048); eager only, or a ctx below the window")
     if mode == "full":
         graph_segment([o for o in ops if o.launches_kernel])
     elif mode == "piecewise":
@@ -169,6 +175,8 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: 
         for o in ops:
             pending_host += host_of(o)
             if o.launches_kernel:
+                if gpu and o.dim(HOST_SYNC):
+                    waits.append(len(gpu))
                 host.append(pending_host)
                 pending_host = 0.0
                 g, x, name, _, _ = kernel(o)
@@ -190,7 +198,18 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: 
         host_calls=len(ops) if mode == "none" else len(counts),
         graph_mode=mode,
         extra_kernels=extra,
+        wait_kernel=_waits(waits, len(host)),
     )
+
+
+def _waits(launches: list[int], n: int) -> np.ndarray | None:
+    """wait_kernel of an eager plan whose launches `launches` wait for the kernel just before them (each eager
+    launch is one kernel: launch j's predecessor is kernel j - 1); None without any."""
+    if not launches:
+        return None
+    w = np.full(n, -1, dtype=np.int64)
+    w[launches] = np.asarray(launches, dtype=np.int64) - 1
+    return w
 
 
 _SAMPLERS: dict[tuple, tuple] = {}  # (id(costs), op classes) -> (costs, sampler): steps of one fusion level share one

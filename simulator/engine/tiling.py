@@ -74,6 +74,8 @@ def tiled_lower(setup, shape: StepShape, mode: str, small: dict | None = None, o
         return st
 
     p1, p2 = lower(cut(1), costs, mode, memo=ops), lower(cut(2), costs, mode, memo=ops)
+    if p1.wait_kernel is not None:  # host syncs (plan.lower's waits) are not tiled: the whole step lowered
+        return lower(setup.build(shape), costs, mode)
     return _tile(p1, p2, L, costs, mode) or lower(setup.build(shape), costs, mode)
 
 

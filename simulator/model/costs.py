@@ -21,7 +21,7 @@ from functools import cached_property
 
 import numpy as np
 
-from simulator.model.kernels import LaunchPath, Op, OpClass
+from simulator.model.kernels import ROLL, LaunchPath, Op, OpClass
 from simulator.model.profile import Curve, Profile
 from simulator.model.tables import POLICIES, REFUSE, loglog, row_mean
 
@@ -140,6 +140,7 @@ class CostModel:
             if c is not None:
                 self._curves["triton_" + tag] = c
         self._row_mean = d.tables.row_mean
+        self._roll = d.tables.roll  # aten's roll of a KV cache (round w), ops marked ROLL; absent: the copy curve
         self.collective = d.collective  # None: a tensor-parallel collective is refused (parallel.collective_gpu_s)
         self._gpu_cache: dict[Op, float] = {}
         self._host_cache: dict[tuple[Op, float], float] = {}
@@ -190,12 +191,21 @@ class CostModel:
             v = self.row_mean_us(op.dim("rows"), op.dim("cols"))
             if v is not None:
                 return v * US
+        if self._roll is not None and op.dim(ROLL):
+            b_lo, b_hi = POLICIES["roll.bytes"]
+            v = loglog(op.bytes, self._roll.bytes, self._roll.us, below=b_lo, above=b_hi)
+            return None if v is None else v * US
         key = self.curve_key(op)
         curve = self._curves.get(key)
         if curve is None:
             return None
         v = _interp_curve(curve, op.bytes, _BELOW.get(key, REFUSE))
         return None if v is None else v * US
+
+    def _per_op(self, op: Op) -> bool:
+        """An op whose table is read per op (`gpu_s`), never in `prime`'s groups: a row mean (row_mean table), a
+        cache roll (roll curve)."""
+        return self._is_row_mean(op) or (self._roll is not None and op.dim(ROLL) == 1)
 
     def _is_row_mean(self, op: Op) -> bool:
         """An eager row mean the profile's row_mean table prices (workload._Builder.row_mean's ops)."""
@@ -283,7 +293,7 @@ class CostModel:
         kern: list[int | None] = [None] * len(ops)
         if alike and ops:
             o = ops[0]
-            if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW or self._is_row_mean(o)
+            if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW or self._per_op(o)
                     or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
                 return out, kern
             if o.op_class is not OpClass.GEMM:
@@ -292,7 +302,7 @@ class CostModel:
                     curve[ck] = list(range(len(ops)))
                 return self._prime_groups(ops, gemm, curve, out, kern)
         for j, o in enumerate(ops):
-            if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW or self._is_row_mean(o)
+            if (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW or self._per_op(o)
                     or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
                 continue  # a row mean: its table reading is per op (`gpu_s`)
             if o.op_class is OpClass.GEMM:
@@ -309,7 +319,7 @@ class CostModel:
         out: list[float | None] = [None] * n
         kern: list[int | None] = [None] * n
         o = tmpl
-        if not n or (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW or self._is_row_mean(o)
+        if not n or (o.fixed_gpu_s is not None or o.op_class is OpClass.VIEW or self._per_op(o)
                 or any(k in _FP8_MOE_KEYS or k == "verify_part" for k, _ in o.shape)):
             return out, kern
         if o.op_class is OpClass.GEMM:

@@ -42,7 +42,12 @@ class LaunchPath(str, Enum):
     COLLECTIVE = "collective"  # a tensor-parallel collective (custom all-reduce / NCCL); graph-capturable
 
 
-MARKER_KEYS = ("graph_break", "verify_part")  # shape keys that mark an op's role, not a size
+MARKER_KEYS = ("graph_break", "verify_part", "roll", "host_sync")  # shape keys that mark an op's role, not a size
+
+ROLL = "roll"  # shape key (1): aten's roll of a KV cache (a full sliding window), priced by the profile's roll curve
+# shape key (1): the host waits, before this launch's host work, for the GPU to finish every kernel launched before
+# it (a pageable host-to-device copy: transformers' sliding-window cache indexes with torch.tensor([-1], device=...))
+HOST_SYNC = "host_sync"
 
 
 ATTENTION_PART = "attention_part"  # shape key (1): a kernel the attention call launches besides its own

@@ -315,6 +315,9 @@ class Tables(_Strict):
     row_mean: RowMeanTable | None = Field(
         None, description="aten's row mean by (rows, row length) (round t); absent: norms' means on the reduction curve")
     memcopy: Curve | None = None
+    roll: Curve | None = Field(
+        None, description="aten's roll of a KV cache by bytes read + written (round w: a full sliding window's "
+                          "step); absent: rolls on the memcopy curve")
     embedding: Curve | None = None
     # Inductor's generated kernels (simulator/model/inductor.py: ops named `triton_poi:` / `triton_per:` / `triton_red:`
     # on the compiled launch path), measured as the eager curves are (calibration/scripts/round_i.py job_triton);

@@ -344,11 +344,15 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
         if sliding and s.ctx >= keys:
             # a sliding layer whose window is full (the new position >= its min(window, slots) slots): the cache
             # rolls by one and the new token is written into the last slot, no position arithmetic (round g,
-            # gemma-3-1b at ctx 512 = its window: roll, roll, index_put_, index_put_)
+            # gemma-3-1b at ctx 512 = its window: roll, roll, index_put_, index_put_). The rolls run aten's
+            # roll_cuda_kernel, a fifth of a copy's bandwidth (round w: the profile's roll curve); the index is
+            # torch.tensor([-1], device=...), a pageable host-to-device copy the host waits on: the GPU drains
+            # before the first write's host work (HOST_SYNC; it is also why such a step cannot be captured as
+            # a CUDA graph: round g gemma-3-1b, round v phi-3-mini at ctx 2048)
             for t in ("k", "v"):
-                b.copy(f"cache.roll_{t}", s.seqs * KV * keys * hd, e, e)
-            for t in ("k", "v"):
-                b.copy(f"cache.index_put_{t}", T * kv, e, e)
+                b.copy(f"cache.roll_{t}", s.seqs * KV * keys * hd, e, e, roll=1)
+            b.copy("cache.index_put_k", T * kv, e, e, host_sync=1)
+            b.copy("cache.index_put_v", T * kv, e, e)
         else:
             b.ew("cache.arange", 1, 0, 8)
             b.ew("cache.pos_add", 1, 8, 8)

@@ -152,8 +152,8 @@ class _Builder:
         the row length, which price it (costs.row_mean_us: aten picks its launch by both, not by bytes)."""
         self.red(name, rows * cols, 4, 4 / cols, rows=rows, cols=cols)
 
-    def copy(self, name, elems, in_b, out_b, path=P.EAGER_COPY):
-        self.ew(name, elems, in_b, out_b, path, OpClass.COPY)
+    def copy(self, name, elems, in_b, out_b, path=P.EAGER_COPY, **shape):
+        self.ew(name, elems, in_b, out_b, path, OpClass.COPY, **shape)
 
     def all_reduce(self, name, rows):
         """Tensor parallelism: all-reduce `rows` x hidden activations across the tp GPUs (nothing at tp = 1)."""
