@@ -3,6 +3,7 @@
 own, in fresh timing processes.
 
     PYTHONUNBUFFERED=1 python3 -m calibration.scripts.round_v --out DIR --job eager --name eager_v1 [--quick]
+    ... --rows "gemma-2-2b@4224:1,8,32 ..."   # round x: other rows, same protocol
     python3 -m calibration.scripts.round_v --out DIR --job combine          # CPU only: DIR/rows_v.json
 
 Run from the repository root. Why: `--impl hf`'s eager check rests on round g's passes (9.5 % on held-out rows)
@@ -70,7 +71,17 @@ class Step(F.HFStep):
         self.graph = None
 
 
-def job_eager(out_dir, name, quick, deadline, passes_max):
+def parse_rows(spec: str) -> list[tuple[str, int, int]]:
+    """`MODEL@CTX:B,B,...` items separated by spaces -> [(model, batch, ctx)] (round x: contexts past a window)."""
+    out = []
+    for item in spec.split():
+        m, rest = item.split("@")
+        ctx, bs = rest.split(":")
+        out += [(m, int(b), int(ctx)) for b in bs.split(",")]
+    return out
+
+
+def job_eager(out_dir, name, quick, deadline, passes_max, only=None):
     import torch
 
     from ..hygiene import canary
@@ -80,6 +91,8 @@ def job_eager(out_dir, name, quick, deadline, passes_max):
     t0 = P.t0
     layers = 2 if quick else None
     models = ("qwen3-0.6b", "phi-3-mini-4k") if quick else G.HF_MODELS
+    if only:
+        models = tuple(dict.fromkeys(m for m, _, _ in only))
     hf = {}
     for short in models:
         try:
@@ -92,6 +105,8 @@ def job_eager(out_dir, name, quick, deadline, passes_max):
     P.res["protocol"] = {"warm": WARM, "reps": REPS, "seed": SEED, "room": ROOM, "fast_canary_us": G.FAST_CANARY_US}
     grid = [ROWS_512, ROWS_2048] if not quick else [(512, (1,)), (2048, (1,))]
     rows = [(s, b, c) for s in models if s in hf for c, bs in grid for b in bs]
+    if only:
+        rows = [r for r in only if r[0] in hf][:2 if quick else None]
     rec = {r: {"impl": "hf", "model": r[0], "batch": r[1], "ctx": r[2], "q_len": 1, "max_cache_len": r[2] + ROOM,
                "layers": hf[r[0]][1].num_hidden_layers, "passes": []} for r in rows}
     P.res["rows"] = list(rec.values())
@@ -149,7 +164,7 @@ def combine(src_dir) -> dict:
     rows: dict = {}
     procs = []
     for fn in sorted(os.listdir(src_dir)):
-        if not (fn.startswith("eager_v") and fn.endswith(".json")):
+        if not (fn.startswith("eager_") and fn.endswith(".json")):
             continue
         with open(os.path.join(src_dir, fn)) as f:
             d = json.load(f)
@@ -192,13 +207,14 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--deadline", type=float, default=480.0)
     ap.add_argument("--passes", type=int, default=8)
+    ap.add_argument("--rows", default="", help="MODEL@CTX:B,B ... (default: round v's grid)")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     if a.job == "combine":
         out = combine(a.out)
         log(json.dumps({"rows": len(out["rows"]), "processes": out["processes"]}))
         return 0
-    rc = job_eager(a.out, a.name, a.quick, a.deadline, a.passes)
+    rc = job_eager(a.out, a.name, a.quick, a.deadline, a.passes, parse_rows(a.rows) if a.rows else None)
     with open(os.path.join(a.out, a.name + ".json")) as f:
         d = json.load(f)
     s = {"name": a.name, "canary": d.get("canary"), "pass_s": d.get("pass_s"), "errors": d["errors"][:5],
