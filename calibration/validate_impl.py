@@ -173,9 +173,10 @@ def round_g_rows(round_dir: Path = ROUND_G, profile: str = "h200") -> list[dict]
 
 
 ROUND_V = HERE / "measured" / "h200-round-v"
+ROUND_X = HERE / "measured" / "h200-round-x"  # round v's protocol past the sliding windows; predicted before measured
 
 
-def round_v_rows(round_dir: Path = ROUND_V, profile: str = "h200") -> list[dict]:
+def round_v_rows(round_dir: Path = ROUND_V, profile: str = "h200", source: str = "round v") -> list[dict]:
     """Round v's transformers decode rows (calibration/scripts/round_v.py: q_len 1, StaticCache of ctx + 128 slots,
     ctx 512 and 2048; two fresh timing processes, four shuffled passes each, a canary right before and after every
     pass of every row). Eager = the median of the row's fast-host passes (both canaries <= FAST_CANARY_US; all passes,
@@ -204,7 +205,7 @@ def round_v_rows(round_dir: Path = ROUND_V, profile: str = "h200") -> list[dict]
         fast = [p for p in r["passes"] if p["fast"]]
         use = fast or r["passes"]
         cans = [p[k] for p in use for k in ("canary_before_us", "canary_after_us")]
-        row = {"model": r["model"], "fit": r["model"] in FIT, "source": "round v", "cache": "static",
+        row = {"model": r["model"], "fit": r["model"] in FIT, "source": source, "cache": "static",
                "batch": r["batch"], "ctx": r["ctx"], "max_cache_len": r["max_cache_len"],
                "kernels_predicted": cm.step_kernels(st.ops), "passes": len(r["passes"]), "fast_passes": len(fast),
                "fast_host": bool(fast), "canary_us": [min(cans), max(cans)]}
@@ -291,7 +292,7 @@ def markdown(rs: list[dict], meta: dict, seqs: list[dict], round_dir: Path) -> s
     lines += ["", "| group | kernels MAPE % | eager MAPE % fast-host rows | eager MAPE % all rows | "
               "full-graph MAPE % | rows |", "|---|---:|---:|---:|---:|---:|"]
     groups = [("fit", [r for r in rs if r["fit"]]), ("held out", [r for r in rs if not r["fit"]])]
-    for src in ("round f", "round g", "round v"):
+    for src in ("round f", "round g", "round v", "round x"):
         groups.append((f"held out, {src} only", [r for r in rs if not r["fit"] and r.get("source") == src]))
     for name, sel in groups + [("all", rs)]:
         if not sel:
@@ -801,6 +802,12 @@ NOTES = """## Notes
   the same copy is why transformers cannot capture such a step as a CUDA graph (gemma-3-1b at every ctx, phi-3 at
   ctx 2048: `graph_error`), and launchsim now refuses a graph mode for such steps instead of giving a figure. Before
   the two: phi-3 ctx 2048 rows -12 / -43 / -71 %; after: -7 / -10 / -8 %.
+- Round x (calibration/measured/h200-round-x): round v's protocol at contexts past the windows, gemma-2-2b at ctx
+  4224 (window 4096: the roll and the sync modelled above, on a model they were not seen on) and phi-3-mini at ctx
+  3072, with llama3-8b and qwen2-1.5b at ctx 4096 as controls; launchsim's figures for these rows were committed
+  before they were measured (predicted_before.json, calibration/scripts/round_x_predict.py), and are the figures
+  below. One timing process whose host flipped between its states (fast passes 1-5 of 6 a row). Both windowed
+  models failed CUDA graph capture exactly where launchsim refuses a graph.
 """
 
 
@@ -843,6 +850,7 @@ def main(argv=None) -> int:
     if (ROUND_G / "eager.json").is_file():
         rs += round_g_rows()
         rs += round_v_rows()
+        rs += round_v_rows(ROUND_X, source="round x")
     else:
         print(f"{d}: no hf_timing.json or counts_hf.json (that round is not here): fit rows and round d only",
               file=sys.stderr)
