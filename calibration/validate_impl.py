@@ -91,6 +91,16 @@ def rows(round_dir: Path, profile: str = "h200") -> tuple[list[dict], dict]:
     return out, {"canary": can, "fast_host": fast, "environment": timing.get("environment")}
 
 
+def _hf_model(name: str, layers: int | None):
+    """The model of calibration/configs/hf/NAME.json, at the layer count a measured row ran (None: the config's)."""
+    from dataclasses import replace
+
+    from simulator.model.models import load_model
+
+    m = load_model(str(CONFIGS / f"{name}.json"))
+    return replace(m, num_hidden_layers=layers) if layers and layers != m.num_hidden_layers else m
+
+
 ROUND_G = HERE / "measured" / "h200-round-g"
 # round g's eager timing processes (eager3: passes 6-8 of the rows left with fewer than 2 fast-host passes)
 ROUND_G_EAGER = ("eager.json", "eager2.json", "eager3.json")
@@ -116,11 +126,9 @@ def round_g_rows(round_dir: Path = ROUND_G, profile: str = "h200") -> list[dict]
     pass of each row. Eager = the median of the row's fast-host passes (both canaries <= FAST_CANARY_US; the median of
     all passes where none is fast, marked slow host); full graph = eager.json's replay timing; kernels per step from
     round f's counts_hf.json (same models, batches) and round g's counts_gemma.json (gemma-3-1b)."""
-    from dataclasses import replace
 
     from simulator.engine.predict import simulate
     from simulator.model.costs import CostModel
-    from simulator.model.models import load_model
     from simulator.model.profile import load_profile
     from simulator.model.workload import build_step, decode
 
@@ -145,9 +153,7 @@ def round_g_rows(round_dir: Path = ROUND_G, profile: str = "h200") -> list[dict]
         counts[(c["model"], c["batch"])] = c["last_step"]["kernels"]
     out = []
     for (name, batch), r in by.items():
-        m = load_model(str(CONFIGS / f"{name}.json"))
-        if r.get("layers") and r["layers"] != m.num_hidden_layers:
-            m = replace(m, num_hidden_layers=r["layers"])
+        m = _hf_model(name, r.get("layers"))
         st = build_step(m, decode(batch, r["ctx"]), "none", "hf", max_cache_len=r["max_cache_len"])
         fast = [p for p in r["passes"] if _is_fast(p)]
         use = fast or r["passes"]
@@ -183,12 +189,10 @@ def round_v_rows(round_dir: Path = ROUND_V, profile: str = "h200", source: str =
     marked slow host, where none is); full graph = the median of the processes' replay timings. Where transformers
     could not capture the step (`graph_error`), launchsim's own answer for the full graph is recorded beside it
     (`full_refused`: its refusal, or None where it gave a figure). No kernel counts (round v profiled nothing)."""
-    from dataclasses import replace
 
     from simulator.engine.plan import PlanError
     from simulator.engine.predict import simulate
     from simulator.model.costs import CostModel
-    from simulator.model.models import load_model
     from simulator.model.profile import load_profile
     from simulator.model.workload import build_step, decode
 
@@ -198,9 +202,7 @@ def round_v_rows(round_dir: Path = ROUND_V, profile: str = "h200", source: str =
     cm = CostModel(load_profile(profile))
     out = []
     for r in d["rows"]:
-        m = load_model(str(CONFIGS / f"{r['model']}.json"))
-        if r.get("layers") and r["layers"] != m.num_hidden_layers:
-            m = replace(m, num_hidden_layers=r["layers"])
+        m = _hf_model(r["model"], r.get("layers"))
         st = build_step(m, decode(r["batch"], r["ctx"]), "none", "hf", max_cache_len=r["max_cache_len"])
         fast = [p for p in r["passes"] if p["fast"]]
         use = fast or r["passes"]
@@ -236,19 +238,15 @@ def mape(rs: list[dict], key: str) -> float | None:
 
 def sequences(round_dir: Path) -> list[dict]:
     """The per-layer kernel sequence of each round trace against the recipe (calibration/build_recipes.compare)."""
-    from dataclasses import replace
 
     from calibration.build_recipes import compare
-    from simulator.model.models import load_model
 
     out = []
     counts = _load(round_dir, "counts_hf.json") or {"rows": []}
     for r in counts.get("rows", []):
         if not r.get("trace"):
             continue
-        m = load_model(str(CONFIGS / f"{r['model']}.json"))
-        if r.get("layers") and r["layers"] != m.num_hidden_layers:
-            m = replace(m, num_hidden_layers=r["layers"])
+        m = _hf_model(r["model"], r.get("layers"))
         slots = r.get("max_cache_len") or (r["ctx"] + 128 if r["cache"] == "static" else None)
         try:
             c = compare(round_dir / r["trace"], m, r["cache"], r["batch"], r["ctx"], slots,

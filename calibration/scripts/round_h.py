@@ -71,6 +71,20 @@ def dump(obj, path):
     os.replace(tmp, path)
 
 
+def finish_points(res: dict, out: str, t0: float) -> int:
+    """End a table round's timing process (rounds u, w): the end canary and its check against the start one, the
+    wall time, the record written atomically to `out`, a summary line; returns the process's exit code."""
+    from calibration.hygiene import canary, check_canary, exit_code
+
+    res["canary_end"] = canary()
+    res["canary"] = check_canary(res["canary_start"], res["canary_end"])
+    res["wall_s"] = time.time() - t0
+    dump(res, out)
+    log(f"[summary] canary {res['canary']}; {len(res['points'])} points, {len(res['errors'])} errors, "
+        f"{res['wall_s']:.0f} s")
+    return exit_code(res["canary"])
+
+
 def pct(xs):
     s = sorted(xs)
     q = lambda p: s[min(len(s) - 1, int(round(p * (len(s) - 1))))]  # noqa: E731

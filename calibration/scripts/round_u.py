@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     if a.names:
         return names(torch, a.out)
 
-    from calibration.hygiene import canary, check_canary, exit_code, forbid_profiler
+    from calibration.hygiene import canary, forbid_profiler
     from calibration.tables import graph_op_us
 
     forbid_profiler()
@@ -131,13 +131,7 @@ def main(argv=None) -> int:
         for T in rows_:
             point("rope", T, hh * hd, lambda T=T, hh=hh, hd=hd: _rope(torch, T, hh, hd))
     H.log("rope: " + " ".join(f"{p['rows']}x{p['width']}:{p['us']:.2f}" for p in res["points"] if p["variant"] == "rope"))
-    res["canary_end"] = canary()
-    res["canary"] = check_canary(res["canary_start"], res["canary_end"])
-    res["wall_s"] = time.time() - t0
-    H.dump(res, a.out)
-    H.log(f"[summary] canary {res['canary']}; {len(res['points'])} points, {len(res['errors'])} errors, "
-          f"{res['wall_s']:.0f} s")
-    return exit_code(res["canary"])
+    return H.finish_points(res, a.out, t0)
 
 
 if __name__ == "__main__":

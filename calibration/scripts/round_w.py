@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     import torch
 
-    from calibration.hygiene import canary, check_canary, exit_code, forbid_profiler
+    from calibration.hygiene import canary, forbid_profiler
     from calibration.tables import graph_op_us
 
     forbid_profiler()
@@ -78,13 +78,7 @@ def main(argv=None) -> int:
             except Exception as e:  # noqa: BLE001
                 res["errors"].append({"what": f"b{B} kv{kv} S{S} d{d}", "error": H.err(e)})
             torch.cuda.empty_cache()
-    res["canary_end"] = canary()
-    res["canary"] = check_canary(res["canary_start"], res["canary_end"])
-    res["wall_s"] = time.time() - t0
-    H.dump(res, a.out)
-    H.log(f"[summary] canary {res['canary']}; {len(res['points'])} points, {len(res['errors'])} errors, "
-          f"{res['wall_s']:.0f} s")
-    return exit_code(res["canary"])
+    return H.finish_points(res, a.out, t0)
 
 
 if __name__ == "__main__":

@@ -366,8 +366,7 @@ def _priced_plain(setup, mode: str, shapes: Sequence[StepShape], rows: dict | No
 def _may_sync(setup) -> bool:
     """A setup some of whose steps hold a host sync (`HOST_SYNC`: transformers' sliding-window cache once its
     window is full, recipes.py): those steps are run one by one (`_priced_syncing`)."""
-    m = setup.model
-    return setup.recipe == "hf" and bool(getattr(m, "sliding_window", None))
+    return setup.recipe == "hf" and bool(setup.model.sliding_window)
 
 
 def _priced_syncing(setup, mode: str, shapes: Sequence[StepShape], rows: dict | None, figs: dict | None,

@@ -96,7 +96,8 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: 
     host, counts, gpu, gap, labels, names = [], [], [], [], [], []
     extra = 0
     # layers repeat the same Op objects: each object is costed once (by id: the step holds every op);
-    # a kernel's entry is (gpu s, extra kernels, name, trace-timed); the costs' figures are read once per call
+    # a kernel's entry is (gpu s, extra kernels, name, trace-timed, op, host sync); the costs' figures are read once
+    # per call
     if memo is None:
         km: dict[int, tuple] = {}
         hm: dict[int, tuple] = {}
@@ -112,7 +113,8 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: 
     def kernel(o) -> tuple:
         v = km.get(id(o))
         if v is None:
-            v = km[id(o)] = (cost_gpu(o), cost_kernels(o) - 1, o.name, o.fixed_gpu_s is not None, o)
+            v = km[id(o)] = (cost_gpu(o), cost_kernels(o) - 1, o.name, o.fixed_gpu_s is not None, o,
+                             bool(o.dim(HOST_SYNC)))
         return v
 
     def host_of(o) -> float:
@@ -133,7 +135,9 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: 
         labels.append(f"graph replay ({n} nodes)")
         first = True
         for o in seg:
-            g, x, name, traced, _ = kernel(o)
+            g, x, name, traced, _, sync = kernel(o)
+            if sync:
+                raise PlanError(_UNCAPTURABLE.format(mode=mode))
             node = node_trace_s if traced else node_s
             gpu.append(g)
             extra += x
@@ -142,11 +146,6 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: 
             first = False
 
     waits: list[int] = []  # eager launches whose host work waits for the GPU to drain (ops marked HOST_SYNC)
-    if mode != "none" and any(o.dim(HOST_SYNC) for o in ops):
-        raise PlanError(f"this step cannot be captured as a CUDA graph ({mode}): it copies a host tensor to the GPU "
-                        "every step (transformers' sliding-window cache once its window is full, ctx >= window: "
-                        "'Cannot copy between CPU and CUDA tensors during CUDA graph capture', measured on gemma-3-1b at ctx 512 "
-                        "and phi-3-mini at ctx 2048); eager only, or a ctx below the window")
     if mode == "full":
         graph_segment([o for o in ops if o.launches_kernel])
     elif mode == "piecewise":
@@ -161,7 +160,9 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: 
                 host.append(host_of(o))
                 counts.append(1)
                 labels.append(o.name)
-                g, x, name, _, _ = kernel(o)
+                g, x, name, _, _, sync = kernel(o)
+                if sync:
+                    raise PlanError(_UNCAPTURABLE.format(mode=mode))
                 gpu.append(g)
                 extra += x
                 gap.append(eager_gap + x * eager_gap)
@@ -175,11 +176,11 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: 
         for o in ops:
             pending_host += host_of(o)
             if o.launches_kernel:
-                if gpu and o.dim(HOST_SYNC):
+                g, x, name, _, _, sync = kernel(o)
+                if sync and gpu:
                     waits.append(len(gpu))
                 host.append(pending_host)
                 pending_host = 0.0
-                g, x, name, _, _ = kernel(o)
                 gpu.append(g)
                 extra += x
                 gap.append(eager_gap + x * eager_gap)
@@ -200,6 +201,12 @@ def lower(step: Step, costs: CostModel, mode: str, quantile: float = 0.5, memo: 
         extra_kernels=extra,
         wait_kernel=_waits(waits, len(host)),
     )
+
+
+_UNCAPTURABLE = ("this step cannot be captured as a CUDA graph ({mode}): it copies a host tensor to the GPU every step "
+                 "(transformers' sliding-window cache once its window is full, ctx >= window: 'Cannot copy between "
+                 "CPU and CUDA tensors during CUDA graph capture', measured on gemma-3-1b at ctx 512 and phi-3-mini at "
+                 "ctx 2048); eager only, or a ctx below the window")
 
 
 def _waits(launches: list[int], n: int) -> np.ndarray | None:

@@ -191,7 +191,7 @@ class CostModel:
             v = self.row_mean_us(op.dim("rows"), op.dim("cols"))
             if v is not None:
                 return v * US
-        if self._roll is not None and op.dim(ROLL):
+        if self._is_roll(op):
             b_lo, b_hi = POLICIES["roll.bytes"]
             v = loglog(op.bytes, self._roll.bytes, self._roll.us, below=b_lo, above=b_hi)
             return None if v is None else v * US
@@ -205,7 +205,11 @@ class CostModel:
     def _per_op(self, op: Op) -> bool:
         """An op whose table is read per op (`gpu_s`), never in `prime`'s groups: a row mean (row_mean table), a
         cache roll (roll curve)."""
-        return self._is_row_mean(op) or (self._roll is not None and op.dim(ROLL) == 1)
+        return self._is_row_mean(op) or self._is_roll(op)
+
+    def _is_roll(self, op: Op) -> bool:
+        """A KV cache roll (ops marked ROLL) the profile's roll curve prices."""
+        return self._roll is not None and op.dim(ROLL) == 1
 
     def _is_row_mean(self, op: Op) -> bool:
         """An eager row mean the profile's row_mean table prices (workload._Builder.row_mean's ops)."""
