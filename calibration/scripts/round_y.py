@@ -61,7 +61,7 @@ class Pieces:
             for _ in range(warmup):
                 step_fn()
         torch.cuda.synchronize()
-        self.pool = torch.cuda.MemPool()
+        self.pool = _pool()
         self.gpool = torch.cuda.graph_pool_handle()
         self.items: list = []
         self.misses = 0
@@ -91,6 +91,13 @@ class Pieces:
                 begin()
                 self.out = step_fn()
                 end()
+            except BaseException:
+                if "g" in cur:  # a failed capture (a host copy: phi-3 past its window) ends before it is dropped
+                    try:
+                        cur.pop("g").capture_end()
+                    except Exception:  # noqa: BLE001
+                        pass
+                raise
             finally:
                 TF.scaled_dot_product_attention = self.sdpa
         torch.cuda.synchronize()
@@ -102,6 +109,19 @@ class Pieces:
             for x in self.items:
                 x.replay()
         self.torch.cuda.current_stream().wait_stream(self.s)
+
+
+_POOL: list = []
+
+
+def _pool():
+    """One MemPool for the process's eager SDPA outputs (never destroyed: a pool freed while a failed capture is
+    still registered aborts the process, as round y's first try found)."""
+    import torch
+
+    if not _POOL:
+        _POOL.append(torch.cuda.MemPool())
+    return _POOL[0]
 
 
 class _Eager:
@@ -217,6 +237,135 @@ def job_piece(out_dir, name, quick, deadline):
     return P.finish()
 
 
+PROBE_ROWS = (("qwen3-0.6b", 1), ("qwen3-0.6b", 32), ("llama-3.2-1b", 1), ("qwen2-1.5b", 1), ("phi-3-mini-4k", 8))
+
+
+def _host_return_ms(fn, reps=REPS) -> float:
+    """Median host time of fn's call (from the call until it returns, before the sync): launch-bound when ~ the step."""
+    xs = []
+    for _ in range(reps):
+        F.sync()
+        t0 = time.perf_counter()
+        fn()
+        xs.append((time.perf_counter() - t0) * 1e3)
+        F.sync()
+    return _pct(xs)["p50"]
+
+
+def job_probe(out_dir, name, quick, deadline):
+    """Why hf piecewise costs more than full graph by more than launchsim says (round y): per row, in one timing
+    process: full, piecewise, the piecewise replay's host-return time, the pieces alone (graphs back to back, the
+    eager SDPA calls skipped: not the step, a bound), and the eager SDPA calls alone (host + GPU, graphs skipped)."""
+    import torch
+
+    from ..hygiene import canary
+
+    P = G.Proc(out_dir, name, quick)
+    P.res["kind"] = "launchsim-round-y-probe"
+    rows = PROBE_ROWS[:1] if quick else PROBE_ROWS
+    hf = {s: F.build_hf(s, 2 if quick else None) for s in dict.fromkeys(m for m, _ in rows)}
+    for s, b in rows:
+        if deadline - (time.time() - P.t0) < 15:
+            break
+        rec = {"model": s, "batch": b, "ctx": 512}
+        try:
+            o = Step(*hf[s], b, 512)
+            c0 = canary()
+            o.capture()
+            rec["full_ms"] = F.iso_ms(o.replay, warm=3, reps=REPS)["median"]
+            o.graph = None
+            pw = Pieces(o.step)
+            graphs = [x for x in pw.items if not isinstance(x, _Eager)]
+            calls = [x for x in pw.items if isinstance(x, _Eager)]
+
+            def only(xs):
+                def run():
+                    with torch.cuda.stream(pw.s):
+                        for x in xs:
+                            x.replay()
+                    torch.cuda.current_stream().wait_stream(pw.s)
+                return run
+
+            rec["piecewise_ms"] = F.iso_ms(pw.replay, warm=3, reps=REPS)["median"]
+            rec["piecewise_host_return_ms"] = _host_return_ms(pw.replay)
+            rec["graphs_only_ms"] = F.iso_ms(only(graphs), warm=3, reps=REPS)["median"]
+            rec["graphs_only_host_return_ms"] = _host_return_ms(only(graphs))
+            rec["sdpa_only_ms"] = F.iso_ms(only(calls), warm=3, reps=REPS)["median"]
+            rec["sdpa_only_host_return_ms"] = _host_return_ms(only(calls))
+            rec["pieces"] = {"graphs": len(graphs), "eager_calls": len(calls), "address_misses": pw.misses}
+            rec["canary_before"], rec["canary_after"] = G._can(c0), G._can(canary())
+            del pw, o
+        except Exception as e:  # noqa: BLE001
+            P.error(f"probe {s} b{b}", e)
+        P.res["rows"].append(rec)
+        P.save()
+        log(f"[probe] {rec}")
+        F.free()
+    return P.finish()
+
+
+def job_trace(out_dir, name, quick):
+    """A profiled process (never timed): the kernel timeline of piecewise replays, summarised per boundary: the gap
+    from a piece's last kernel to the first eager kernel, the eager kernels (names, GPU us), and the gap from the
+    last eager kernel to the next piece's first kernel. Graph kernels = those whose correlation id is a
+    cudaGraphLaunch's."""
+    import torch
+
+    rows = PROBE_ROWS[:1] if quick else PROBE_ROWS[:2]
+    hf = {s: F.build_hf(s, 2 if quick else None) for s in dict.fromkeys(m for m, _ in rows)}
+    res = {"kind": "launchsim-round-y-trace", "quick": quick, "environment": F.versions(), "rows": []}
+    for s, b in rows:
+        o = Step(*hf[s], b, 512)
+        pw = Pieces(o.step)
+        for _ in range(3):
+            pw.replay()
+        F.sync()
+        path = os.path.join(out_dir, f"_trace_{s}_{b}.json")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                pw.replay()
+            F.sync()
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            ev = json.load(f)["traceEvents"]
+        os.remove(path)
+        glaunch = {e["args"].get("correlation") for e in ev if e.get("name") == "cudaGraphLaunch"}
+        ks = sorted((e for e in ev if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+        kinds = ["g" if k["args"].get("correlation") in glaunch else "e" for k in ks]
+        g2e, e2g, eager_us, names = [], [], [], {}
+        i = 0
+        while i < len(ks):
+            if kinds[i] == "e" and i > 0 and kinds[i - 1] == "g":
+                g2e.append(ks[i]["ts"] - (ks[i - 1]["ts"] + ks[i - 1]["dur"]))
+                j = i
+                tot = 0.0
+                while j < len(ks) and kinds[j] == "e":
+                    tot += ks[j]["dur"]
+                    nm = ks[j]["name"][:60]
+                    names[nm] = names.get(nm, 0) + 1
+                    j += 1
+                eager_us.append((tot, j - i))
+                if j < len(ks):
+                    e2g.append(ks[j]["ts"] - (ks[j - 1]["ts"] + ks[j - 1]["dur"]))
+                i = j
+            else:
+                i += 1
+        span = (ks[-1]["ts"] + ks[-1]["dur"] - ks[0]["ts"]) / 3 if ks else None
+        busy = sum(k["dur"] for k in ks) / 3
+        res["rows"].append({"model": s, "batch": b, "kernels_per_step": len(ks) / 3, "span_us_per_step": span,
+                            "busy_us_per_step": busy, "boundaries": len(g2e),
+                            "graph_to_eager_gap_us": _pct(g2e), "eager_to_graph_gap_us": _pct(e2g),
+                            "eager_section_gpu_us": _pct([t for t, _ in eager_us]),
+                            "eager_kernels_per_section": _pct([n for _, n in eager_us]),
+                            "eager_kernel_names": names})
+        log(f"[trace] {res['rows'][-1]}")
+        del pw, o
+        F.free()
+    _dump(res, os.path.join(out_dir, name + ".json"))
+    return 0
+
+
 def combine(src_dir) -> dict:
     """rows_y.json: each (impl, model, batch, ctx)'s timings over processes (median of the per-process medians),
     rows with an address miss dropped, canaries kept."""
@@ -259,7 +408,7 @@ def combine(src_dir) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--job", default="piece", choices=("piece", "combine"))
+    ap.add_argument("--job", default="piece", choices=("piece", "probe", "trace", "combine"))
     ap.add_argument("--name", default="piece_y1")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--deadline", type=float, default=520.0)
@@ -270,7 +419,12 @@ def main(argv=None) -> int:
         log(json.dumps([(r["impl"], r["model"], r["batch"], r["ctx"], r["full_ms"], r["piecewise_ms"])
                         for r in out["rows"]]))
         return 0
-    return job_piece(a.out, a.name + ("quick" if a.quick else ""), a.quick, a.deadline)
+    name = a.name + ("quick" if a.quick else "")
+    if a.job == "probe":
+        return job_probe(a.out, name, a.quick, a.deadline)
+    if a.job == "trace":
+        return job_trace(a.out, name, a.quick)
+    return job_piece(a.out, name, a.quick, a.deadline)
 
 
 if __name__ == "__main__":
