@@ -231,6 +231,57 @@ def round_v_rows(round_dir: Path = ROUND_V, profile: str = "h200", source: str =
     return out
 
 
+ROUND_Y = HERE / "measured" / "h200-round-y"  # piecewise graphs of transformers' steps; predicted before measured
+
+
+def round_y_rows(round_dir: Path = ROUND_Y, profile: str = "h200") -> list[dict]:
+    """Round y's transformers decode rows (calibration/scripts/round_y.py: q_len 1, StaticCache of ctx + 128 slots,
+    ctx 512 and 2048): the full graph and the piecewise graphs (pieces cut at each SDPA call, SDPA eager) of one
+    step, both timed in the same process between one canary pair; measured = the median over the processes. Where
+    transformers could not capture the step, launchsim's own answer for both graph modes is recorded beside it
+    (`full_refused` / `piecewise_refused`). No eager timing, no kernel counts (round y profiled nothing)."""
+
+    from simulator.engine.plan import PlanError
+    from simulator.engine.predict import simulate
+    from simulator.model.costs import CostModel
+    from simulator.model.profile import load_profile
+    from simulator.model.workload import build_step, decode
+
+    d = _load(round_dir, "rows_y.json")
+    if not d:
+        return []
+    cm = CostModel(load_profile(profile))
+    out = []
+    for r in d["rows"]:
+        if r["impl"] != "hf":
+            continue
+        m = _hf_model(r["model"], r.get("layers"))
+        st = build_step(m, decode(r["batch"], r["ctx"]), "none", "hf", max_cache_len=r["max_cache_len"])
+        cans = [x[k] for x in r["runs"] for k in ("canary_before_us", "canary_after_us") if x.get(k) is not None]
+        row = {"model": r["model"], "fit": r["model"] in FIT, "source": "round y", "cache": "static",
+               "batch": r["batch"], "ctx": r["ctx"], "max_cache_len": r["max_cache_len"],
+               "kernels_predicted": cm.step_kernels(st.ops), "processes": len(r["runs"]),
+               "graph_canary_us": [min(cans), max(cans)] if cans else None}
+        for mode in ("full", "piecewise"):
+            meas = r.get(f"{mode}_ms")
+            if meas is not None:
+                res, _ = simulate(st, cm, mode)
+                row[f"{mode}_predicted_ms"] = res.step_s * 1e3
+                row[f"{mode}_measured_ms"] = meas
+                row[f"{mode}_error"] = _err(row[f"{mode}_predicted_ms"], meas)
+                continue
+            errs = [x[f"{mode}_error"] for x in r["runs"] if f"{mode}_error" in x]
+            if errs:
+                row["graph_error"] = errs[0][:120]
+                try:
+                    simulate(st, cm, mode)
+                    row[f"{mode}_refused"] = None
+                except PlanError as x:
+                    row[f"{mode}_refused"] = str(x)
+        out.append(row)
+    return out
+
+
 def mape(rs: list[dict], key: str) -> float | None:
     xs = [abs(r[key]) for r in rs if key in r]
     return statistics.fmean(xs) if xs else None
@@ -274,7 +325,8 @@ def markdown(rs: list[dict], meta: dict, seqs: list[dict], round_dir: Path) -> s
              f"({'fast host' if meta['fast_host'] else 'NOT a fast-host process'}: fast = their mean ≤ {FAST_CANARY_US} µs). "
              "Regenerate: `python -m calibration.validate_impl " + str(round_dir) + "`.", "",
              "| model | fit | source | cache | batch | ctx | kernels pred / meas (err) | eager pred / meas ms (err) | "
-             "full pred / meas ms (err) |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
+             "full pred / meas ms (err) | piecewise pred / meas ms (err) |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rs:
         k = (f"{r['kernels_predicted']} / {r.get('kernels_measured', '—')} ({f(r.get('kernels_error'), 1)}%)")
         e = (f"{f(r.get('eager_predicted_ms'))} / {f(r.get('eager_measured_ms'))} ({f(r.get('eager_error'), 1)}%)")
@@ -283,21 +335,30 @@ def markdown(rs: list[dict], meta: dict, seqs: list[dict], round_dir: Path) -> s
         if "canary_us" in r:  # round g: this row's passes, their canaries
             fh += (f" [{r['fast_passes']}/{r['passes']} passes fast, canary {r['canary_us'][0]:.2f}-"
                    f"{r['canary_us'][1]:.2f} µs]")
+        pw = ("—" if "piecewise_measured_ms" not in r else f"{f(r['piecewise_predicted_ms'], 3)} / "
+              f"{f(r['piecewise_measured_ms'], 3)} ({f(r['piecewise_error'], 1)}%)")
+        if r.get("graph_canary_us"):  # round y: graph modes only, a canary pair per row and process
+            fh += (f"[{r['processes']} processes, canary {r['graph_canary_us'][0]:.2f}-"
+                   f"{r['graph_canary_us'][1]:.2f} µs]")
         if "graph_error" in r:  # transformers could not capture it: what launchsim answers instead
             g = ("not capturable (measured); launchsim " + ("refuses" if r.get("full_refused") else "gives a figure"))
+            if "piecewise_refused" in r:
+                pw = ("not capturable (measured); launchsim "
+                      + ("refuses" if r.get("piecewise_refused") else "gives a figure"))
         lines.append(f"| {r['model']} | {'fit' if r['fit'] else 'held out'} | {r.get('source', 'round f')} | "
-                     f"{r['cache']} | {r['batch']} | {r.get('ctx', '—')} | {k} | {e}{fh} | {g} |")
+                     f"{r['cache']} | {r['batch']} | {r.get('ctx', '—')} | {k} | {e}{fh} | {g} | {pw} |")
     lines += ["", "| group | kernels MAPE % | eager MAPE % fast-host rows | eager MAPE % all rows | "
-              "full-graph MAPE % | rows |", "|---|---:|---:|---:|---:|---:|"]
+              "full-graph MAPE % | piecewise MAPE % | rows |", "|---|---:|---:|---:|---:|---:|---:|"]
     groups = [("fit", [r for r in rs if r["fit"]]), ("held out", [r for r in rs if not r["fit"]])]
-    for src in ("round f", "round g", "round v", "round x"):
+    for src in ("round f", "round g", "round v", "round x", "round y"):
         groups.append((f"held out, {src} only", [r for r in rs if not r["fit"] and r.get("source") == src]))
     for name, sel in groups + [("all", rs)]:
         if not sel:
             continue
         fast = [r for r in sel if r.get("fast_host")]
         lines.append(f"| {name} | {f(mape(sel, 'kernels_error'), 1)} | {f(mape(fast, 'eager_error'), 1)} | "
-                     f"{f(mape(sel, 'eager_error'), 1)} | {f(mape(sel, 'full_error'), 1)} | {len(sel)} |")
+                     f"{f(mape(sel, 'eager_error'), 1)} | {f(mape(sel, 'full_error'), 1)} | "
+                     f"{f(mape(sel, 'piecewise_error'), 1)} | {len(sel)} |")
     lines += ["", f"Targets (issue 20): full graph MAPE ≤ {TARGETS['full']} %, eager ≤ {TARGETS['eager']} % on "
               f"fast-host processes, kernels ±{TARGETS['kernels']} %.", "", "## Per-layer kernel sequences", "",
               "| model | fit | cache | batch | layer meas / recipe | equal | first mismatch | preamble meas / recipe | "
@@ -626,7 +687,8 @@ def _pred_rows(impl: str, family: str, cm, hf_consts=None) -> list[dict]:
                 if c and c.get("kernels"):
                     row["kernels_measured"] = c["kernels"]
                     row["kernels_error"] = _err(row["kernels_predicted"], c["kernels"])
-                score(row, st, {"eager": r.get("eager"), "full": r.get("full")}, r.get("fast", fast))
+                score(row, st, {"eager": r.get("eager"), "full": r.get("full"), "piecewise": r.get("piecewise")},
+                      r.get("fast", fast))
     return out
 
 
@@ -658,6 +720,15 @@ def hf_rounds() -> list[tuple[str, dict]]:
                                                f"{r['fast_passes'] or r['passes']} passes"} for r in g],
             "counts": [{"model": r["model"], "cache": "static", "batch": r["batch"],
                         "kernels": r.get("kernels_measured")} for r in g]}))
+    y = _load(ROUND_Y, "rows_y.json")
+    if y:  # graph modes only (no eager, no counts): full and piecewise of one step in one process
+        out.append(("round y", {"canary": None, "rows": [
+            {"model": r["model"], "cache": "static", "batch": r["batch"], "ctx": r["ctx"],
+             "max_cache_len": r["max_cache_len"], "eager": None, "full": r.get("full_ms"),
+             "piecewise": r.get("piecewise_ms"), "fast": False,
+             "canary": " ".join(f"{x['canary_before_us']:.2f}->{x['canary_after_us']:.2f}" for x in r["runs"])
+                       + " us (per process)"} for r in y["rows"] if r["impl"] == "hf"
+            and (r.get("full_ms") is not None or r.get("piecewise_ms") is not None)], "counts": []}))
     return out
 
 
@@ -849,6 +920,7 @@ def main(argv=None) -> int:
         rs += round_g_rows()
         rs += round_v_rows()
         rs += round_v_rows(ROUND_X, source="round x")
+        rs += round_y_rows()
     else:
         print(f"{d}: no hf_timing.json or counts_hf.json (that round is not here): fit rows and round d only",
               file=sys.stderr)

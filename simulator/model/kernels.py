@@ -42,7 +42,7 @@ class LaunchPath(str, Enum):
     COLLECTIVE = "collective"  # a tensor-parallel collective (custom all-reduce / NCCL); graph-capturable
 
 
-MARKER_KEYS = ("graph_break", "verify_part", "roll", "host_sync")  # shape keys that mark an op's role, not a size
+MARKER_KEYS = ("graph_break", "verify_part", "roll", "host_sync", "sdpa_call")  # shape keys that mark an op's role, not a size
 
 ROLL = "roll"  # shape key (1): aten's roll of a KV cache (a full sliding window), priced by the profile's roll curve
 # shape key (1): the host waits, before this launch's host work, for the GPU to finish every kernel launched before
@@ -51,6 +51,10 @@ HOST_SYNC = "host_sync"
 
 
 ATTENTION_PART = "attention_part"  # shape key (1): a kernel the attention call launches besides its own
+# shape key (1): a kernel of its own cost that the SDPA call itself launches before attending (aten's conversion of a
+# boolean mask: two scalar fills and a where): eager with the attention call when a piecewise graph cuts at it
+# (calibration/measured/h200-round-y: transformers' steps cut at each SDPA call)
+SDPA_CALL = "sdpa_call"
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,16 @@ class Op:
     @property
     def in_attention(self) -> bool:
         """The attention call's own kernel, or one more kernel that call launches (`ATTENTION_PART`: cuDNN SDPA's
-        split-KV reduce): what a piecewise graph leaves eager between its pieces."""
-        return self.op_class is OpClass.ATTENTION or (bool(self.shape) and self.dim(ATTENTION_PART) == 1)
+        split-KV reduce; `SDPA_CALL`: the SDPA call's mask conversion): what a piecewise graph leaves eager between
+        its pieces."""
+        return self.op_class is OpClass.ATTENTION or (bool(self.shape) and (
+            self.dim(ATTENTION_PART) == 1 or self.dim(SDPA_CALL) == 1))
+
+    @property
+    def attention_part(self) -> bool:
+        """A kernel inside the attention call's own launch and measured figures (`ATTENTION_PART`), no cost of its
+        own: a trace records it within that call."""
+        return bool(self.shape) and self.dim(ATTENTION_PART) == 1
 
     @cached_property
     def structure(self) -> tuple:

@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.model.kernels import LaunchPath as P
-from simulator.model.kernels import ATTENTION_PART, Op, OpClass
+from simulator.model.kernels import ATTENTION_PART, SDPA_CALL, Op, OpClass
 
 IMPLS = ("reference", "hf", "fused")
 POSITIONS = ("given", "computed")  # hf: the caller passes cache_position / position_ids, or transformers derives them
@@ -373,11 +373,13 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
                 n = s.seqs * Hq * keys * hd
                 b.ops.append(Op(f"repeat_kv_{t}", OpClass.COPY, P.EAGER_COPY, n, n * (e / rep + e), part,
                                 fixed_gpu_s=(STRIDED_COPY_US[0] + n / STRIDED_COPY_US[1]) * 1e-6))
-        b.add("sdpa.mask_fill", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, 1, e, **dict(part))
-        b.add("sdpa.mask_fill", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, 1, e, **dict(part))
+        # SDPA's own conversion of the boolean mask, launched inside the SDPA call (eager in a piecewise cut)
+        call = {**dict(part), SDPA_CALL: 1}
+        b.add("sdpa.mask_fill", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, 1, e, **call)
+        b.add("sdpa.mask_fill", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, 1, e, **call)
         n = s.seqs * keys
         b.add("sdpa.mask_where", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, n, n * (1 + 2 * e / max(keys, 1) + e),
-              **dict(part))
+              **call)
         heads_sdpa, masked = Hq if rep > 1 else KV, True
     else:
         keys = keys_of(m, layer, s.ctx + 1)

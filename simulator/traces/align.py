@@ -71,7 +71,7 @@ def _recipe_ops(spec, impl: str, kw: dict, batch: int, ctx: int):
         step = build_step(spec, decode(batch, shape_ctx), "none", impl, **opts)
     except (UserError, ValueError):
         return None
-    return [o for o in step.ops if o.launches_kernel and not (o.in_attention and o.op_class is not OpClass.ATTENTION)]
+    return [o for o in step.ops if o.launches_kernel and not o.attention_part]
 
 
 CANDIDATES = (("reference", {}), ("hf", {"cache": "static"}), ("hf", {"cache": "dynamic"}))

@@ -52,7 +52,10 @@ def test_rows_are_the_familys_and_carry_their_canary():
 
     cm = CostModel(load_profile("h200"))
     rs = V._pred_rows("hf", "phi3", cm, (R.PYTHON_US_PER_CALL, R.CUDNN_PLAN_MS))
-    assert {r["model"] for r in rs} == {"phi-3-mini-4k"} and len(rs) == 8  # round f 4 + round g 4
+    # round f 4 + round g 4 + round y's 4 at ctx 512 (graph modes only; its ctx-2048 rows did not capture)
+    assert {r["model"] for r in rs} == {"phi-3-mini-4k"} and len(rs) == 12
+    y = [r for r in rs if r["source"] == "round y"]
+    assert len(y) == 4 and all("piecewise_error" in r and "full_error" in r and "eager_error" not in r for r in y)
     f = [r for r in rs if r["source"] == "round f"]
     assert len(f) == 4 and all(r["fast_host"] and "7.63" in r["canary"] for r in f)
     assert all(r["batch"] <= V.MAX_BATCH for r in rs)
@@ -87,3 +90,42 @@ def test_round_g_rows_take_the_fast_passes_median():
             assert g["canary_us"][1] <= V.FAST_CANARY_US
     slow = [k for k, r in rows.items() if not r["fast_host"]]
     assert slow and all(rows[k]["canary_us"][1] > V.FAST_CANARY_US for k in slow)
+
+
+def test_round_y_rows_score_both_graph_modes_and_record_refusals():
+    """Round y: full and piecewise graphs of one step per row; measured = the median over the processes' medians;
+    where transformers could not capture (phi-3-mini past its 2047-token window) launchsim refuses both modes."""
+    d = json.loads((V.ROUND_Y / "rows_y.json").read_text())
+    raw = {(r["model"], r["batch"], r["ctx"]): r for r in d["rows"] if r["impl"] == "hf"}
+    rows = {(r["model"], r["batch"], r["ctx"]): r for r in V.round_y_rows()}
+    assert rows.keys() == raw.keys() and len(rows) == 8 * 7  # eight decoders x (4 batches at 512, 3 at 2048)
+    for k, r in rows.items():
+        runs = raw[k]["runs"]
+        if k[0] == "phi-3-mini-4k" and k[2] == 2048:
+            assert "Cannot copy between CPU and CUDA" in r["graph_error"]
+            assert r["full_refused"] and r["piecewise_refused"] and "piecewise_measured_ms" not in r
+            continue
+        for mode in ("full", "piecewise"):
+            assert r[f"{mode}_measured_ms"] == pytest.approx(statistics.median(x[f"{mode}_ms"] for x in runs))
+            assert r[f"{mode}_error"] == pytest.approx(
+                100 * (r[f"{mode}_predicted_ms"] / r[f"{mode}_measured_ms"] - 1))
+        assert r["piecewise_predicted_ms"] > r["full_predicted_ms"]  # the eager SDPA calls cost something
+
+
+def test_round_y_combine_drops_rows_whose_sdpa_output_moved(tmp_path):
+    """A replay whose eager SDPA output did not land where the next captured piece reads it measured another step:
+    combine keeps its full-graph figure and drops its piecewise one."""
+    from calibration.scripts import round_y as Y
+
+    def proc(name, misses, full, pw):
+        row = {"impl": "hf", "model": "m", "batch": 1, "ctx": 512, "q_len": 1, "layers": 2, "max_cache_len": 640,
+               "canary_before": {"host_us": 7.0}, "canary_after": {"host_us": 7.1}, "full_ms": {"median": full},
+               "piecewise_ms": {"median": pw}, "pieces": {"graphs": 3, "eager_calls": 2, "address_misses": misses}}
+        (tmp_path / f"piece_{name}.json").write_text(json.dumps({"quick": False, "rows": [row], "canary": {}}))
+
+    proc("a", 0, 1.0, 1.2)
+    proc("b", 0, 3.0, 1.4)
+    proc("c", 2, 2.0, 9.9)
+    r = Y.combine(tmp_path)["rows"][0]
+    assert r["full_ms"] == pytest.approx(2.0) and r["piecewise_ms"] == pytest.approx(1.3)
+    assert [x.get("dropped") for x in r["runs"]] == [None, None, "SDPA output address missed on replay"]
