@@ -21,6 +21,9 @@ COMMANDS = {
     "predict --steps": ["predict", "--model", "qwen3-0.6b", "--batch", "8", "--graph", "full", "--steps", "4",
                         "--scheduling", "async", "--json"],
     "bad choice": ["predict", "--model", "qwen3-0.6b", "--graph", "sometimes"],
+    # bench_targets.py's optimize row: 1,024 candidates x 64 graphs (the CSV is written at start)
+    "optimize": ["optimize", "--distribution", "{csv}", "--model", "qwen3-8b", "--fusion", "fused", "--graph", "full",
+                 "--max-graphs", "64", "--max-size", "1024", "--json"],
 }
 
 
@@ -36,11 +39,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", type=Path, required=True, help="the other checkout (its simulator/ is imported)")
     ap.add_argument("--runs", type=int, default=12)
+    ap.add_argument("--only", default="", help="comma-separated command names (default: all)")
     a = ap.parse_args()
+    import tempfile
+
+    csv = Path(tempfile.mkdtemp()) / "uniform1024.csv"
+    csv.write_text("batch,count\n" + "".join(f"{b},1\n" for b in range(1, 1025)))
     roots = {"base": a.base.resolve(), "this": ROOT}
     print(f"load average {open('/proc/loadavg').read().split()[:3]}")
     print(f"{'command':18s} {'base wall':>10s} {'this wall':>10s} {'base cpu':>10s} {'this cpu':>10s} {'cpu ratio':>10s}")
     for name, args in COMMANDS.items():
+        if a.only and name not in a.only.split(","):
+            continue
+        args = [x.format(csv=csv) for x in args]
         res = {k: [] for k in roots}
         for _ in range(a.runs):
             for k, root in roots.items():

@@ -260,17 +260,54 @@ class StepCostCache:
     def _fill(self, setup, memo: dict, bs: list[int], shapes: list[StepShape]) -> None:
         """memo[b] = the _COLUMNS of each batch's step: routed and costed as `routed` does it (the padded step in
         its routed plan mode; the same mode at its own rows for `unpad`), priced together (`step_seconds`)."""
-        routes, _, run = self.routed_seconds(setup, shapes)
-        unpad = run.copy()
-        by_mode: dict[str, list[int]] = {}
-        for i, r in enumerate(routes):
-            if r.padding:
-                by_mode.setdefault(r.mode, []).append(i)
-        for mode, idx in by_mode.items():
-            unpad[idx] = self.step_seconds(setup, mode, [shapes[i] for i in idx])
-        for b, r, x, u in zip(bs, routes, run.tolist(), unpad.tolist()):
-            memo[b] = (float(r.executed), float(r.padding), float(r.padded is None), float(r.overflow), x, u,
-                       r.padding / r.executed)
+        self._fill_many([(setup, memo, bs, shapes)])
+
+    def _fill_many(self, items: list[tuple]) -> None:
+        """`_fill` of several (setup, memo, batches, shapes) at once: each step routed once by its setup's capture,
+        the steps of one (cost key, plan mode) priced in one `step_seconds` call whichever setup asked (a step's
+        cost does not depend on the capture that routed it)."""
+        routed = [[st.capture.padded(x) for x in shapes] for st, _, _, shapes in items]
+        want: dict[tuple, tuple] = {}
+        for (st, _, _, shapes), rs in zip(items, routed):
+            for x, (r, run) in zip(shapes, rs):
+                d = want.setdefault((st.cost_key, r.mode), (st, {}))[1]
+                d[run] = None
+                if r.padding:
+                    d[x] = None
+        got = {}
+        for key, (st, d) in want.items():
+            todo = list(d)
+            got[key] = dict(zip(todo, self.step_seconds(st, key[1], todo).tolist()))
+        for (st, memo, bs, shapes), rs in zip(items, routed):
+            ck = st.cost_key
+            for b, x, (r, run) in zip(bs, shapes, rs):
+                g = got[(ck, r.mode)]
+                v = g[run]
+                memo[b] = (float(r.executed), float(r.padding), float(r.padded is None), float(r.overflow), v,
+                           g[x] if r.padding else v, r.padding / r.executed)
+
+    def _axis_memo(self, setup, ctx: int, pre) -> dict:
+        key = (setup, ctx, pre)
+        memo = self._axis.get(key)
+        if memo is None:
+            if len(self._axis) > 4096:
+                self._axis.clear()
+            memo = self._axis[key] = {}
+        return memo
+
+    def prefetch_expected(self, setups: Sequence, batches: Sequence[int], ctx: int) -> None:
+        """Route and price, together, the decode steps `expected(setup, batches, ..., ctx)` will read for each of
+        `setups` (the optimizer's layouts side by side): later `expected` calls find them memoised (the same
+        figures: `_fill_many`)."""
+        bs = [int(x) for x in batches]
+        items = []
+        for st in setups:
+            memo = self._axis_memo(st, ctx, None)
+            miss = list(dict.fromkeys(b for b in bs if b not in memo))
+            if miss:
+                items.append((st, memo, miss, [decode(b, ctx) for b in miss]))
+        if items:
+            self._fill_many(items)
 
     def expected(self, setup, batches: Sequence[int], weights: Sequence[float], ctx: int,
                  mixed: tuple[float, int, int] | None = None, *, sizes=None) -> Expected:
@@ -299,12 +336,7 @@ class StepCostCache:
         for wk, pre in kinds:
             if wk <= 0:
                 continue
-            key = (setup, ctx, pre)
-            memo = self._axis.get(key)
-            if memo is None:
-                if len(self._axis) > 4096:
-                    self._axis.clear()
-                memo = self._axis[key] = {}
+            memo = self._axis_memo(setup, ctx, pre)
             get = memo.get
             miss = list(dict.fromkeys(b for b in bs if b not in memo))
             if miss:

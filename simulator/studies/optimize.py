@@ -307,6 +307,17 @@ def metrics(st: Setup, sizes: list[int]) -> dict:
             "capture_s": cap}
 
 
+def prefetch(st: Setup, layouts: list) -> None:
+    """Price the steps `metrics` reads for each of `layouts` in one pass (StepCostCache.prefetch_expected): the
+    same figures, one batch-axis pricing per plan mode instead of one per layout."""
+    if st.inp.spec_tokens:
+        return
+    b, _ = st.inp.dist.as_arrays()
+    cap = st.step.capture
+    st.cache.prefetch_expected([st.step.with_capture(cap.with_graph(cap.graph, sorted(int(x) for x in lay)))
+                                for lay in layouts], b, st.inp.ctx)
+
+
 def _spec_metrics(st: Setup, srt: list[int], b, w) -> dict:
     """`metrics` over verify steps (tokens): the definitions of `StepCostCache.expected`, each step routed and
     costed by `Setup.step_s`'s rule (verify step of b(1 + k) tokens padded to the smallest size >= it)."""
@@ -393,6 +404,7 @@ def run(inp: Inputs, frontier: bool = True) -> dict:
     seeds = [[x for x in v if x in cands] for v in preset_layouts.values()]
     best = solve(st, p, [v for v in seeds if v])
     top_rows = inp.dist.max_batch * st.q  # the largest step's rows (tokens under speculation)
+    prefetch(st, [best.sizes, *preset_layouts.values()])
     m_best = metrics(st, best.sizes)
     presets = {}
     for name, lay in preset_layouts.items():

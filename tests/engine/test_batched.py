@@ -123,3 +123,19 @@ def test_pattern_fits_only_steps_that_repeat_its_positions():
     other = replace(b[i], name=b[i].name + "_x")
     assert not pat.fits(b[:i] + (other,) + b[i + 1:])
     assert not pat.fits(b[:-1])
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layouts=hs.lists(hs.lists(hs.integers(1, 96), min_size=1, max_size=6, unique=True), min_size=1, max_size=4),
+       graph=hs.sampled_from(["full", "piecewise", "full_and_piecewise"]),
+       bs=hs.lists(hs.integers(1, 128), min_size=1, max_size=20))
+def test_prefetched_layouts_give_the_expected_figures_of_layouts_priced_alone(layouts, graph, bs):
+    """StepCostCache.prefetch_expected (the optimizer's layouts priced side by side) changes no figure: each
+    layout's `expected` equals the one of a fresh cache that priced that layout alone."""
+    base = StepSetup.of(MODELS["qwen3-0.6b"], PROFILE, "fused", Capture.of(graph, (8,)))
+    setups = [base.with_capture(base.capture.with_graph(graph, sorted(lay))) for lay in layouts]
+    w = np.full(len(bs), 1.0 / len(bs))
+    shared = StepCostCache()
+    shared.prefetch_expected(setups, bs, 512)
+    for st in setups:
+        assert shared.expected(st, bs, w, 512) == StepCostCache().expected(st, bs, w, 512)
