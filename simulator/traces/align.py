@@ -13,8 +13,8 @@ trace's calls and of the recipe's ops (a recipe of another decoder, or a partial
 matched call is then re-priced by its own op: t_new = t_traced x price(op at the new shape) / price(op at the
 traced shape), the op found at the new shape by (name, occurrence). The attention call keeps retarget's table
 ratio (the recipe op's own ratio was tried and is far off for Phi-3 at batch 1 -> 8: +160 %), but takes from
-the recipe the K/V heads SDPA reads after repeat_kv, which decide cuDNN's split-KV combine. Unmatched calls keep
-retarget's rules.
+the recipe the K/V heads SDPA reads after repeat_kv, which decide cuDNN's split-KV combine and the table the ratio
+is read from (retarget.py: the shapes a recorded trace would give). Unmatched calls keep retarget's rules.
 """
 
 from __future__ import annotations

@@ -372,6 +372,9 @@ def retarget(wl: Workload, costs, batch: int | None, ctx: int | None) -> Retarge
             continue
         if cls is OpClass.ATTENTION and any(_is_attention_kernel(ks[i]) for i in idx):
             main = next(i for i in idx if _is_attention_kernel(ks[i]))
+            if c in synth and by_heads.get(c):  # a shape-less trace: SDPA reads the K/V heads the recipe gives it
+                # (after transformers' repeat_kv, every query head), as a recorded trace's shapes would say
+                dims = [dims[0]] + [[d[0], by_heads[c], *d[2:]] for d in dims[1:]]
             r = _ratio(costs, ks[main], dims, shape_op or "aten::scaled_dot_product_attention", b0, b1, q, c0, c1)
             if r is None:
                 unclassified.append(label(k0))
