@@ -877,6 +877,13 @@ NOTES = """## Notes
   before they were measured (predicted_before.json, calibration/scripts/round_x_predict.py), and are the figures
   below. One timing process whose host flipped between its states (fast passes 1-5 of 6 a row). Both windowed
   models failed CUDA graph capture exactly where launchsim refuses a graph.
+- Round y (calibration/measured/h200-round-y): full graphs and piecewise graphs (transformers' step cut at each
+  SDPA call by calibration/scripts/round_y.py, SDPA eager between the pieces; checked against the reference
+  decoder's explicit pieces within 1.5 %) of the eight capturable decoders at ctx 512 and 2048, two timing
+  processes, launchsim's figures committed before measuring (predicted_before.json). One change after it, on the
+  cut's structure, not fitted: SDPA's boolean-mask conversion is launched by the SDPA call, so it is eager in a
+  piecewise step (kernels.SDPA_CALL); piecewise MAPE 4.0 % before it, the column below after. Piecewise is still
+  under-predicted at batch 1 (per-boundary GPU gaps; round y README). No eager timing in round y.
 """
 
 
