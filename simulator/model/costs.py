@@ -17,6 +17,7 @@ from __future__ import annotations
 from simulator.common.errors import UserError
 
 import bisect
+import math
 from functools import cached_property
 
 import numpy as np
@@ -121,6 +122,7 @@ class CostModel:
         self._grid = d.tables.gemm_grid  # joins _gemm at the first shape the tables lack (`gemm_table`)
         self._grid_extra: list = []  # its rows of shapes the tables lack, once joined
         self._attn = {(t.heads, t.kv_heads, t.head_dim): t for t in d.tables.attention if t.q_len == 1}
+        self._attn_near: dict[tuple[int, int, int], object] = {}
         # verify tables by (heads, kv_heads, head_dim, layout), then q_len (q_len > 1)
         self._attn_q: dict[tuple[int, int, int, str], dict[int, object]] = {}
         for t in d.tables.attention:
@@ -183,9 +185,11 @@ class CostModel:
         if op.op_class is OpClass.ATTENTION:
             if op.dim("verify"):
                 return self.verify_attention_s(op)
-            t = self._attn.get((op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim")))
-            if t is None or op.dim("q_len", 1) != 1:
+            if op.dim("q_len", 1) != 1:
                 return None
+            t = self._attn.get((op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim")))
+            if t is None:
+                return self.attention_nearest_s(op)
             return _bilinear(t.batch, t.ctx, t.us, op.dim("batch"), op.dim("ctx"))
         if self._is_row_mean(op):
             v = self.row_mean_us(op.dim("rows"), op.dim("cols"))
@@ -359,6 +363,30 @@ class CostModel:
             kern[j] = 1  # gemm_kernels of a kernel that is not a GEMM
         return out, kern
 
+    def nearest_attention_table(self, heads: int, kv_heads: int, head_dim: int):
+        """The decode (q_len 1) attention table nearest a shape the profile has no table for: nearest in head_dim,
+        then in query heads, then fewest KV heads (None: the profile has no decode attention table)."""
+        key = (heads, kv_heads, head_dim)
+        if key not in self._attn_near:
+            tabs = list(self._attn.values())
+            self._attn_near[key] = min(tabs, key=lambda a: (abs(math.log(a.head_dim / head_dim)),
+                                                            abs(math.log(a.heads / heads)), a.kv_heads)) \
+                if tabs and heads and kv_heads and head_dim else None
+        return self._attn_near[key]
+
+    def attention_nearest_s(self, op: Op) -> float | None:
+        """Decode attention of a (heads, kv_heads, head_dim) with no table: decode attention being bound by reading
+        the KV cache (and by cuDNN's floor at small sizes, which the roofline misses: round z, 12-29 us a call at
+        batch 1 where the roofline gave 5-12), the nearest table (`nearest_attention_table`) at the context that reads
+        the same KV bytes per sequence, ctx x kv_heads x head_dim / (the table's kv_heads x head_dim), extrapolated
+        linearly outside its grid (`lerp_table`). None without any table (the roofline then)."""
+        H, KV, hd = op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim")
+        a = self.nearest_attention_table(H, KV, hd)
+        if a is None:
+            return None
+        return lerp_table(a.batch, a.ctx, a.us, op.dim("batch"), op.dim("ctx") * KV * hd / (a.kv_heads * a.head_dim)) \
+            * US
+
     def _attention_column(self, o, values, op_at, n, out, kern):
         """Decode attention (q_len 1) of one (heads, kv_heads, head_dim) over many (batch, ctx): `_bilinear` over
         arrays, the same operations elementwise (bisect_right = searchsorted right; Python's int / int and numpy's
@@ -371,9 +399,10 @@ class CostModel:
         t = self._attn.get((hs[0], kvs[0], hds[0]))
         qs = values("q_len") or [1] * n
         bs, cs = values("batch") or [0] * n, values("ctx") or [0] * n
-        if t is None:
+        if t is None:  # no table of this shape: the nearest table's reading, op by op (`table_s`)
             for j in range(n):
-                out[j], kern[j] = self.roofline_s(op_at(j)), 1
+                x_ = self.attention_nearest_s(op_at(j)) if qs[j] == 1 else None
+                out[j], kern[j] = (self.roofline_s(op_at(j)) if x_ is None else max(x_, 0.0)), 1
             return out, kern
         xs, ys = t.batch, t.ctx
         x, y = np.asarray(bs), np.asarray(cs)
@@ -558,6 +587,23 @@ class CostModel:
 
     def graph_launch_s(self, nodes: int) -> float:
         return self.graph_launch_fixed_s + self.graph_launch_per_node_s * nodes
+
+
+def lerp_table(xs: list[int], ys: list[int], z: list[list[float]], x: float, y: float) -> float:
+    """Bilinear in (x, y) on the grid, linear extrapolation from the nearest two rows/columns outside it (decode
+    attention time is close to linear in batch and context once the KV read dominates), never below 0."""
+
+    def bracket(a, v):
+        if len(a) == 1:
+            return 0, 0, 0.0
+        i = min(max(bisect.bisect_right(a, v) - 1, 0), len(a) - 2)
+        return i, i + 1, (v - a[i]) / (a[i + 1] - a[i])
+
+    i0, i1, wx = bracket(xs, x)
+    j0, j1, wy = bracket(ys, y)
+    top = z[i0][j0] * (1 - wy) + z[i0][j1] * wy
+    bot = z[i1][j0] * (1 - wy) + z[i1][j1] * wy
+    return max(top * (1 - wx) + bot * wx, 0.0)
 
 
 def _bilinear(xs: list[int], ys: list[int], z: list[list[float]], x: float, y: float) -> float | None:

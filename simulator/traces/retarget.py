@@ -46,7 +46,6 @@ so in its notes.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -216,38 +215,21 @@ def kv_ctx(dims: list, c0: int | None, c1: int | None) -> list:
     return [one(d) for d in dims]
 
 
-def _lerp_table(xs: list[int], ys: list[int], z: list[list[float]], x: float, y: float) -> float:
-    """Bilinear in (x, y) on the grid, linear extrapolation from the nearest two rows/columns outside it (decode
-    attention time is close to linear in batch and context once the KV read dominates), never below 0."""
-    import bisect
-
-    def bracket(a, v):
-        if len(a) == 1:
-            return 0, 0, 0.0
-        i = min(max(bisect.bisect_right(a, v) - 1, 0), len(a) - 2)
-        return i, i + 1, (v - a[i]) / (a[i + 1] - a[i])
-
-    i0, i1, wx = bracket(xs, x)
-    j0, j1, wy = bracket(ys, y)
-    top = z[i0][j0] * (1 - wy) + z[i0][j1] * wy
-    bot = z[i1][j0] * (1 - wy) + z[i1][j1] * wy
-    return max(top * (1 - wx) + bot * wx, 0.0)
-
-
 def attention_s(costs, op) -> float:
     """Decode attention time: the profile's attention table for (heads, kv_heads, head_dim) where it has one and
-    covers (batch, ctx); else, decode attention being bound by reading the KV cache, the table nearest in head_dim
-    then query heads at the context that reads the same KV bytes per sequence, ctx x kv_heads x head_dim / (the
-    table's kv_heads x head_dim) (transformers' repeat_kv hands SDPA K/V expanded to every query head),
-    extrapolated linearly outside the table's grid; else the cost model (roofline)."""
+    covers (batch, ctx); else (outside that table's grid, or a shape with no table) the nearest table read at the
+    context that reads the same KV bytes, extrapolated linearly (CostModel.nearest_attention_table, lerp_table: the
+    rule the cost model prices a shape without a table by); else the cost model (roofline)."""
+    from simulator.model.costs import US, lerp_table
+
     t = costs.table_s(op)
     if t is not None:
         return t
     H, KV, hd, B, S = (op.dim(x) for x in ("heads", "kv_heads", "head_dim", "batch", "ctx"))
-    tabs = costs.profile.device.tables.attention
-    if op.dim("q_len", 1) == 1 and tabs and H and KV and hd:
-        a = min(tabs, key=lambda a: (abs(math.log(a.head_dim / hd)), abs(math.log(a.heads / H)), a.kv_heads))
-        return _lerp_table(a.batch, a.ctx, a.us, B, S * KV * hd / (a.kv_heads * a.head_dim)) * 1e-6
+    if op.dim("q_len", 1) == 1:
+        a = costs.nearest_attention_table(H, KV, hd)
+        if a is not None:
+            return lerp_table(a.batch, a.ctx, a.us, B, S * KV * hd / (a.kv_heads * a.head_dim)) * US
     return costs.gpu_s(op)
 
 
