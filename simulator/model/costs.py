@@ -22,7 +22,7 @@ from functools import cached_property
 
 import numpy as np
 
-from simulator.model.kernels import ROLL, LaunchPath, Op, OpClass
+from simulator.model.kernels import ROLL, SDPA_MASK, LaunchPath, Op, OpClass
 from simulator.model.profile import Curve, Profile
 from simulator.model.tables import POLICIES, REFUSE, loglog, row_mean
 
@@ -188,8 +188,8 @@ class CostModel:
             if op.dim("q_len", 1) != 1:
                 return None
             t = self._attn.get((op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim")))
-            if t is None:
-                return self.attention_nearest_s(op)
+            if t is None:  # transformers' masked SDPA: the nearest table; other attention: the roofline
+                return self.attention_nearest_s(op) if op.dim(SDPA_MASK) else None
             return _bilinear(t.batch, t.ctx, t.us, op.dim("batch"), op.dim("ctx"))
         if self._is_row_mean(op):
             v = self.row_mean_us(op.dim("rows"), op.dim("cols"))
@@ -375,9 +375,11 @@ class CostModel:
         return self._attn_near[key]
 
     def attention_nearest_s(self, op: Op) -> float | None:
-        """Decode attention of a (heads, kv_heads, head_dim) with no table: decode attention being bound by reading
-        the KV cache (and by cuDNN's floor at small sizes, which the roofline misses: round z, 12-29 us a call at
-        batch 1 where the roofline gave 5-12), the nearest table (`nearest_attention_table`) at the context that reads
+        """Decode attention of a (heads, kv_heads, head_dim) with no table, for transformers' masked SDPA over
+        repeated heads (`SDPA_MASK`; other attention ops keep the roofline: on the independent gpt-fast decoder's
+        enable_gqa flash kernel at head_dim 64 this reading was further off than the roofline): decode attention
+        being bound by reading the KV cache (and by cuDNN's floor at small sizes, which the roofline misses: round z,
+        12-31 us a call at batch 1 where the roofline gave 5-12), the nearest table (`nearest_attention_table`) at the context that reads
         the same KV bytes per sequence, ctx x kv_heads x head_dim / (the table's kv_heads x head_dim), extrapolated
         linearly outside its grid (`lerp_table`). None without any table (the roofline then)."""
         H, KV, hd = op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim")
@@ -399,9 +401,10 @@ class CostModel:
         t = self._attn.get((hs[0], kvs[0], hds[0]))
         qs = values("q_len") or [1] * n
         bs, cs = values("batch") or [0] * n, values("ctx") or [0] * n
-        if t is None:  # no table of this shape: the nearest table's reading, op by op (`table_s`)
+        if t is None:  # no table of this shape: the nearest table's reading for a masked SDPA, op by op (`table_s`)
+            near = bool(o.dim(SDPA_MASK))
             for j in range(n):
-                x_ = self.attention_nearest_s(op_at(j)) if qs[j] == 1 else None
+                x_ = self.attention_nearest_s(op_at(j)) if near and qs[j] == 1 else None
                 out[j], kern[j] = (self.roofline_s(op_at(j)) if x_ is None else max(x_, 0.0)), 1
             return out, kern
         xs, ys = t.batch, t.ctx

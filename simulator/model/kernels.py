@@ -42,7 +42,7 @@ class LaunchPath(str, Enum):
     COLLECTIVE = "collective"  # a tensor-parallel collective (custom all-reduce / NCCL); graph-capturable
 
 
-MARKER_KEYS = ("graph_break", "verify_part", "roll", "host_sync", "sdpa_call")  # shape keys that mark an op's role, not a size
+MARKER_KEYS = ("graph_break", "verify_part", "roll", "host_sync", "sdpa_call", "sdpa_mask")  # shape keys that mark an op's role, not a size
 
 ROLL = "roll"  # shape key (1): aten's roll of a KV cache (a full sliding window), priced by the profile's roll curve
 # shape key (1): the host waits, before this launch's host work, for the GPU to finish every kernel launched before
@@ -55,6 +55,9 @@ ATTENTION_PART = "attention_part"  # shape key (1): a kernel the attention call 
 # boolean mask: two scalar fills and a where): eager with the attention call when a piecewise graph cuts at it
 # (calibration/measured/h200-round-y: transformers' steps cut at each SDPA call)
 SDPA_CALL = "sdpa_call"
+# shape key (1): an attention call under a boolean mask over repeated K/V heads (transformers' static cache: cuDNN's
+# masked SDPA); a shape with no attention table is read from the nearest table (CostModel.attention_nearest_s)
+SDPA_MASK = "sdpa_mask"
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.model.kernels import LaunchPath as P
-from simulator.model.kernels import ATTENTION_PART, SDPA_CALL, Op, OpClass
+from simulator.model.kernels import ATTENTION_PART, SDPA_CALL, SDPA_MASK, Op, OpClass
 
 IMPLS = ("reference", "hf", "fused")
 POSITIONS = ("given", "computed")  # hf: the caller passes cache_position / position_ids, or transformers derives them
@@ -211,7 +211,8 @@ def attention_op(b, name, path, keys: int, kv_heads: int, masked: bool, table_kv
     b.add(name, OpClass.ATTENTION, path, flops, kv_read + qo + mask,
           batch=s.seqs, q_len=max(1, s.attn_tokens // max(1, s.seqs)), ctx=keys * rep,
           heads=H, kv_heads=kv_heads if table_kv_heads is None else table_kv_heads, head_dim=hd,
-          **({"sdpa_kv_heads": kv_heads, "sdpa_keys": keys} if table_kv_heads not in (None, kv_heads) else {}))
+          **({"sdpa_kv_heads": kv_heads, "sdpa_keys": keys} if table_kv_heads not in (None, kv_heads) else {}),
+          **({SDPA_MASK: 1} if masked else {}))
 
 
 def split_kv_reduce(b, heads_sdpa, keys: int) -> None:

@@ -1,5 +1,5 @@
-"""CostModel.attention_nearest_s: a decode attention shape the profile has no table for is read from the nearest
-table (head_dim, then query heads, then fewest KV heads) at the context of equal KV bytes, linear outside its grid;
+"""CostModel.attention_nearest_s: transformers' masked SDPA (kernels.SDPA_MASK) of a shape the profile has no table
+for is read from the nearest table (head_dim, then query heads, then fewest KV heads) at the context of equal KV bytes, linear outside its grid;
 the batched column path (`prime_column`) gives the same figures bitwise; without any attention table, the roofline."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from simulator.model.profile import load_profile
 CM = CostModel(load_profile("h200"))
 
 
-def _attn(b, ctx, H, KV, hd):
+def _attn(b, ctx, H, KV, hd, masked=True):
     return Op("attention", OpClass.ATTENTION, P.EAGER_ATTENTION, 4.0 * H * hd * b * ctx, 2.0 * KV * hd * 2 * b * ctx,
-              (("batch", b), ("ctx", ctx), ("head_dim", hd), ("heads", H), ("kv_heads", KV), ("q_len", 1)))
+              (("batch", b), ("ctx", ctx), ("head_dim", hd), ("heads", H), ("kv_heads", KV), ("q_len", 1))
+              + ((("sdpa_mask", 1),) if masked else ()))
 
 
 def test_exact_table_unchanged_and_untabled_shape_reads_the_nearest_at_equal_kv_bytes():
@@ -39,6 +40,12 @@ def test_column_path_equals_op_by_op():
     fresh = CostModel(load_profile("h200"))
     out, _ = fresh.prime_column(ops[0], lambda f: vals.get(f), lambda j: ops[j], len(ops))
     assert out == [CostModel(load_profile("h200")).gpu_s(o) for o in ops]
+
+
+def test_unmasked_attention_without_a_table_keeps_the_roofline():
+    # the reference / gpt-fast layout (enable_gqa, no mask): not what round z measured; the roofline, as before
+    op = _attn(1, 640, 32, 8, 64, masked=False)
+    assert CM.table_s(op) is None and CM.gpu_s(op) == CM.roofline_s(op)
 
 
 def test_no_attention_table_means_roofline():
