@@ -379,9 +379,9 @@ class CostModel:
         repeated heads (`SDPA_MASK`; other attention ops keep the roofline: on the independent gpt-fast decoder's
         enable_gqa flash kernel at head_dim 64 this reading was further off than the roofline): decode attention
         being bound by reading the KV cache (and by cuDNN's floor at small sizes, which the roofline misses: round z,
-        12-31 us a call at batch 1 where the roofline gave 5-12), the nearest table (`nearest_attention_table`) at the context that reads
-        the same KV bytes per sequence, ctx x kv_heads x head_dim / (the table's kv_heads x head_dim), extrapolated
-        linearly outside its grid (`lerp_table`). None without any table (the roofline then)."""
+        12-31 us a call at batch 1 where the roofline gave 5-12), the nearest table (`nearest_attention_table`) at
+        the context that reads the same KV bytes per sequence, ctx x kv_heads x head_dim / (the table's kv_heads x
+        head_dim), extrapolated linearly outside its grid (`lerp_table`). None without any table (the roofline)."""
         H, KV, hd = op.dim("heads"), op.dim("kv_heads"), op.dim("head_dim")
         a = self.nearest_attention_table(H, KV, hd)
         if a is None:
@@ -401,10 +401,9 @@ class CostModel:
         t = self._attn.get((hs[0], kvs[0], hds[0]))
         qs = values("q_len") or [1] * n
         bs, cs = values("batch") or [0] * n, values("ctx") or [0] * n
-        if t is None:  # no table of this shape: the nearest table's reading for a masked SDPA, op by op (`table_s`)
-            near = bool(o.dim(SDPA_MASK))
+        if t is None:  # no table of this shape: `gpu_s`'s reading op by op (a masked SDPA's nearest table, else roofline)
             for j in range(n):
-                x_ = self.attention_nearest_s(op_at(j)) if near and qs[j] == 1 else None
+                x_ = self.table_s(op_at(j))
                 out[j], kern[j] = (self.roofline_s(op_at(j)) if x_ is None else max(x_, 0.0)), 1
             return out, kern
         xs, ys = t.batch, t.ctx
@@ -592,18 +591,19 @@ class CostModel:
         return self.graph_launch_fixed_s + self.graph_launch_per_node_s * nodes
 
 
+def _bracket(a: list[int], v: float) -> tuple[int, int, float]:
+    """The grid cell of `a` around v (the first or last cell outside the grid) and v's weight in it."""
+    if len(a) == 1:
+        return 0, 0, 0.0
+    i = min(max(bisect.bisect_right(a, v) - 1, 0), len(a) - 2)
+    return i, i + 1, (v - a[i]) / (a[i + 1] - a[i])
+
+
 def lerp_table(xs: list[int], ys: list[int], z: list[list[float]], x: float, y: float) -> float:
     """Bilinear in (x, y) on the grid, linear extrapolation from the nearest two rows/columns outside it (decode
     attention time is close to linear in batch and context once the KV read dominates), never below 0."""
-
-    def bracket(a, v):
-        if len(a) == 1:
-            return 0, 0, 0.0
-        i = min(max(bisect.bisect_right(a, v) - 1, 0), len(a) - 2)
-        return i, i + 1, (v - a[i]) / (a[i + 1] - a[i])
-
-    i0, i1, wx = bracket(xs, x)
-    j0, j1, wy = bracket(ys, y)
+    i0, i1, wx = _bracket(xs, x)
+    j0, j1, wy = _bracket(ys, y)
     top = z[i0][j0] * (1 - wy) + z[i0][j1] * wy
     bot = z[i1][j0] * (1 - wy) + z[i1][j1] * wy
     return max(top * (1 - wx) + bot * wx, 0.0)
@@ -612,16 +612,8 @@ def lerp_table(xs: list[int], ys: list[int], z: list[list[float]], x: float, y: 
 def _bilinear(xs: list[int], ys: list[int], z: list[list[float]], x: float, y: float) -> float | None:
     if not (xs[0] <= x <= xs[-1] and ys[0] <= y <= ys[-1]):
         return None
-
-    def bracket(a, v):
-        i = min(max(bisect.bisect_right(a, v) - 1, 0), max(len(a) - 2, 0))
-        if len(a) == 1:
-            return 0, 0, 0.0
-        w = (v - a[i]) / (a[i + 1] - a[i])
-        return i, i + 1, w
-
-    i0, i1, wx = bracket(xs, x)
-    j0, j1, wy = bracket(ys, y)
+    i0, i1, wx = _bracket(xs, x)
+    j0, j1, wy = _bracket(ys, y)
     top = z[i0][j0] * (1 - wy) + z[i0][j1] * wy
     bot = z[i1][j0] * (1 - wy) + z[i1][j1] * wy
     return (top * (1 - wx) + bot * wx) * US

@@ -218,19 +218,13 @@ def kv_ctx(dims: list, c0: int | None, c1: int | None) -> list:
 def attention_s(costs, op) -> float:
     """Decode attention time: the profile's attention table for (heads, kv_heads, head_dim) where it has one and
     covers (batch, ctx); else (outside that table's grid, or a shape with no table) the nearest table read at the
-    context that reads the same KV bytes, extrapolated linearly (CostModel.nearest_attention_table, lerp_table: the
-    rule the cost model prices a shape without a table by); else the cost model (roofline)."""
-    from simulator.model.costs import US, lerp_table
-
+    context that reads the same KV bytes, extrapolated linearly (CostModel.attention_nearest_s: the rule the cost
+    model prices transformers' masked SDPA of a shape without a table by); else the cost model (roofline)."""
     t = costs.table_s(op)
     if t is not None:
         return t
-    H, KV, hd, B, S = (op.dim(x) for x in ("heads", "kv_heads", "head_dim", "batch", "ctx"))
-    if op.dim("q_len", 1) == 1:
-        a = costs.nearest_attention_table(H, KV, hd)
-        if a is not None:
-            return lerp_table(a.batch, a.ctx, a.us, B, S * KV * hd / (a.kv_heads * a.head_dim)) * US
-    return costs.gpu_s(op)
+    v = costs.attention_nearest_s(op) if op.dim("q_len", 1) == 1 else None
+    return costs.gpu_s(op) if v is None else v
 
 
 def _ratio(costs, k: KernelEntry, dims, shape_op, b0, b1, q, c0, c1) -> float | None:
