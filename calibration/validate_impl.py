@@ -182,6 +182,27 @@ ROUND_V = HERE / "measured" / "h200-round-v"
 ROUND_X = HERE / "measured" / "h200-round-x"  # round v's protocol past the sliding windows; predicted before measured
 
 
+def _round_step(r: dict):
+    """The hf StaticCache decode step of a round v / x / y row (q_len 1, its cache of max_cache_len slots)."""
+    from simulator.model.workload import build_step, decode
+
+    return build_step(_hf_model(r["model"], r.get("layers")), decode(r["batch"], r["ctx"]), "none", "hf",
+                      max_cache_len=r["max_cache_len"])
+
+
+def _refusal(st, cm, mode: str) -> str | None:
+    """launchsim's answer for a step transformers could not capture in `mode`: its refusal, or None where it gives
+    a figure."""
+    from simulator.engine.plan import PlanError
+    from simulator.engine.predict import simulate
+
+    try:
+        simulate(st, cm, mode)
+    except PlanError as x:
+        return str(x)
+    return None
+
+
 def round_v_rows(round_dir: Path = ROUND_V, profile: str = "h200", source: str = "round v") -> list[dict]:
     """Round v's transformers decode rows (calibration/scripts/round_v.py: q_len 1, StaticCache of ctx + 128 slots,
     ctx 512 and 2048; two fresh timing processes, four shuffled passes each, a canary right before and after every
@@ -190,11 +211,9 @@ def round_v_rows(round_dir: Path = ROUND_V, profile: str = "h200", source: str =
     could not capture the step (`graph_error`), launchsim's own answer for the full graph is recorded beside it
     (`full_refused`: its refusal, or None where it gave a figure). No kernel counts (round v profiled nothing)."""
 
-    from simulator.engine.plan import PlanError
     from simulator.engine.predict import simulate
     from simulator.model.costs import CostModel
     from simulator.model.profile import load_profile
-    from simulator.model.workload import build_step, decode
 
     d = _load(round_dir, "rows_v.json")
     if not d:
@@ -202,8 +221,7 @@ def round_v_rows(round_dir: Path = ROUND_V, profile: str = "h200", source: str =
     cm = CostModel(load_profile(profile))
     out = []
     for r in d["rows"]:
-        m = _hf_model(r["model"], r.get("layers"))
-        st = build_step(m, decode(r["batch"], r["ctx"]), "none", "hf", max_cache_len=r["max_cache_len"])
+        st = _round_step(r)
         fast = [p for p in r["passes"] if p["fast"]]
         use = fast or r["passes"]
         cans = [p[k] for p in use for k in ("canary_before_us", "canary_after_us")]
@@ -222,11 +240,7 @@ def round_v_rows(round_dir: Path = ROUND_V, profile: str = "h200", source: str =
             row["full_error"] = _err(row["full_predicted_ms"], row["full_measured_ms"])
         elif r.get("graph_error"):
             row["graph_error"] = r["graph_error"][:120]
-            try:
-                simulate(st, cm, "full")
-                row["full_refused"] = None
-            except PlanError as x:
-                row["full_refused"] = str(x)
+            row["full_refused"] = _refusal(st, cm, "full")
         out.append(row)
     return out
 
@@ -241,11 +255,9 @@ def round_y_rows(round_dir: Path = ROUND_Y, profile: str = "h200") -> list[dict]
     transformers could not capture the step, launchsim's own answer for both graph modes is recorded beside it
     (`full_refused` / `piecewise_refused`). No eager timing, no kernel counts (round y profiled nothing)."""
 
-    from simulator.engine.plan import PlanError
     from simulator.engine.predict import simulate
     from simulator.model.costs import CostModel
     from simulator.model.profile import load_profile
-    from simulator.model.workload import build_step, decode
 
     d = _load(round_dir, "rows_y.json")
     if not d:
@@ -255,8 +267,7 @@ def round_y_rows(round_dir: Path = ROUND_Y, profile: str = "h200") -> list[dict]
     for r in d["rows"]:
         if r["impl"] != "hf":
             continue
-        m = _hf_model(r["model"], r.get("layers"))
-        st = build_step(m, decode(r["batch"], r["ctx"]), "none", "hf", max_cache_len=r["max_cache_len"])
+        st = _round_step(r)
         cans = [x[k] for x in r["runs"] for k in ("canary_before_us", "canary_after_us") if x.get(k) is not None]
         row = {"model": r["model"], "fit": r["model"] in FIT, "source": "round y", "cache": "static",
                "batch": r["batch"], "ctx": r["ctx"], "max_cache_len": r["max_cache_len"],
@@ -273,11 +284,7 @@ def round_y_rows(round_dir: Path = ROUND_Y, profile: str = "h200") -> list[dict]
             errs = [x[f"{mode}_error"] for x in r["runs"] if f"{mode}_error" in x]
             if errs:
                 row["graph_error"] = errs[0][:120]
-                try:
-                    simulate(st, cm, mode)
-                    row[f"{mode}_refused"] = None
-                except PlanError as x:
-                    row[f"{mode}_refused"] = str(x)
+                row[f"{mode}_refused"] = _refusal(st, cm, mode)
         out.append(row)
     return out
 

@@ -87,7 +87,7 @@ def _graph_ms(row: dict) -> float | None:
     return _full(row)
 
 
-def _stripped(tr: Path, tmp: Path) -> Path:
+def strip_shapes(tr: Path, tmp: Path) -> Path:
     """The trace with every recorded input shape removed (a trace taken without record_shapes)."""
     import gzip
 
@@ -105,7 +105,7 @@ def _import(tr: Path, stripped: bool, short: str, tmp: Path):
 
     if not stripped:
         return workload_from_trace(tr)[0]
-    return workload_from_trace(_stripped(tr, tmp), batch=1, model=str(ROOT / "configs" / "hf" / f"{short}.json"),
+    return workload_from_trace(strip_shapes(tr, tmp), batch=1, model=str(ROOT / "configs" / "hf" / f"{short}.json"),
                                ctx=640)[0]
 
 

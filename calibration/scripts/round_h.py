@@ -71,8 +71,37 @@ def dump(obj, path):
     os.replace(tmp, path)
 
 
+def start_points(kind: str, quick: bool, **extra) -> tuple[dict, float]:
+    """Begin a table round's timing process (rounds u, w, z): the profiler forbidden, autograd off, the host warmed,
+    the start canary; returns (the record, with `points` and `errors` lists, and its start time)."""
+    import torch
+
+    from calibration.hygiene import canary, forbid_profiler
+
+    forbid_profiler()
+    torch.set_grad_enabled(False)
+    warm_host()
+    t0 = time.time()
+    return {"kind": kind, "quick": quick, "environment": env(), "canary_start": canary(), **extra, "points": [],
+            "errors": []}, t0
+
+
+def add_point(res: dict, what: str, measure, line) -> None:
+    """One point of a table round: `measure()`'s record appended and `line(record)` logged, or the failure recorded
+    under `what`; the CUDA cache emptied after either."""
+    import torch
+
+    try:
+        p = measure()
+        res["points"].append(p)
+        log(line(p))
+    except Exception as e:  # noqa: BLE001
+        res["errors"].append({"what": what, "error": err(e)})
+    torch.cuda.empty_cache()
+
+
 def finish_points(res: dict, out: str, t0: float) -> int:
-    """End a table round's timing process (rounds u, w): the end canary and its check against the start one, the
+    """End a table round's timing process (rounds u, w, z: `start_points`): the end canary and its check against the start one, the
     wall time, the record written atomically to `out`, a summary line; returns the process's exit code."""
     from calibration.hygiene import canary, check_canary, exit_code
 

@@ -26,7 +26,6 @@ and 64 (H 3072; rope phi3's heads), by torch.profiler, so the variant a recipe o
 from __future__ import annotations
 
 import argparse
-import time
 
 from calibration.scripts import round_h as H
 
@@ -101,17 +100,11 @@ def main(argv=None) -> int:
     if a.names:
         return names(torch, a.out)
 
-    from calibration.hygiene import canary, forbid_profiler
     from calibration.tables import graph_op_us
 
-    forbid_profiler()
-    torch.set_grad_enabled(False)
-    H.warm_host()
-    t0 = time.time()
     rows_, widths = ((1, 8), (1024, 3072)) if a.quick else (ROWS, WIDTHS)
-    res = {"kind": "launchsim-round-u-elementwise", "quick": a.quick, "environment": H.env(),
-           "canary_start": canary(), "rows": list(rows_), "widths": list(widths), "heads": [list(h) for h in HEADS],
-           "points": [], "errors": []}
+    res, t0 = H.start_points("launchsim-round-u-elementwise", a.quick, rows=list(rows_), widths=list(widths),
+                             heads=[list(h) for h in HEADS])
 
     def point(v, T, W, make):
         try:

@@ -157,32 +157,37 @@ def job_eager(out_dir, name, quick, deadline, passes_max, only=None):
     return P.finish()
 
 
+def processes(src_dir, prefix: str):
+    """(process name, record) of every full (not --quick) timing process `PREFIX*.json` in src_dir, by name."""
+    for fn in sorted(os.listdir(src_dir)):
+        if not (fn.startswith(prefix) and fn.endswith(".json")):
+            continue
+        with open(os.path.join(src_dir, fn)) as f:
+            d = json.load(f)
+        if not d.get("quick"):
+            yield fn[:-5], d
+
+
 def combine(src_dir) -> dict:
     """rows_v.json: every row's passes from eager_v*.json side by side with their canaries; `eager_ms` the median
     over fast-host passes (both canaries <= 7.6 us), None where no pass was fast; `graph_ms` the median over the
     processes' graph timings."""
     rows: dict = {}
     procs = []
-    for fn in sorted(os.listdir(src_dir)):
-        if not (fn.startswith("eager_") and fn.endswith(".json")):
-            continue
-        with open(os.path.join(src_dir, fn)) as f:
-            d = json.load(f)
-        if d.get("quick"):
-            continue
-        procs.append({"process": fn[:-5], "canary": d.get("canary"), "pass_s": d.get("pass_s")})
+    for name, d in processes(src_dir, "eager_"):
+        procs.append({"process": name, "canary": d.get("canary"), "pass_s": d.get("pass_s")})
         for r in d["rows"]:
             key = (r["model"], r["batch"], r["ctx"])
             o = rows.setdefault(key, {k: r[k] for k in ("impl", "model", "batch", "ctx", "q_len", "layers",
                                                          "max_cache_len")})
             if "graph_ms" in r:
-                o.setdefault("graph_runs", []).append({"process": fn[:-5], **r["graph_ms"]})
+                o.setdefault("graph_runs", []).append({"process": name, **r["graph_ms"]})
             if "graph_error" in r:
                 o["graph_error"] = r["graph_error"]
             for x in r["passes"]:
                 cb, ca = x["canary_before"]["host_us"], x["canary_after"]["host_us"]
                 o.setdefault("passes", []).append({
-                    "process": fn[:-5], "pass": x["pass"], "median_ms": x["median"], "p10_ms": x["p10"],
+                    "process": name, "pass": x["pass"], "median_ms": x["median"], "p10_ms": x["p10"],
                     "p90_ms": x["p90"], "min_ms": x["min"], "n": x["n"], "canary_before_us": cb,
                     "canary_after_us": ca, "fast": max(cb, ca) <= G.FAST_CANARY_US})
     for o in rows.values():

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 from calibration.scripts import round_h as H
 
@@ -55,29 +54,20 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     import torch
 
-    from calibration.hygiene import canary, forbid_profiler
     from calibration.tables import graph_op_us
 
-    forbid_profiler()
-    torch.set_grad_enabled(False)
-    H.warm_host()
-    t0 = time.time()
-    res = {"kind": "launchsim-round-w-roll", "quick": a.quick, "environment": H.env(), "canary_start": canary(),
-           "points": [], "errors": []}
+    res, t0 = H.start_points("launchsim-round-w-roll", a.quick)
     shapes, batches = (SHAPES[:1], (1, 8)) if a.quick else (SHAPES, BATCHES)
     for kv, S, d in shapes:
         for B in batches:
             if B * kv * S * d * 2 > MAX_BYTES:
                 continue
-            try:
-                p = _point(torch, graph_op_us, B, kv, S, d)
-                res["points"].append(p)
-                H.log(f"roll b{B} kv{kv} S{S} d{d} {p['tensor_bytes'] / 1e6:.1f} MB: roll {p['roll_us']:.2f} us "
-                      f"({2 * p['tensor_bytes'] / p['roll_us'] / 1e6:.2f} TB/s), copy {p['copy_us']:.2f} us, "
-                      f"index_put {p['index_put_us']:.2f} us")
-            except Exception as e:  # noqa: BLE001
-                res["errors"].append({"what": f"b{B} kv{kv} S{S} d{d}", "error": H.err(e)})
-            torch.cuda.empty_cache()
+            H.add_point(res, f"b{B} kv{kv} S{S} d{d}",
+                        lambda B=B, kv=kv, S=S, d=d: _point(torch, graph_op_us, B, kv, S, d),
+                        lambda p, B=B, kv=kv, S=S, d=d: (
+                            f"roll b{B} kv{kv} S{S} d{d} {p['tensor_bytes'] / 1e6:.1f} MB: roll {p['roll_us']:.2f} us "
+                            f"({2 * p['tensor_bytes'] / p['roll_us'] / 1e6:.2f} TB/s), copy {p['copy_us']:.2f} us, "
+                            f"index_put {p['index_put_us']:.2f} us"))
     return H.finish_points(res, a.out, t0)
 
 

@@ -36,7 +36,7 @@ from ..jsonio import dump as _dump
 from ..microbench import _pct
 from . import round_f as F
 from . import round_g as G
-from .round_v import Step
+from .round_v import Step, processes
 
 SEED = 20261204
 GRID = ((512, (1, 8, 32, 64)), (2048, (1, 8, 32)))
@@ -371,19 +371,13 @@ def combine(src_dir) -> dict:
     rows with an address miss dropped, canaries kept."""
     rows: dict = {}
     procs = []
-    for fn in sorted(os.listdir(src_dir)):
-        if not (fn.startswith("piece_") and fn.endswith(".json")):
-            continue
-        with open(os.path.join(src_dir, fn)) as f:
-            d = json.load(f)
-        if d.get("quick"):
-            continue
-        procs.append({"process": fn[:-5], "canary": d.get("canary"), "wall_s": d.get("wall_s")})
+    for name, d in processes(src_dir, "piece_"):
+        procs.append({"process": name, "canary": d.get("canary"), "wall_s": d.get("wall_s")})
         for r in d["rows"]:
             key = (r["impl"], r["model"], r["batch"], r["ctx"])
             o = rows.setdefault(key, {k: r.get(k) for k in ("impl", "model", "batch", "ctx", "q_len", "layers",
                                                              "max_cache_len", "note") if r.get(k) is not None})
-            run = {"process": fn[:-5], "canary_before_us": r.get("canary_before", {}).get("host_us"),
+            run = {"process": name, "canary_before_us": r.get("canary_before", {}).get("host_us"),
                    "canary_after_us": r.get("canary_after", {}).get("host_us"), "pieces": r.get("pieces")}
             for k in ("full_ms", "piecewise_ms"):
                 if k in r:

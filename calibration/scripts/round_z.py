@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 from calibration.scripts import round_h as H
 
@@ -119,29 +118,20 @@ def main(argv=None) -> int:
     import torch
     import torch.nn.functional as F
 
-    from calibration.hygiene import canary, forbid_profiler
     from calibration.tables import graph_op_us
 
-    forbid_profiler()
-    torch.set_grad_enabled(False)
-    H.warm_host()
-    t0 = time.time()
-    res = {"kind": "launchsim-round-z-attention-block", "quick": a.quick, "environment": H.env(),
-           "canary_start": canary(), "points": [], "errors": []}
+    res, t0 = H.start_points("launchsim-round-z-attention-block", a.quick)
     shapes, slots, batches = (SHAPES[:1], SLOTS[:1], (1, 8)) if a.quick else (SHAPES, SLOTS, BATCHES)
     for kv, rep, d in shapes:
         for S in slots:
             for B in batches:
                 if B * kv * rep * S * d * 2 > MAX_BYTES:
                     continue
-                try:
-                    p = _point(torch, F, graph_op_us, B, kv, rep, S, d)
-                    res["points"].append(p)
-                    H.log(f"b{B} kv{kv} x{rep} S{S} d{d} {p['elements'] / 1e6:.1f} M el: repeat_kv "
-                          f"{p['repeat_kv_us']:.2f} us, sdpa {p['sdpa_us']:.2f} us, copy {p['copy_us']:.2f} us")
-                except Exception as e:  # noqa: BLE001
-                    res["errors"].append({"what": f"b{B} kv{kv} x{rep} S{S} d{d}", "error": H.err(e)})
-                torch.cuda.empty_cache()
+                H.add_point(res, f"b{B} kv{kv} x{rep} S{S} d{d}",
+                            lambda B=B, kv=kv, rep=rep, S=S, d=d: _point(torch, F, graph_op_us, B, kv, rep, S, d),
+                            lambda p, B=B, kv=kv, rep=rep, S=S, d=d: (
+                                f"b{B} kv{kv} x{rep} S{S} d{d} {p['elements'] / 1e6:.1f} M el: repeat_kv "
+                                f"{p['repeat_kv_us']:.2f} us, sdpa {p['sdpa_us']:.2f} us, copy {p['copy_us']:.2f} us"))
     return H.finish_points(res, a.out, t0)
 
 

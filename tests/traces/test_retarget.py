@@ -3,12 +3,12 @@ cases against a profile whose tables are set by hand, the refusals, and checks o
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 import pytest
 
+from calibration.validate_retarget import strip_shapes
 from simulator.cli import main
 from simulator.model.costs import CostModel
 from simulator.model.profile import load_profile, parse_profile
@@ -233,12 +233,7 @@ def test_hf_trace_without_shapes_aligns_with_the_hf_recipe(tmp_path):
     """Strip the recorded shapes from the b1 trace: with the model's config the GEMMs map, and the other calls
     (the static cache's repeat_kv copies among them, far larger than an activation) align with the `hf` static
     recipe and are re-priced by its ops: the batch-8 GPU sum lands within 3 % of the b8 trace's own."""
-    raw = json.loads(gzip.decompress((ROUND_C / "hf_qwen3-0.6b_static_b1.trace.json.gz").read_bytes()))
-    for e in raw["traceEvents"]:
-        if isinstance(e.get("args"), dict):
-            e["args"].pop("Input Dims", None)
-    p = tmp_path / "noshape.json"
-    p.write_text(json.dumps(raw))
+    p = strip_shapes(ROUND_C / "hf_qwen3-0.6b_static_b1.trace.json.gz", tmp_path)
     wl, _ = workload_from_trace(p, batch=1, model="qwen3-0.6b", ctx=576)
     r = retarget(wl, CostModel(load_profile("h200")), 8, None)
     b8 = workload_from_trace(ROUND_C / "hf_qwen3-0.6b_static_b8.trace.json.gz")[0]
@@ -314,12 +309,7 @@ def test_phi3_packed_projections_map_without_shapes(tmp_path):
     src = ROOT / "calibration/measured/h200-round-f/traces/hf_phi-3-mini-4k_static_b1.trace.json.gz"
     if not src.exists():
         pytest.skip("round f not on this branch")
-    raw = json.loads(gzip.decompress(src.read_bytes()))
-    for e in raw["traceEvents"]:
-        if isinstance(e.get("args"), dict):
-            e["args"].pop("Input Dims", None)
-    p = tmp_path / "noshape.json"
-    p.write_text(json.dumps(raw))
+    p = strip_shapes(src, tmp_path)
     costs = CostModel(load_profile("h200"))
     shaped = retarget(workload_from_trace(src)[0], costs, 8, None)
     bare, _ = workload_from_trace(p, batch=1, model=str(ROOT / "calibration/configs/hf/phi-3-mini-4k.json"), ctx=640)
@@ -339,12 +329,7 @@ def test_shapeless_attention_reads_the_heads_sdpa_gets_after_repeat_kv(tmp_path,
     src = ROOT / f"calibration/measured/h200-round-f/traces/hf_{short}_static_b1.trace.json.gz"
     if not src.exists():
         pytest.skip("round f not on this branch")
-    raw = json.loads(gzip.decompress(src.read_bytes()))
-    for e in raw["traceEvents"]:
-        if isinstance(e.get("args"), dict):
-            e["args"].pop("Input Dims", None)
-    p = tmp_path / "noshape.json"
-    p.write_text(json.dumps(raw))
+    p = strip_shapes(src, tmp_path)
     costs = CostModel(load_profile("h200"))
     shaped = retarget(workload_from_trace(src)[0], costs, batch, 640)
     bare, _ = workload_from_trace(p, batch=1, model=str(ROOT / f"calibration/configs/hf/{short}.json"), ctx=640)
