@@ -53,7 +53,8 @@ def _predict(given: dict, flags: dict, workload: Optional[Path] = None, as_json:
     else:
         from .tables import say
 
-        say(V.defaults_note(given.get("fusion") or V.DEFAULT_FUSION, given.get("graph") or V.DEFAULT_GRAPH))
+        derived = given.get("impl") if given.get("fusion") is None else None
+        say(V.defaults_note(d.get("fusion") or V.DEFAULT_FUSION, given.get("graph") or V.DEFAULT_GRAPH, derived))
         print_prediction(d)
 
 

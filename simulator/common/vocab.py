@@ -72,14 +72,18 @@ DEFAULT_GRAPH = GraphMode.FULL_AND_PIECEWISE
 DEFAULTS_NAME = "vLLM V1's"
 
 
-def defaults_note(fusion, graph) -> str:
-    """'fusion fused (default), graph full (given); defaults: vLLM V1's (fused, full_and_piecewise)'."""
+def defaults_note(fusion, graph, impl_default: str | None = None) -> str:
+    """'fusion fused (default), graph full (given); defaults: vLLM V1's (fused, full_and_piecewise)'.
+    `impl_default`: the implementation whose first level stood in for the default fusion it lacks (the user gave
+    `--impl` and no `--fusion`): 'fusion none (hf's first level: hf has no fused), ...'."""
     f, g = str(getattr(fusion, "value", fusion)), str(getattr(graph, "value", graph))
 
     def mark(v, d):
         return " (default)" if v == d.value else ""
 
-    return (f"fusion {f}{mark(f, DEFAULT_FUSION)}, graph {g}{mark(g, DEFAULT_GRAPH)}; defaults: {DEFAULTS_NAME} "
+    fm = (f" ({impl_default}'s first level: {impl_default} has no {DEFAULT_FUSION.value})"
+          if impl_default and f != DEFAULT_FUSION.value else mark(f, DEFAULT_FUSION))
+    return (f"fusion {f}{fm}, graph {g}{mark(g, DEFAULT_GRAPH)}; defaults: {DEFAULTS_NAME} "
             f"({DEFAULT_FUSION.value}, {DEFAULT_GRAPH.value})")
 
 

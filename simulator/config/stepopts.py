@@ -37,7 +37,9 @@ class StepOptions(Strict):
         None, description="implementation whose op list a step launches (simulator/model/recipes.py): reference = "
                           "launchsim's calibration decoder (fusion none/packed/compiled), hf = Hugging Face "
                           "transformers 5.17's own modeling code with SDPA (none/compiled), fused = vLLM-style custom "
-                          "ops (fused); default: fused for fusion fused, else reference")
+                          "ops (fused); default: fused for fusion fused, else reference. With impl given and fusion "
+                          "left out, a kind whose fusion default the implementation lacks takes the "
+                          "implementation's first level (hf, reference: none; fused: fused)")
     kv_cache: Literal["static", "dynamic"] = Field(
         "static", description="impl hf: transformers' StaticCache (attention reads every slot under a mask) or "
                               "DynamicCache (grows by a cat each step)")
@@ -79,6 +81,24 @@ class StepOptions(Strict):
     decode_only: ClassVar[bool] = False  # kinds that price decode-only steps: the mixed-step knobs cannot matter
     spec_ok: ClassVar[bool] = False  # kinds whose study runs speculative steps (the others refuse spec_tokens)
     spec_needs_acceptance: ClassVar[bool] = True  # capture kinds (graph memory, start-up) do not
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fusion_follows_impl(cls, data):
+        """impl given, fusion not: the kind's fusion default stands if the implementation has it, else the
+        implementation's first level (so `--impl hf` alone is transformers' eager code, not a refusal)."""
+        if not isinstance(data, dict) or data.get("fusion") is not None or "fusion" not in cls.model_fields:
+            return data
+        from simulator.model.recipes import FUSIONS_OF
+
+        levels = FUSIONS_OF.get(data.get("impl"))  # type: ignore[call-overload]
+        if not levels:
+            return data
+        default = cls.model_fields["fusion"].get_default(call_default_factory=True)
+        many = isinstance(default, list)
+        if not set(default if many else [default]) <= set(levels):
+            data = {**data, "fusion": [levels[0]] if many else levels[0]}
+        return data
 
     @model_validator(mode="after")
     def _recipe_knobs(self):
