@@ -67,7 +67,6 @@ def kernels_alone(quick) -> list[dict]:
     from liger_kernel.ops.swiglu import swiglu_fused_gate_up_forward
 
     from ..fused_decoder import EPS, FusedDecoder, qknorm_rope_cache
-    from ..hygiene import queued_device_us
 
     out = []
     for name in KERNEL_SHAPES:
@@ -90,13 +89,41 @@ def kernels_alone(quick) -> list[dict]:
                 for _ in range(3):
                     fn()
                 torch.cuda.synchronize()
-                us = queued_device_us(fn, 200, reps=5)
+                us = graph_device_us(fn, GRAPH_CALLS, reps=5)
                 out.append({"model": name, "kernel": k, "tokens": T, "device_us": sorted(us)[len(us) // 2],
                             "device_us_all": us})
             log(f"[kernels] {name} T={T}: " + ", ".join(f"{o['kernel']} {o['device_us']:.2f}"
                                                         for o in out[-3:]))
             del d
             F.free()
+    return out
+
+
+GRAPH_CALLS = 50
+
+
+def graph_device_us(fn, calls: int, reps: int = 5) -> list[float]:
+    """Device µs per call of fn: `calls` calls captured as one CUDA graph, each replay timed by CUDA events (the
+    host's launcher cost is out: liger's and our wrappers cost 20-60 µs of host a call, more than the kernels, so
+    round ab's first queued timing of them measured the host)."""
+    import torch
+
+    from ..reference_decoder import warm_then_capture
+
+    def many():
+        for _ in range(calls):
+            fn()
+
+    g, _ = warm_then_capture(many, 1)
+    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    out = []
+    for _ in range(reps):
+        g.replay()
+        st.record()
+        g.replay()
+        en.record()
+        en.synchronize()
+        out.append(st.elapsed_time(en) * 1e3 / calls)
     return out
 
 
@@ -189,6 +216,21 @@ def job_time(out_dir, name, quick, deadline):
     return P.finish()
 
 
+def job_kernels(out_dir, quick):
+    """A timing process (never profiled, canary at both ends) of the fused kernels alone, each timed in a graph."""
+    import torch
+
+    torch.set_grad_enabled(False)
+    P = G.Proc(out_dir, "kernels_ab" + ("quick" if quick else ""), quick)
+    P.res["kind"] = "launchsim-round-ab-kernels"
+    P.res["protocol"] = {"graph_calls": GRAPH_CALLS, "reps": 5, "tokens": KERNEL_TOKENS}
+    try:
+        P.res["kernels_alone"] = kernels_alone(quick)
+    except Exception as e:  # noqa: BLE001
+        P.error("kernels alone", e)
+    return P.finish()
+
+
 def job_counts(out_dir, quick):
     import torch
 
@@ -211,7 +253,7 @@ def job_counts(out_dir, quick):
                 os.unlink(p)
                 names = a["steps"].get("round_f_step0", {}).get("names", {})
                 res["rows"].append({"model": short, "batch": b, "keys": 512, "layers": m.num_hidden_layers,
-                                    "last_step": a.get("last_step"), "names": names})
+                                    "last_step": a.get("last_step"), "names": names, "us_by_name": us_by_name(evs)})
                 log(f"[counts] {short} b{b}: {a.get('last_step')}")
                 del d
             except Exception as e:  # noqa: BLE001
@@ -220,6 +262,18 @@ def job_counts(out_dir, quick):
             _dump(res, path)
     _dump(res, path)
     return 0
+
+
+def us_by_name(evs) -> dict:
+    """CUPTI kernel µs per kernel name (first 110 characters) over the traced step: {name: [calls, total µs]}."""
+    out: dict = {}
+    for e in evs:
+        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") == "kernel":
+            nm = e.get("name", "")[:110]
+            c = out.setdefault(nm, [0, 0.0])
+            c[0] += 1
+            c[1] += float(e.get("dur", 0))
+    return out
 
 
 def combine(out_dir) -> dict:
@@ -255,7 +309,10 @@ def combine(out_dir) -> dict:
                      "full_ms": med("full_ms"), "piecewise_ms": med("piecewise_ms"),
                      "check_max_rel": max(max(r["check"][x] for x in ("q", "k", "v")) for r in rs if "check" in r)
                      if any("check" in r for r in rs) else None})
-    kern = [k for pr in procs for k in pr.get("kernels_alone", [])]
+    # the fused kernels alone: the graph-timed process (job kernels); the timing processes' own queued figures of
+    # them measured the host (liger's and our Python wrappers issue slower than the GPU runs them) and are not used
+    kern = [k for f in sorted(os.listdir(out_dir)) if f.startswith("kernels_ab") and "quick" not in f
+            for k in json.load(open(os.path.join(out_dir, f))).get("kernels_alone", [])]
     out = {"kind": "launchsim-round-ab-rows", "processes": [
         {"name": pr.get("kind"), "canary_start_us": pr["canary_start"]["host_tiny_op_us"]["p50"],
          "canary_end_us": (pr.get("canary_end") or {}).get("host_tiny_op_us", {}).get("p50")} for pr in procs],
@@ -267,7 +324,7 @@ def combine(out_dir) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--job", default="time", choices=("time", "counts", "combine"))
+    ap.add_argument("--job", default="time", choices=("time", "counts", "combine", "kernels"))
     ap.add_argument("--name", default="time_ab1")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--deadline", type=float, default=240.0)
@@ -280,6 +337,8 @@ def main(argv=None) -> int:
         return 0
     if a.job == "counts":
         return job_counts(a.out, a.quick)
+    if a.job == "kernels":
+        return job_kernels(a.out, a.quick)
     return job_time(a.out, a.name + ("quick" if a.quick else ""), a.quick, a.deadline)
 
 

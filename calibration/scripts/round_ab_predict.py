@@ -60,9 +60,10 @@ def predict_kernels(cm) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="calibration/measured/h200-round-ab/predicted_before.json")
+    ap.add_argument("--out", default="calibration/measured/h100-round-ab/predicted_h200.json")
+    ap.add_argument("--profile", default="h200")
     a = ap.parse_args()
-    cm = CostModel(load_profile("h200"))
+    cm = CostModel(load_profile(a.profile))
     rows, kern = predict_rows(cm), predict_kernels(cm)
     for r in rows + kern:
         print(r)
@@ -70,7 +71,7 @@ def main() -> None:
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump({"kind": "launchsim-round-ab-predictions", "made_before_measuring": True, "commit": commit,
-                   "profile": "h200", "impl": "fused", "fusion": "fused", "rows": rows, "kernels_alone": kern},
+                   "profile": a.profile, "impl": "fused", "fusion": "fused", "rows": rows, "kernels_alone": kern},
                   f, indent=1)
 
 
