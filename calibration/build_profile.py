@@ -239,35 +239,46 @@ def with_decoder_figures(p: dict, depth: dict, fit_row: dict | None) -> tuple[di
     return q, note
 
 
-def derive_h100(p: dict, name: str = "h100-sxm") -> dict:
-    """H100 SXM from an H200 profile by datasheet ratios: same compute and host; HBM 3.35 vs 4.8 TB/s.
-    Each table point whose arithmetic intensity is under the H100 ridge point is bandwidth-bound: its
-    time above the table's small-kernel floor scales by 4.8/3.35; compute-bound points and the floor
-    (launch latency, not bandwidth) stay."""
+def derive_h100(p: dict, name: str = "h100-sxm", copy_tbps: float | None = None, copy_source: str = "") -> dict:
+    """H100 SXM from an H200 profile: same compute and host; HBM 3.35 vs 4.8 TB/s.
+    GEMM points (tables and grid) under the H100 ridge point move their bytes (A, B and C once, bf16) at the H100's
+    bandwidth: each adds bytes x (1/bw_H100 - 1/bw_H200), with bw the measured device-to-device copy bandwidth of
+    each (`copy_tbps`: the H100's, measured in calibration/measured/h100-calib; the H200's is the profile's own
+    hbm_tbps x bw_efficiency) or, without `copy_tbps`, the datasheet ratio. The earlier rule scaled only the time
+    above each table's fastest point, which for a weight-streaming GEMM (its fastest point reads the whole weight)
+    left the H200's time in place: llama3-8b at batch 1 came out at the H200's speed, 20 % under the H100's
+    measured step (calibration/validation/impl_fused.md, round ab). Every other table: each point whose arithmetic
+    intensity is under the ridge is bandwidth-bound and its time above the table's small-kernel floor scales by
+    4.8/3.35; compute-bound points and the floor (launch latency, not bandwidth) stay."""
     import copy
 
     q = copy.deepcopy(p)
     r = DATASHEET["H200"]["hbm"] / DATASHEET["H100"]["hbm"]
     d = q["device"]
+    bw200 = d["hbm_tbps"] * d["bw_efficiency"] * 1e12
     d["gpu"] = "NVIDIA H100 SXM (derived from H200 measurements)"
     d["memory_gib"] = DATASHEET["H100"]["mem"]
     d["hbm_tbps"] = DATASHEET["H100"]["hbm"]
+    if copy_tbps:
+        d["bw_efficiency"] = min(copy_tbps / DATASHEET["H100"]["hbm"], 1.0)
+    bw100 = d["hbm_tbps"] * d["bw_efficiency"] * 1e12 if copy_tbps else bw200 / r
+    extra_us_per_byte = (1.0 / bw100 - 1.0 / bw200) * 1e6
     ridge = d["peak_bf16_tflops"] * d["gemm_efficiency"] * 1e12 / (d["hbm_tbps"] * d["bw_efficiency"] * 1e12)
 
     def scale(us, floor, bw_bound=True):
         return floor + (us - floor) * r if bw_bound and us > floor else us
 
+    def gemm_us(m, n, k, us):
+        moved = 2.0 * (m * k + n * k + m * n)
+        return us + moved * extra_us_per_byte if 2.0 * m * n * k / moved < ridge else us
+
     t = d["tables"]
     for g in t.get("gemm", []):
-        floor = min(g["us"])
-        g["us"] = [scale(u, floor, (2.0 * m * g["n"] * g["k"]) / (2.0 * (m * g["k"] + g["n"] * g["k"] + m * g["n"]))
-                         < ridge) for m, u in zip(g["m"], g["us"])]
-    if t.get("gemm_grid"):  # each row as a table of its own (its floor its own fastest point)
+        g["us"] = [gemm_us(m, g["n"], g["k"], u) for m, u in zip(g["m"], g["us"])]
+    if t.get("gemm_grid"):
         gg = t["gemm_grid"]
         for i, (n, k) in enumerate(gg["shapes"]):
-            floor = min(gg["us"][i])
-            gg["us"][i] = [scale(u, floor, (2.0 * m * n * k) / (2.0 * (m * k + n * k + m * n)) < ridge)
-                           for m, u in zip(gg["m"], gg["us"][i])]
+            gg["us"][i] = [gemm_us(m, n, k, u) for m, u in zip(gg["m"], gg["us"][i])]
     for a in t.get("attention", []):
         floor = min(min(row) for row in a["us"])
         a["us"] = [[scale(u, floor) for u in row] for row in a["us"]]
@@ -282,10 +293,15 @@ def derive_h100(p: dict, name: str = "h100-sxm") -> dict:
         rm, bw = t["row_mean"], d["hbm_tbps"] * d["bw_efficiency"] * 1e12
         rm["us"] = [[max(u, 4.0 * r * c / bw * 1e6) for c, u in zip(rm["cols"], line)]
                     for r, line in zip(rm["rows"], rm["us"])]
-    d["source"] = f"derived from '{p['name']}': bandwidth-bound table times above the floor x {r:.3f} (4.8/3.35 TB/s)"
+    bw_note = (f"copy bandwidth {bw200 / 1e12:.3f} -> {bw100 / 1e12:.3f} TB/s (measured: {copy_source})" if copy_tbps
+               else f"datasheet ratio {r:.3f}")
+    d["source"] = (f"derived from '{p['name']}': bandwidth-bound GEMM points + their bytes x (1/bw_H100 - 1/bw_H200), "
+                   f"{bw_note}; other bandwidth-bound table times above the floor x {r:.3f} (4.8/3.35 TB/s)")
     q.update(name=name, source="derived", derived_from=p["name"],
-             notes=f"Derived from the measured '{p['name']}' profile by datasheet ratios (HBM 3.35 vs 4.8 TB/s, "
-                   "same compute, same host section; the row-mean table's points no faster than their bytes at the "
-                   "H100's bandwidth). Not measured on an H100.")
+             notes=f"Derived from the measured '{p['name']}' profile (GEMM points: their bytes at the H100's "
+                   "measured copy bandwidth; other tables: datasheet HBM ratio 3.35 vs 4.8 TB/s; same compute, same "
+                   "host section; the row-mean table's points no faster than their bytes at the H100's bandwidth). "
+                   "Its tables were not measured on an H100; checked against H100 steps in "
+                   "calibration/validation/impl_fused.md.")
     q["environment"] = {"derived_from_environment": p.get("environment", {})}
     return q

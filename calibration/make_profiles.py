@@ -126,11 +126,23 @@ def build_h200() -> tuple[dict, str]:
     return p, note
 
 
+H100_CALIB = MEASURED / "h100-calib" / "timing.json"
+
+
+def H100_COPY_TBPS() -> float | None:
+    """The H100's device-to-device copy bandwidth (bytes read + written), measured by the H100 calibration round's
+    timing process (ceilings.copy_tbps); None where that file is absent (the derivation falls back to the datasheet
+    ratio)."""
+    if not H100_CALIB.exists():
+        return None
+    return float(json.loads(H100_CALIB.read_text())["ceilings"]["copy_tbps"])
+
+
 def main() -> None:
     p, _ = build_h200()
     parse_profile(p, "h200")
     write_json_atomic(p, PROFILES / "h200.json")
-    q = derive_h100(p)
+    q = derive_h100(p, copy_tbps=H100_COPY_TBPS(), copy_source=str(H100_CALIB.relative_to(ROOT.parent)))
     from .build_moe_fp8 import derive_h100_moe
 
     derive_h100_moe(q)

@@ -97,17 +97,26 @@ def test_a_bad_grid_is_one_line_naming_the_field(edit, words):
     assert "gemm_grid" in msg and words in msg and "\n" not in msg.strip()
 
 
-def test_h100_derivation_scales_each_grid_row_like_a_table():
+def test_h100_derivation_moves_each_gemm_points_bytes_at_the_h100s_bandwidth():
+    """derive_h100: a bandwidth-bound GEMM point adds its bytes (A, B, C once, bf16) x (1/bw_H100 - 1/bw_H200);
+    grid rows and tables alike; the fastest point of a weight-streaming shape moves too (it reads the weight)."""
     from calibration.build_profile import derive_h100
 
     raw = _with(_grid([(4096, 4096)], us=[[10.0 + j for j in range(len(M))]], kernels=False))
     raw["device"]["tables"]["gemm"].append({"n": 4095, "k": 4096, "m": list(M), "us": [10.0 + j for j in range(len(M))]})
-    q = derive_h100(copy.deepcopy(raw))
-    table = next(t for t in q["device"]["tables"]["gemm"] if (t["n"], t["k"]) == (4095, 4096))
-    got = q["device"]["tables"]["gemm_grid"]["us"][0]
-    assert got[0] == 10.0  # the row's floor stays
-    assert got[1] > 11.0  # bandwidth-bound points above the floor are scaled
-    assert got == pytest.approx(table["us"], rel=1e-3)  # as a table of (almost) that shape is
+    d = raw["device"]
+    bw200 = d["hbm_tbps"] * d["bw_efficiency"] * 1e12
+    for copy_tbps, bw100 in ((None, bw200 * 3.35 / 4.8), (3.0, 3.0e12)):
+        q = derive_h100(copy.deepcopy(raw), copy_tbps=copy_tbps, copy_source="test")
+        table = next(t for t in q["device"]["tables"]["gemm"] if (t["n"], t["k"]) == (4095, 4096))
+        got = q["device"]["tables"]["gemm_grid"]["us"][0]
+        assert got == pytest.approx(table["us"], rel=1e-3)  # as a table of (almost) that shape is
+        moved = 2.0 * (1 * 4096 + 4096 * 4096 + 1 * 4096)  # m = 1
+        assert got[0] == pytest.approx(10.0 + moved * (1 / bw100 - 1 / bw200) * 1e6, rel=1e-12)
+        assert got[0] > 10.0 + 2.0  # 33.6 MB at ~0.1 ns/B more: ~3.4 us (the old rule left the fastest point)
+        if copy_tbps:
+            assert q["device"]["bw_efficiency"] == pytest.approx(3.0 / 3.35)
+            assert "measured: test" in q["device"]["source"]
 
 
 def test_builder_reads_timing_and_counts(tmp_path: Path):
