@@ -578,7 +578,11 @@ NOT_FIGURES: list[tuple[str, str]] = [
     (r"RMSNorm as (?P<n>8)\s+kernels", "the reference decoder's structure (tests/model/test_workload.py counts it)"),
     (r"transformers (?P<n>5\.17)'s", "a version"),
     (r'"about (?P<n>4–7) kernels per layer"', "the issue's requested range (a quote)"),
-    (r"which is what vLLM launches; (?P<n>4–7) needs", "the issue's requested range (a quote)"),
+    (r"and (?P<n>4–7) needs GEMM-epilogue", "the issue's requested range (a quote)"),
+    (r"launches about (?P<n>11) kernels \(Llama\)", "vLLM's kernels read from its source (calibration/validation/"
+                                                     "vllm_source_kernels.md), not a launchsim output"),
+    (r"kernels \(Llama\) and (?P<n>12) \(Qwen3\)", "vLLM's kernels read from its source (calibration/validation/"
+                                                     "vllm_source_kernels.md), not a launchsim output"),
     (r"to (?P<n>1e-9) relative", "a test tolerance (tests/engine: DES == fast path)"),
     (r"CUDA 13\.0, 16-core", "the calibration machine (names and versions)"),
     (r"a drift over (?P<n>20) %", "the canary tolerance (a parameter of calibration/hygiene.py)"),
