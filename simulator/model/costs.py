@@ -22,7 +22,7 @@ from functools import cached_property
 
 import numpy as np
 
-from simulator.model.kernels import ROLL, SDPA_MASK, LaunchPath, Op, OpClass
+from simulator.model.kernels import ROLL, SDPA_MASK, TRITON_LIKE, LaunchPath, Op, OpClass
 from simulator.model.profile import Curve, Profile
 from simulator.model.tables import POLICIES, REFUSE, loglog, row_mean
 
@@ -98,6 +98,11 @@ def _looped_curve(loop: Curve | None, persistent: Curve | None) -> Curve | None:
 # Inductor's kernels by name prefix -> their curve key; read below their grid as tables.POLICIES names it
 _TRITON_KEYS = {"triton_poi:": "triton_poi", "triton_per:": "triton_per", "triton_red:": "triton_red"}
 _BELOW = dict.fromkeys(_TRITON_KEYS.values(), POLICIES["triton_curve.bytes"][0])
+# a fused decode layer's hand-fused kernels (workload._layer_fused, marked `triton_like`): Triton-class kernels (round ab's
+# measured decoder launches liger-kernel's and its own Triton kernels; vLLM 0.34 compiles these ops with Inductor by
+# default, calibration/validation/vllm_source_kernels.md), priced by the profile's Triton curves of their kind, not
+# by torch's eager kernels' curves (2.1 us floor against Triton's 1.5-1.6: calibration/validation/impl_fused.md)
+_FUSED_KEYS = {OpClass.REDUCTION: "triton_per", OpClass.ELEMENTWISE: "triton_poi"}
 
 
 class CostModel:
@@ -162,7 +167,11 @@ class CostModel:
         """Which byte curve prices `op`: its class's, or for a kernel of Inductor's (a `triton_poi:`, `triton_per:`
         or `triton_red:` op on the compiled path) the profile's measured Triton curve of that kind, when it has one."""
         k = _TRITON_KEYS.get(op.name[:11])
-        return k if k is not None and op.path is LaunchPath.COMPILED and k in self._curves else op.op_class
+        if k is not None and op.path is LaunchPath.COMPILED and k in self._curves:
+            return k
+        if op.path is LaunchPath.CUSTOM_OP and op.dim(TRITON_LIKE) and (k := _FUSED_KEYS.get(op.op_class)) in self._curves:
+            return k
+        return op.op_class
 
     # -- GPU --------------------------------------------------------------------------------------
     def roofline_s(self, op: Op) -> float:

@@ -42,7 +42,7 @@ class LaunchPath(str, Enum):
     COLLECTIVE = "collective"  # a tensor-parallel collective (custom all-reduce / NCCL); graph-capturable
 
 
-MARKER_KEYS = ("graph_break", "verify_part", "roll", "host_sync", "sdpa_call", "sdpa_mask")  # shape keys that mark an op's role, not a size
+MARKER_KEYS = ("graph_break", "verify_part", "roll", "host_sync", "sdpa_call", "sdpa_mask", "triton_like")  # shape keys that mark an op's role, not a size
 
 ROLL = "roll"  # shape key (1): aten's roll of a KV cache (a full sliding window), priced by the profile's roll curve
 # shape key (1): the host waits, before this launch's host work, for the GPU to finish every kernel launched before
@@ -58,6 +58,9 @@ SDPA_CALL = "sdpa_call"
 # shape key (1): an attention call under a boolean mask over repeated K/V heads (transformers' static cache: cuDNN's
 # masked SDPA); a shape with no attention table is read from the nearest table (CostModel.attention_nearest_s)
 SDPA_MASK = "sdpa_mask"
+# shape key (1): a hand-fused decode kernel (fused add-RMSNorm, q/k-norm + RoPE + cache write, SiLU-and-mul) that is a
+# Triton-class kernel, priced by the profile's Triton curves (CostModel.curve_key; round ab)
+TRITON_LIKE = "triton_like"
 
 
 @dataclass(frozen=True)

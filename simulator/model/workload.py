@@ -23,7 +23,7 @@ from simulator.common.errors import UserError
 from simulator.model import recipes as R
 from simulator.model.dtype import FP8_GEMMS, quant_ops
 from simulator.model.kernels import LaunchPath as P
-from simulator.model.kernels import Op, OpClass, Step
+from simulator.model.kernels import TRITON_LIKE, Op, OpClass, Step
 from simulator.model.models import ModelSpec
 from simulator.model.parallel import logits_vocab, tp_of
 
@@ -294,27 +294,28 @@ def _layer_fused(b: _Builder, layer: int = 0) -> None:
     m, T, e = b.m, b.s.tokens, b.e
     H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
     X = P.CUSTOM_OP
-    b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X)
+    TL = {TRITON_LIKE: 1}  # Triton-class kernels: priced by the profile's Triton curves (costs.CostModel.curve_key)
+    b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X, **TL)
     b.gemm("qkv_proj", T, q + 2 * kv, H, bias=m.qkv_bias)
-    b.red("fused_rope_cache_write", T * (q + 2 * kv), e, e, path=X)
+    b.red("fused_rope_cache_write", T * (q + 2 * kv), e, e, path=X, **TL)
     b.attention(P.EAGER_ATTENTION, layer)
     b.quant("attn", T, q, "fused")  # fp8: RMSNorm+quant and SiLU-mul+quant are fused; this one is not
     b.gemm("o_proj", T, H, q, bias=m.o_bias)
     b.all_reduce("o_proj.all_reduce", T)
     if m.sandwich_norms:
-        b.red("rmsnorm", T * H, e, e, path=X)
-    b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X)
+        b.red("rmsnorm", T * H, e, e, path=X, **TL)
+    b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X, **TL)
     if m.is_moe:  # simulator/model/moe.py: vLLM's fused_moe
         from simulator.model.moe import block_fused  # only a MoE model's build loads moe.py
 
         block_fused(b)
         return
     b.gemm("gate_up_proj", T, 2 * I, H, bias=m.mlp_bias)
-    b.ew("silu_and_mul" if m.activation == "silu" else "gelu_and_mul", T * I, 2 * e, e, path=X)
+    b.ew("silu_and_mul" if m.activation == "silu" else "gelu_and_mul", T * I, 2 * e, e, path=X, **TL)
     b.gemm("down_proj", T, H, I, bias=m.mlp_bias)
     b.all_reduce("down_proj.all_reduce", T)
     if m.sandwich_norms:
-        b.red("rmsnorm", T * H, e, e, path=X)
+        b.red("rmsnorm", T * H, e, e, path=X, **TL)
 
 
 def impl_of(fusion: str, impl: str | None) -> str:
@@ -419,7 +420,8 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
         R.norm(b, "final_norm", T, H)
         b.gemm("lm_head", last, model.vocab_size, H)
     else:
-        b.red("final_add_rmsnorm", T * H, 3 * model.dtype_bytes, model.dtype_bytes, path=P.CUSTOM_OP)
+        b.red("final_add_rmsnorm", T * H, 3 * model.dtype_bytes, model.dtype_bytes, path=P.CUSTOM_OP,
+              **{TRITON_LIKE: 1})
         b.gemm("lm_head", last, model.vocab_size, H)
     b.all_gather_logits(last)
     R.softcap(b, last, path=P.EAGER_ELEMENTWISE)
