@@ -1,0 +1,425 @@
+"""The replica's event loop where the scheduler's limits provably do not bind: a lean sequential kernel, then the
+bookkeeping for every event at once in numpy.
+
+`fastloop.loop_fast` pays, per event, for what decides the trajectory (the clock, the decoding cohort, admissions,
+the step's time, where a merged run stops) and for what only measures it (the KV pool's blocks, summed over each
+run's steps; the collector's step, busy, GPU, block and token sums; the batch histogram). Here the kernel keeps only
+the first and logs each event (its start, steps, decode rows or memo key, and for mixed steps the grid cell and
+weights); `_settle` then computes the second from the log with numpy, in event order where floats are summed
+(`np.cumsum` adds sequentially, as the loop's `+=`), so the figures are loop_fast's bit for bit.
+
+The kernel runs only while nothing the scheduler would do can differ from "admit every waiting request whole at
+the next scheduling point, never preempt":
+- every waiting request is admitted at once: `max_num_seqs` and the token budget (its whole prompt, no chunking)
+  allow all of them;
+- the KV pool cannot run short: the blocks the running requests could ever hold (each ceil((prompt + output - 1) /
+  block size), its blocks when it finishes) fit in the pool. Then the scheduler's block checks all pass (its
+  admission room, the decode rows' next blocks, `Scheduler.extend`'s affordability of a run, which stops at the first
+  finish anyway), so the kernel does not track blocks at all; `_settle` computes them: a decoding request holds
+  ceil(context / block size) blocks, a function of the step counter, summed over requests as a difference array
+  (its blocks at joining, +1 every block size steps, laid out on block-size strides, minus its blocks when it leaves).
+The first time this does not hold (a request that would wait or prefill in chunks, a pool that could run short), the
+kernel gives up and returns None, having changed nothing (the step-time memos aside, which hold the same entries the
+loops would make), and the caller runs `loop_fast`. Plain decoding only, with `StepTimer`'s forward alone
+(scheduling "none"), the case the timer's memos are inlined for.
+tests/serving/test_serving_plainloop.py checks it against both loops on random workloads, limits binding or not.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+
+import numpy as np
+
+from .fastloop import _admissible
+from .scheduler import DECODE, DONE, REJECTED
+from .steptime import C_GRID, D_GRID, L_GRID, StepTimer, bracket
+
+taken = 0  # runs the kernel finished (tests read it to check that the kernel, not the fallback, ran)
+
+
+def _figures(c) -> tuple:
+    return c.step_s, c.gpu_busy_s, c.cpu_bound, c.mode != "none", c.rows, c.padded
+
+
+def _seqsum(a: np.ndarray) -> float:
+    """a[0] + a[1] + ... added left to right, as a loop's `s += x` from 0.0."""
+    return float(np.cumsum(a)[-1]) if a.size else 0.0
+
+
+def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: float, series: dict,
+               kv_blocks: int, prompt: np.ndarray, output: np.ndarray) -> tuple[float, int, int] | None:
+    """`fastloop.loop_fast`'s result and end state, or None (nothing changed) where a limit could bind."""
+    global taken
+    if sched.spec is not None or sched.rate != 1 or type(timer) is not StepTimer or timer.setup.spec is not None \
+            or timer.scheduling != "none" or sched.G or sched.used or sched.waiting or sched.running:
+        return None
+    n = len(sched.P)
+    if n and (int(prompt.min()) < 1 or int(output.min()) < 1):
+        return None
+    heappop, heappush = heapq.heappop, heapq.heappush
+    inf, ceil = math.inf, math.ceil
+    cb, merge = cfg.ctx_bucket, cfg.merge_steps
+    bounds = [w0, w1, stop, inf]
+    bi = 0
+    lim = sched.lim
+    max_seqs, budget = lim.max_num_seqs, lim.max_num_batched_tokens
+    total, bs = sched.total, sched.bs
+    P, O = sched.P, sched.O
+    ok = _admissible(sched, prompt, output)
+    p64, o64 = prompt.astype(np.int64), output.astype(np.int64)
+    mb = np.maximum(-(-(p64 + o64 - 1) // bs), -(-p64 // bs)).tolist()  # the most blocks a request holds
+    dmax = min(max_seqs, n)
+    dmemo: dict = {}
+    cbt, plain = timer.ctx_bucket, timer.plain_decode
+    mroutes, cells, route_mixed, cell_of = timer._mroutes, timer._cells, timer._route_mixed, timer.cell
+    bc, bl = timer._brackets_c, timer._brackets_l
+    bdl: list = [None] * (dmax + 1)
+    bl1: dict = {}
+    first_t, finish_t, join = [math.nan] * n, [math.nan] * n, [0] * n
+    area, tt, tn = col.area, col._t, col._n
+    every = stop / 500.0
+    next_sample = 0.0
+    s_t: list = []
+    s_run: list = []
+    s_q: list = []
+    s_e: list = []
+    # the log (typed arrays: numpy reads them without converting): every event's start, steps and decode memo key
+    # (-1 for a mixed step); each mixed step's decode rows, step time, chunks, grid cell and its weights (c, L, d)
+    E_start, E_k, E_x = array("d"), array("q"), array("q")
+    M_d, M_dt, M_np, M_w = array("q"), array("d"), array("q"), array("d")
+    M_v: list = []
+    kd = dmax + 1  # memo key: context bucket * kd + decode rows
+    heap: list = []  # (finish step, id, cohort base)
+    pending: list = []  # waiting requests (all admitted at the next scheduling point)
+    G = cn = cbase = ub = 0
+    rejected = events = 0
+    now = 0.0
+    nxt = 0
+    no_chunks: tuple = ()
+    while True:
+        while times[nxt] <= now:  # arrivals after an idle wait (or at 0)
+            if ok[nxt]:
+                pending.append(nxt)
+                t = times[nxt]
+                lo = tt if tt >= w0 else w0
+                hi = t if t <= w1 else w1
+                if hi > lo:
+                    area += tn * (hi - lo)
+                tt, tn = t, len(pending) + cn
+            else:
+                rejected += 1
+            nxt += 1
+        g1 = G + 1
+        d = cn
+        if pending:  # a mixed step admitting every waiting request whole, or give up
+            np_ = len(pending)
+            if cn + np_ > max_seqs:
+                return None
+            ptok = 0
+            for rid in pending:
+                left = budget - cn - ptok
+                rem = P[rid]
+                if left <= 0 or rem > left:
+                    return None
+                ptok += rem
+                ub += mb[rid]
+            if ub > total:
+                return None
+            chunks = pending
+            pending = []
+            T = d + ptok
+            rt = mroutes.get(T)
+            if rt is None:
+                r = route_mixed(T)
+                rt = mroutes[T] = (r.mode, r.executed)
+            mode = rt[0]
+            bk = bdl[d]
+            if bk is None:
+                bk = bdl[d] = bracket(d, D_GRID)
+            d0, d1, wd = bk
+            if np_ == 1:
+                bk = bl1.get(ptok)
+                if bk is None:
+                    bk = bl1[ptok] = bracket(ptok, L_GRID)
+            else:
+                lk = (ptok, np_)
+                bk = bl.get(lk) or bl.setdefault(lk, bracket(ptok / np_, L_GRID))
+            l0, l1, wl = bk
+            ctx = -(-(cbase + d * g1) // (d + np_))
+            c0, c1, wc = bc.get(ctx) or bc.setdefault(ctx, bracket(ctx, C_GRID))
+            v = cells.get((mode, np_, d0, d1, l0, l1, c0, c1)) or cell_of(mode, np_, d0, d1, l0, l1, c0, c1)
+            st = v[0]
+            uc, ul, ud = 1.0 - wc, 1.0 - wl, 1.0 - wd
+            dt = ((st[0] * uc + st[1] * wc) * ul + (st[2] * uc + st[3] * wc) * wl) * ud + \
+                 ((st[4] * uc + st[5] * wc) * ul + (st[6] * uc + st[7] * wc) * wl) * wd
+            k = 1
+            M_d.append(d)
+            M_dt.append(dt)
+            M_np.append(np_)
+            M_v.append(v)
+            M_w.append(wc)
+            M_w.append(wl)
+            M_w.append(wd)
+            E_x.append(-1)
+        elif cn:  # a run of decode-only steps
+            chunks = no_chunks
+            np_ = 0
+            ctx = -(-(cbase + d * g1) // d)
+            key = -(-ctx // cbt) * kd + d
+            fig = dmemo.get(key)
+            if fig is None:
+                fig = dmemo[key] = _figures(plain(d, ctx))
+            dt = fig[0]
+            k = 1
+            if merge:
+                while bounds[bi] <= now:
+                    bi += 1
+                bnd = bounds[bi]
+                cap = ceil((bnd - now) / dt) if bnd != inf else 1 << 62
+                ta = times[nxt]
+                if ta != inf and cn < max_seqs:
+                    ka = ceil((ta - now) / dt)
+                    if ka < cap:
+                        cap = ka
+                if cap > 1:  # Scheduler.extend: the first finish, the context bucket (the pool cannot run short)
+                    k = heap[0][0] - G
+                    if cap < k:
+                        k = cap
+                    kc = -(-ctx // cb) * cb - ctx + 1
+                    if kc < k:
+                        k = kc
+            E_x.append(key)
+        else:  # nothing to run: idle until the next arrival
+            ta = times[nxt]
+            if ta == inf or ta >= stop:
+                break
+            now = now + (ta - now)
+            continue
+        events += 1
+        E_start.append(now)
+        E_k.append(k)
+        now = now + k * dt
+        while times[nxt] <= now:
+            if ok[nxt]:
+                pending.append(nxt)
+                t = times[nxt]
+                lo = tt if tt >= w0 else w0
+                hi = t if t <= w1 else w1
+                if hi > lo:
+                    area += tn * (hi - lo)
+                tt, tn = t, len(pending) + d + np_
+            else:
+                rejected += 1
+            nxt += 1
+        done = False
+        if d:
+            G += k
+            while heap and heap[0][0] <= G:
+                _, rid, b = heappop(heap)
+                cn -= 1
+                cbase -= b
+                ub -= mb[rid]
+                finish_t[rid] = now
+                done = True
+        for rid in chunks:
+            first_t[rid] = now
+            if O[rid] <= 1:
+                finish_t[rid] = now
+                ub -= mb[rid]
+                done = True
+                continue
+            b = P[rid] - G
+            join[rid] = G
+            cn += 1
+            cbase += b
+            heappush(heap, (G + O[rid] - 1, rid, b))
+        if done:
+            lo = tt if tt >= w0 else w0
+            hi = now if now <= w1 else w1
+            if hi > lo:
+                area += tn * (hi - lo)
+            tt, tn = now, len(pending) + cn
+        if now >= next_sample:
+            s_t.append(now)
+            s_run.append(d + np_)
+            s_q.append(len(pending))
+            s_e.append(events - 1)
+            next_sample = now + every
+        if now >= stop:
+            break
+    taken += 1
+    col.area, col._t, col._n = area, tt, tn
+    _settle(sched, col, series, kv_blocks, p64, o64, dmemo, kd, mroutes, ok, nxt, pending, heap, G, cn, cbase,
+            first_t, finish_t, join, E_start, E_k, E_x, (M_d, M_dt, M_np, M_w, M_v), s_t, s_run, s_q, s_e)
+    return now, rejected, events
+
+
+def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pending, heap, G, cn, cbase, first_t,
+            finish_t, join, E_start, E_k, E_x, M, s_t, s_run, s_q, s_e) -> None:
+    """The collector's sums, the KV figures, the series' KV column and the scheduler's end state, from the log."""
+    bs = sched.bs
+    n = len(sched.P)
+    okv = np.asarray(ok, dtype=bool)
+    ne = len(E_start)
+    start = np.frombuffer(E_start, dtype=float, count=ne)
+    kk = np.frombuffer(E_k, dtype=np.int64, count=ne)
+    x = np.frombuffer(E_x, dtype=np.int64, count=ne)
+    dec = x >= 0
+    mix = ~dec
+    M_d, M_dt, M_np, M_w, M_v = M
+    nm = len(M_v)
+    # the admitted requests, in admission order (first come first served, each admitted whole): those that arrived,
+    # were not rejected and are not still waiting
+    handed = np.nonzero(okv[:nxt])[0]
+    adm = handed[:handed.size - len(pending)]
+    nbl = -(-P // bs)  # a prompt's blocks
+    d = np.zeros(ne, dtype=np.int64)
+    dt = np.zeros(ne)
+    gb = np.zeros(ne)
+    cpub = np.zeros(ne, dtype=bool)
+    graph = np.zeros(ne, dtype=bool)
+    rows = np.zeros(ne, dtype=np.int64)
+    padded = np.zeros(ne, dtype=np.int64)
+    tokens = np.zeros(ne, dtype=np.int64)
+    nbs = np.zeros(ne, dtype=np.int64)  # blocks of the prompts a mixed step admits
+    nb1 = np.zeros(ne, dtype=np.int64)  # ... of those that finish with their first token
+    if dec.any():  # decode runs: figures by memo key
+        keys, inv = np.unique(x[dec], return_inverse=True)
+        tab = [dmemo[int(q)] for q in keys]
+        d[dec] = x[dec] % kd
+        dt[dec] = np.asarray([f[0] for f in tab])[inv]
+        gb[dec] = np.asarray([f[1] for f in tab])[inv]
+        cpub[dec] = np.asarray([bool(f[2]) for f in tab])[inv]
+        graph[dec] = np.asarray([f[3] for f in tab])[inv]
+        rows[dec] = np.asarray([f[4] for f in tab], dtype=np.int64)[inv]
+        padded[dec] = np.asarray([f[5] for f in tab], dtype=np.int64)[inv]
+    if nm:  # mixed steps: StepTimer.mixed's GPU busy and CPU-bound figures, from the cell and weights kept
+        ids = np.fromiter(map(id, M_v), dtype=np.int64, count=nm)  # the cells (one tuple each, the timer's memo)
+        _, first, ci = np.unique(ids, return_index=True, return_inverse=True)
+        uv = [M_v[i] for i in first.tolist()]
+        gp = np.asarray([v[1] for v in uv], dtype=float)[ci]
+        cbm = np.asarray([v[2] for v in uv], dtype=bool)
+        w = np.frombuffer(M_w, dtype=float, count=3 * nm).reshape(nm, 3)
+        wc, wl, wd = w[:, 0], w[:, 1], w[:, 2]
+        uc, ul, ud = 1.0 - wc, 1.0 - wl, 1.0 - wd
+        g = gp.T
+        gb[mix] = ((g[0] * uc + g[1] * wc) * ul + (g[2] * uc + g[3] * wc) * wl) * ud + \
+                  ((g[4] * uc + g[5] * wc) * ul + (g[6] * uc + g[7] * wc) * wl) * wd
+        near = (wd >= 0.5) * 4 + (wl >= 0.5) * 2 + (wc >= 0.5)
+        cpub[mix] = cbm[ci, near]
+        npm = np.frombuffer(M_np, dtype=np.int64, count=nm)
+        off = np.concatenate(([0], np.cumsum(npm)[:-1]))
+        d[mix] = np.frombuffer(M_d, dtype=np.int64, count=nm)
+        T = d[mix] + np.add.reduceat(P[adm], off)
+        ts, tinv = np.unique(T, return_inverse=True)
+        rts = [mroutes[int(t)] for t in ts]
+        graph[mix] = np.asarray([r[0] != "none" for r in rts], dtype=bool)[tinv]
+        padded[mix] = np.asarray([r[1] for r in rts], dtype=np.int64)[tinv]
+        rows[mix] = T
+        dt[mix] = np.frombuffer(M_dt, dtype=float, count=nm)
+        nbs[mix] = np.add.reduceat(nbl[adm], off)
+        nb1[mix] = np.add.reduceat(np.where(O[adm] <= 1, nbl[adm], 0), off)
+        tokens[mix] = npm
+    tokens += d * kk
+    gstep = np.where(d > 0, kk, 0)
+    g_after = np.cumsum(gstep)
+    g_before = g_after - gstep
+    # blocks of the decoding requests by step number g (the step that takes the counter from g - 1 to g): request i
+    # joined at J (counter after its prefill) decodes steps J + 1 .. J + O - 1 holding ceil((P + g - J) / bs) blocks
+    L = G + 2
+    joined = adm[O[adm] >= 2]
+    J = np.asarray(join, dtype=np.int64)[joined]
+    Pj, Oj = P[joined], O[joined]
+    Fs = J + Oj - 1
+    top = -(-(Pj + Oj - 1) // bs)
+    diff = np.bincount(J + 1, weights=-(-(Pj + 1) // bs), minlength=L + 1)[:L].astype(np.int64)
+    end = Fs + 1 < L
+    diff -= np.bincount(Fs[end] + 1, weights=top[end], minlength=L)[:L].astype(np.int64)
+    c0 = -(-(Pj + 1) // bs) * bs  # the first context past the prompt's +1 that ends a block
+    g0 = J + 1 + c0 - Pj  # the step that takes the block after it
+    cnt = np.where(c0 <= Pj + Oj - 2, (Pj + Oj - 2 - c0) // bs + 1, 0)
+    Lp = (-(-L // bs) + 1) * bs
+    s = (cnt > 0) & (g0 < L)
+    e = g0 + cnt * bs
+    cross = np.bincount(g0[s], minlength=Lp) - np.bincount(e[s & (e < Lp)], minlength=Lp)
+    cross = cross[:Lp].reshape(-1, bs).cumsum(axis=0).ravel()[:L]
+    V = np.cumsum(diff + cross)
+    PV = np.cumsum(V)
+    fin = np.bincount(Fs[Fs < L], weights=top[Fs < L], minlength=L)[:L].astype(np.int64)
+    peak = np.empty(ne, dtype=np.int64)
+    bsteps = np.empty(ne, dtype=np.int64)
+    used_end = np.empty(ne, dtype=np.int64)
+    ga = g_after[dec]
+    peak[dec] = V[ga]
+    bsteps[dec] = PV[ga] - PV[g_before[dec]]
+    used_end[dec] = V[ga] - fin[ga]
+    gm = g_before[mix] + 1
+    had = d[mix] > 0
+    vm = np.where(had, V[np.minimum(gm, L - 1)], 0)
+    peak[mix] = bsteps[mix] = vm + nbs[mix]
+    used_end[mix] = np.where(had, vm - fin[np.minimum(gm, L - 1)], 0) + nbs[mix] - nb1[mix]
+    # the collector (Collector.on_steps over the steps that start inside the window)
+    win = (start >= col.w0) & (start < col.w1)
+    kw = kk[win]
+    col.steps += int(kw.sum())
+    col.decode_steps += int(kk[win & dec].sum())
+    col.mixed_steps += int(kk[win & mix].sum())
+    col.cpu_bound += int(kk[win & cpub].sum())
+    gw = win & graph
+    col.graph_steps += int(kk[gw].sum())
+    col.rows += int((kk * rows)[gw].sum())
+    col.padded += int((kk * padded)[gw].sum())
+    col.tokens += int(tokens[win].sum())
+    col.busy_s += _seqsum((kk * dt)[win])
+    col.gpu_s += _seqsum((kk * gb)[win])
+    col.block_s += _seqsum((bsteps * dt)[win])
+    if win.any():
+        pk = int(peak[win].max())
+        if pk > col.peak_blocks:
+            col.peak_blocks = pk
+    hd = win & dec
+    if hd.any():
+        h = col.hist
+        cnts = np.bincount(d[hd], weights=kk[hd])
+        for b in np.nonzero(cnts)[0].tolist():
+            h[b] = h.get(b, 0) + int(cnts[b])
+    # the series (its KV column now that blocks are known)
+    kv_div = max(1, kv_blocks)
+    series["t"].extend(s_t)
+    series["running"].extend(s_run)
+    series["kv_used_frac"].extend(int(u) / kv_div for u in used_end[s_e].tolist())
+    series["queue"].extend(s_q)
+    # the scheduler's end state (what summarize reads, and the rest kept consistent)
+    sched.G = G
+    sched.used = int(used_end[-1]) if ne else 0
+    co = sched.cohort
+    co.n, co.base_sum = cn, cbase
+    for _, rid, b in heap:
+        co.count[b % bs] += 1
+    sched.heap[:] = [(f, rid, 0) for f, rid, _ in heap]
+    alive = sorted(rid for _, rid, _ in heap)
+    sched.first_t, sched.finish_t = first_t, finish_t
+    state = np.zeros(n, dtype=np.int64)  # WAITING
+    rej = np.nonzero(~okv[:nxt])[0]
+    state[rej] = REJECTED
+    state[adm] = DONE
+    gen = np.zeros(n, dtype=np.int64)
+    gen[adm] = O[adm]
+    comp = np.zeros(n, dtype=np.int64)
+    comp[adm] = P[adm]
+    target = np.zeros(n, dtype=np.int64)
+    target[handed] = P[handed]
+    if alive:
+        av = np.asarray(alive, dtype=np.int64)
+        state[av] = DECODE
+        gen[av] = 1
+        base = sched.base
+        for rid in alive:
+            base[rid] = sched.P[rid] - join[rid]
+    sched.state, sched.gen, sched.comp, sched.target = state.tolist(), gen.tolist(), comp.tolist(), target.tolist()
+    sched.join = join
+    sched.running.update((rid, None) for rid in alive)
+    sched.waiting.extend(pending)
