@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from array import array
 
 import numpy as np
 
@@ -42,6 +41,12 @@ taken = 0  # runs the kernel finished (tests read it to check that the kernel, n
 
 def _figures(c) -> tuple:
     return c.step_s, c.gpu_busy_s, c.cpu_bound, c.mode != "none", c.rows, c.padded
+
+
+def _weights(q: np.ndarray, weight) -> np.ndarray:
+    """weight(value) for every entry of the int array q, computed once per distinct value."""
+    u, inv = np.unique(q, return_inverse=True)
+    return np.asarray([weight(v) for v in u.tolist()], dtype=float)[inv]
 
 
 def _seqsum(a: np.ndarray) -> float:
@@ -86,11 +91,17 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
     s_run: list = []
     s_q: list = []
     s_e: list = []
-    # the log (typed arrays: numpy reads them without converting): every event's start, steps and decode memo key
-    # (-1 for a mixed step); each mixed step's decode rows, step time, chunks, grid cell and its weights (c, L, d)
-    E_start, E_k, E_x = array("d"), array("q"), array("q")
-    M_d, M_dt, M_np, M_w = array("q"), array("d"), array("q"), array("d")
+    # the log (small ints, which numpy reads fast; _settle recomputes the floats): every event's steps and decode
+    # memo key (-1 for a mixed step); each mixed step's decode rows, chunks, mean context and grid cell; the clock
+    # after each wait for an arrival (by the index of the event that follows it)
+    E_k: list = []
+    E_x: list = []
+    M_d: list = []
+    M_np: list = []
+    M_ctx: list = []
     M_v: list = []
+    I_e: list = []
+    I_now: list = []
     kd = dmax + 1  # memo key: context bucket * kd + decode rows
     heap: list = []  # (finish step, id, cohort base)
     pending: list = []  # waiting requests (all admitted at the next scheduling point)
@@ -100,7 +111,7 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
     nxt = 0
     no_chunks: tuple = ()
     while True:
-        while times[nxt] <= now:  # arrivals after an idle wait (or at 0)
+        while times[nxt] <= now:  # arrivals at 0 or at the end of a wait for one
             if ok[nxt]:
                 pending.append(nxt)
                 t = times[nxt]
@@ -157,12 +168,9 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
                  ((st[4] * uc + st[5] * wc) * ul + (st[6] * uc + st[7] * wc) * wl) * wd
             k = 1
             M_d.append(d)
-            M_dt.append(dt)
             M_np.append(np_)
+            M_ctx.append(ctx)
             M_v.append(v)
-            M_w.append(wc)
-            M_w.append(wl)
-            M_w.append(wd)
             E_x.append(-1)
         elif cn:  # a run of decode-only steps
             chunks = no_chunks
@@ -197,9 +205,10 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
             if ta == inf or ta >= stop:
                 break
             now = now + (ta - now)
+            I_e.append(events)
+            I_now.append(now)
             continue
         events += 1
-        E_start.append(now)
         E_k.append(k)
         now = now + k * dt
         while times[nxt] <= now:
@@ -253,23 +262,22 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
     taken += 1
     col.area, col._t, col._n = area, tt, tn
     _settle(sched, col, series, kv_blocks, p64, o64, dmemo, kd, mroutes, ok, nxt, pending, heap, G, cn, cbase,
-            first_t, finish_t, join, E_start, E_k, E_x, (M_d, M_dt, M_np, M_w, M_v), s_t, s_run, s_q, s_e)
+            first_t, finish_t, join, E_k, E_x, (M_d, M_np, M_ctx, M_v), (I_e, I_now), bdl, s_t, s_run, s_q, s_e)
     return now, rejected, events
 
 
 def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pending, heap, G, cn, cbase, first_t,
-            finish_t, join, E_start, E_k, E_x, M, s_t, s_run, s_q, s_e) -> None:
+            finish_t, join, E_k, E_x, M, idle, bdl, s_t, s_run, s_q, s_e) -> None:
     """The collector's sums, the KV figures, the series' KV column and the scheduler's end state, from the log."""
     bs = sched.bs
     n = len(sched.P)
     okv = np.asarray(ok, dtype=bool)
-    ne = len(E_start)
-    start = np.frombuffer(E_start, dtype=float, count=ne)
-    kk = np.frombuffer(E_k, dtype=np.int64, count=ne)
-    x = np.frombuffer(E_x, dtype=np.int64, count=ne)
+    ne = len(E_k)
+    kk = np.asarray(E_k, dtype=np.int64)
+    x = np.asarray(E_x, dtype=np.int64)
     dec = x >= 0
     mix = ~dec
-    M_d, M_dt, M_np, M_w, M_v = M
+    M_d, M_np, M_ctx, M_v = M
     nm = len(M_v)
     # the admitted requests, in admission order (first come first served, each admitted whole): those that arrived,
     # were not rejected and are not still waiting
@@ -296,33 +304,52 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pe
         graph[dec] = np.asarray([f[3] for f in tab])[inv]
         rows[dec] = np.asarray([f[4] for f in tab], dtype=np.int64)[inv]
         padded[dec] = np.asarray([f[5] for f in tab], dtype=np.int64)[inv]
-    if nm:  # mixed steps: StepTimer.mixed's GPU busy and CPU-bound figures, from the cell and weights kept
+    if nm:  # mixed steps: StepTimer.mixed's figures again, from the cell and the brackets (the kernel's arithmetic)
+        npm = np.asarray(M_np, dtype=np.int64)
+        dm = np.asarray(M_d, dtype=np.int64)
+        off = np.concatenate(([0], np.cumsum(npm)[:-1]))
+        ptok = np.add.reduceat(P[adm], off)
         ids = np.fromiter(map(id, M_v), dtype=np.int64, count=nm)  # the cells (one tuple each, the timer's memo)
         _, first, ci = np.unique(ids, return_index=True, return_inverse=True)
         uv = [M_v[i] for i in first.tolist()]
-        gp = np.asarray([v[1] for v in uv], dtype=float)[ci]
+        sv = np.asarray([v[0] for v in uv], dtype=float)[ci].T
+        gv = np.asarray([v[1] for v in uv], dtype=float)[ci].T
         cbm = np.asarray([v[2] for v in uv], dtype=bool)
-        w = np.frombuffer(M_w, dtype=float, count=3 * nm).reshape(nm, 3)
-        wc, wl, wd = w[:, 0], w[:, 1], w[:, 2]
+        wd = _weights(dm, lambda q: (bdl[q] if q < len(bdl) and bdl[q] is not None else bracket(q, D_GRID))[2])
+        pk = ptok * (int(npm.max()) + 1) + npm
+        wl = _weights(pk, lambda q, m=int(npm.max()) + 1: bracket(q // m if q % m == 1 else (q // m) / (q % m),
+                                                                  L_GRID)[2])
+        wc = _weights(np.asarray(M_ctx, dtype=np.int64), lambda q: bracket(q, C_GRID)[2])
         uc, ul, ud = 1.0 - wc, 1.0 - wl, 1.0 - wd
-        g = gp.T
+        s_ = sv
+        dt[mix] = ((s_[0] * uc + s_[1] * wc) * ul + (s_[2] * uc + s_[3] * wc) * wl) * ud + \
+                  ((s_[4] * uc + s_[5] * wc) * ul + (s_[6] * uc + s_[7] * wc) * wl) * wd
+        g = gv
         gb[mix] = ((g[0] * uc + g[1] * wc) * ul + (g[2] * uc + g[3] * wc) * wl) * ud + \
                   ((g[4] * uc + g[5] * wc) * ul + (g[6] * uc + g[7] * wc) * wl) * wd
         near = (wd >= 0.5) * 4 + (wl >= 0.5) * 2 + (wc >= 0.5)
         cpub[mix] = cbm[ci, near]
-        npm = np.frombuffer(M_np, dtype=np.int64, count=nm)
-        off = np.concatenate(([0], np.cumsum(npm)[:-1]))
-        d[mix] = np.frombuffer(M_d, dtype=np.int64, count=nm)
-        T = d[mix] + np.add.reduceat(P[adm], off)
+        T = dm + ptok
         ts, tinv = np.unique(T, return_inverse=True)
         rts = [mroutes[int(t)] for t in ts]
         graph[mix] = np.asarray([r[0] != "none" for r in rts], dtype=bool)[tinv]
         padded[mix] = np.asarray([r[1] for r in rts], dtype=np.int64)[tinv]
         rows[mix] = T
-        dt[mix] = np.frombuffer(M_dt, dtype=float, count=nm)
+        d[mix] = dm
         nbs[mix] = np.add.reduceat(nbl[adm], off)
         nb1[mix] = np.add.reduceat(np.where(O[adm] <= 1, nbl[adm], 0), off)
         tokens[mix] = npm
+    # the steps' start times: the clock's sums again, `now + k * dt` from 0 or from the end of each wait
+    xs = kk * dt
+    start = np.empty(ne)
+    marks = dict(zip(*idle))  # the last wait before each event
+    if 0 not in marks:
+        marks[0] = 0.0
+    cuts = sorted(e for e in marks if e < ne)
+    for a, b in zip(cuts, cuts[1:] + [ne]):
+        seg = xs[a:b]
+        seg = np.concatenate(([marks[a]], seg[:-1]))
+        start[a:b] = np.cumsum(seg)
     tokens += d * kk
     gstep = np.where(d > 0, kk, 0)
     g_after = np.cumsum(gstep)
@@ -419,7 +446,8 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pe
         base = sched.base
         for rid in alive:
             base[rid] = sched.P[rid] - join[rid]
-    sched.state, sched.gen, sched.comp, sched.target = state.tolist(), gen.tolist(), comp.tolist(), target.tolist()
+    # per-request arrays where the loops keep lists (metrics.summarize reads either; nothing else reads them)
+    sched.state, sched.gen, sched.comp, sched.target, sched.O = state, gen, comp, target, O
     sched.join = join
     sched.running.update((rid, None) for rid in alive)
     sched.waiting.extend(pending)
