@@ -110,33 +110,43 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
     now = 0.0
     nxt = 0
     no_chunks: tuple = ()
+    waited = True
     while True:
-        while times[nxt] <= now:  # arrivals at 0 or at the end of a wait for one
-            if ok[nxt]:
-                pending.append(nxt)
-                t = times[nxt]
-                lo = tt if tt >= w0 else w0
-                hi = t if t <= w1 else w1
-                if hi > lo:
-                    area += tn * (hi - lo)
-                tt, tn = t, len(pending) + cn
-            else:
-                rejected += 1
-            nxt += 1
+        if waited:  # arrivals at 0 or at the end of a wait for one (after a step, the step's end handed them over)
+            waited = False
+            while times[nxt] <= now:
+                if ok[nxt]:
+                    pending.append(nxt)
+                    t = times[nxt]
+                    lo = tt if tt >= w0 else w0
+                    hi = t if t <= w1 else w1
+                    if hi > lo:
+                        area += tn * (hi - lo)
+                    tt, tn = t, len(pending) + cn
+                else:
+                    rejected += 1
+                nxt += 1
         g1 = G + 1
         d = cn
         if pending:  # a mixed step admitting every waiting request whole, or give up
             np_ = len(pending)
             if cn + np_ > max_seqs:
                 return None
-            ptok = 0
-            for rid in pending:
-                left = budget - cn - ptok
-                rem = P[rid]
-                if left <= 0 or rem > left:
+            if np_ == 1:
+                rid = pending[0]
+                ptok = P[rid]
+                if ptok > budget - cn:
                     return None
-                ptok += rem
                 ub += mb[rid]
+            else:
+                ptok = 0
+                for rid in pending:
+                    left = budget - cn - ptok
+                    rem = P[rid]
+                    if left <= 0 or rem > left:
+                        return None
+                    ptok += rem
+                    ub += mb[rid]
             if ub > total:
                 return None
             chunks = pending
@@ -207,6 +217,7 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
             now = now + (ta - now)
             I_e.append(events)
             I_now.append(now)
+            waited = True
             continue
         events += 1
         E_k.append(k)
