@@ -9,7 +9,10 @@ decode-only steps that nothing could change - see `Scheduler.extend`; `merge_ste
 iteration each and gives the same figures), then apply the step (tokens, first tokens, finishes). With nothing
 to run it jumps to the next arrival.
 Without speculative decoding the loop runs inlined (serving/fastloop.py: the same arithmetic on local variables,
-the same figures bit for bit); `_loop_reference` below is the loop through the scheduler's methods.
+the same figures bit for bit); `_loop_reference` below is the loop through the scheduler's methods. Before it,
+serving/plainloop.py's kernel tries the run: where no limit can bind it keeps only what decides the trajectory and
+computes the KV blocks and the collector's sums from its log with numpy afterwards (the same figures bit for bit);
+the first time a limit could bind it gives up, unchanged, and the inlined loop runs.
 Arrivals stop at `duration`; the run continues until every request has left or `drain_s` has passed after
 `duration` (what is left is reported as unfinished). Metrics: see `metrics`.
 """
