@@ -281,43 +281,37 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pe
             finish_t, join, E_k, E_x, M, idle, bdl, s_t, s_run, s_q, s_e) -> None:
     """The collector's sums, the KV figures, the series' KV column and the scheduler's end state, from the log."""
     bs = sched.bs
-    n = len(sched.P)
+    n = len(P)
     okv = np.asarray(ok, dtype=bool)
     ne = len(E_k)
     kk = np.asarray(E_k, dtype=np.int64)
     x = np.asarray(E_x, dtype=np.int64)
-    dec = x >= 0
-    mix = ~dec
+    di = np.flatnonzero(x >= 0)  # the decode runs
+    mi = np.flatnonzero(x < 0)  # the mixed steps
     M_d, M_np, M_ctx, M_v = M
     nm = len(M_v)
     # the admitted requests, in admission order (first come first served, each admitted whole): those that arrived,
     # were not rejected and are not still waiting
-    handed = np.nonzero(okv[:nxt])[0]
+    handed = np.flatnonzero(okv[:nxt])
     adm = handed[:handed.size - len(pending)]
     nbl = -(-P // bs)  # a prompt's blocks
-    d = np.zeros(ne, dtype=np.int64)
-    dt = np.zeros(ne)
-    gb = np.zeros(ne)
-    cpub = np.zeros(ne, dtype=bool)
-    graph = np.zeros(ne, dtype=bool)
-    rows = np.zeros(ne, dtype=np.int64)
-    padded = np.zeros(ne, dtype=np.int64)
-    tokens = np.zeros(ne, dtype=np.int64)
-    nbs = np.zeros(ne, dtype=np.int64)  # blocks of the prompts a mixed step admits
-    nb1 = np.zeros(ne, dtype=np.int64)  # ... of those that finish with their first token
-    if dec.any():  # decode runs: figures by memo key
-        keys, inv = np.unique(x[dec], return_inverse=True)
-        tab = [dmemo[int(q)] for q in keys]
-        d[dec] = x[dec] % kd
-        dt[dec] = np.asarray([f[0] for f in tab])[inv]
-        gb[dec] = np.asarray([f[1] for f in tab])[inv]
-        cpub[dec] = np.asarray([bool(f[2]) for f in tab])[inv]
-        graph[dec] = np.asarray([f[3] for f in tab])[inv]
-        rows[dec] = np.asarray([f[4] for f in tab], dtype=np.int64)[inv]
-        padded[dec] = np.asarray([f[5] for f in tab], dtype=np.int64)[inv]
-    if nm:  # mixed steps: StepTimer.mixed's figures again, from the cell and the brackets (the kernel's arithmetic)
-        npm = np.asarray(M_np, dtype=np.int64)
-        dm = np.asarray(M_d, dtype=np.int64)
+    dt = np.empty(ne)
+    gbf = np.empty(ne)
+    d = np.empty(ne, dtype=np.int64)
+    # decode runs: figures by memo entry
+    keys, inv = np.unique(x[di], return_inverse=True)
+    tab = [dmemo[q] for q in keys.tolist()]
+    kdec = kk[di]
+    d_key = keys % kd
+    d[di] = d_key[inv]
+    dt[di] = np.asarray([f[0] for f in tab], dtype=float)[inv]
+    gbf[di] = np.asarray([f[1] for f in tab], dtype=float)[inv]
+    # mixed steps: StepTimer.mixed's figures again, from the cell and the brackets (the kernel's arithmetic)
+    npm = np.asarray(M_np, dtype=np.int64)
+    dm = np.asarray(M_d, dtype=np.int64)
+    cpu_m = graph_m = np.zeros(0, dtype=bool)
+    pad_m = T = nbs = nb1 = np.zeros(0, dtype=np.int64)
+    if nm:
         off = np.concatenate(([0], np.cumsum(npm)[:-1]))
         ptok = np.add.reduceat(P[adm], off)
         ids = np.fromiter(map(id, M_v), dtype=np.int64, count=nm)  # the cells (one tuple each, the timer's memo)
@@ -327,29 +321,23 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pe
         gv = np.asarray([v[1] for v in uv], dtype=float)[ci].T
         cbm = np.asarray([v[2] for v in uv], dtype=bool)
         wd = _weights(dm, lambda q: (bdl[q] if q < len(bdl) and bdl[q] is not None else bracket(q, D_GRID))[2])
-        pk = ptok * (int(npm.max()) + 1) + npm
-        wl = _weights(pk, lambda q, m=int(npm.max()) + 1: bracket(q // m if q % m == 1 else (q // m) / (q % m),
-                                                                  L_GRID)[2])
+        m = int(npm.max()) + 1
+        wl = _weights(ptok * m + npm, lambda q: bracket(q // m if q % m == 1 else (q // m) / (q % m), L_GRID)[2])
         wc = _weights(np.asarray(M_ctx, dtype=np.int64), lambda q: bracket(q, C_GRID)[2])
         uc, ul, ud = 1.0 - wc, 1.0 - wl, 1.0 - wd
-        s_ = sv
-        dt[mix] = ((s_[0] * uc + s_[1] * wc) * ul + (s_[2] * uc + s_[3] * wc) * wl) * ud + \
-                  ((s_[4] * uc + s_[5] * wc) * ul + (s_[6] * uc + s_[7] * wc) * wl) * wd
-        g = gv
-        gb[mix] = ((g[0] * uc + g[1] * wc) * ul + (g[2] * uc + g[3] * wc) * wl) * ud + \
-                  ((g[4] * uc + g[5] * wc) * ul + (g[6] * uc + g[7] * wc) * wl) * wd
-        near = (wd >= 0.5) * 4 + (wl >= 0.5) * 2 + (wc >= 0.5)
-        cpub[mix] = cbm[ci, near]
+        dt[mi] = ((sv[0] * uc + sv[1] * wc) * ul + (sv[2] * uc + sv[3] * wc) * wl) * ud + \
+                 ((sv[4] * uc + sv[5] * wc) * ul + (sv[6] * uc + sv[7] * wc) * wl) * wd
+        gbf[mi] = ((gv[0] * uc + gv[1] * wc) * ul + (gv[2] * uc + gv[3] * wc) * wl) * ud + \
+                  ((gv[4] * uc + gv[5] * wc) * ul + (gv[6] * uc + gv[7] * wc) * wl) * wd
+        cpu_m = cbm[ci, (wd >= 0.5) * 4 + (wl >= 0.5) * 2 + (wc >= 0.5)]
         T = dm + ptok
         ts, tinv = np.unique(T, return_inverse=True)
-        rts = [mroutes[int(t)] for t in ts]
-        graph[mix] = np.asarray([r[0] != "none" for r in rts], dtype=bool)[tinv]
-        padded[mix] = np.asarray([r[1] for r in rts], dtype=np.int64)[tinv]
-        rows[mix] = T
-        d[mix] = dm
-        nbs[mix] = np.add.reduceat(nbl[adm], off)
-        nb1[mix] = np.add.reduceat(np.where(O[adm] <= 1, nbl[adm], 0), off)
-        tokens[mix] = npm
+        rts = [mroutes[t] for t in ts.tolist()]
+        graph_m = np.asarray([r[0] != "none" for r in rts], dtype=bool)[tinv]
+        pad_m = np.asarray([r[1] for r in rts], dtype=np.int64)[tinv]
+        nbs = np.add.reduceat(nbl[adm], off)  # blocks of the prompts a mixed step admits
+        nb1 = np.add.reduceat(np.where(O[adm] <= 1, nbl[adm], 0), off)  # ... of those that finish at once
+    d[mi] = dm
     # the steps' start times: the clock's sums again, `now + k * dt` from 0 or from the end of each wait
     xs = kk * dt
     start = np.empty(ne)
@@ -358,81 +346,90 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pe
         marks[0] = 0.0
     cuts = sorted(e for e in marks if e < ne)
     for a, b in zip(cuts, cuts[1:] + [ne]):
-        seg = xs[a:b]
-        seg = np.concatenate(([marks[a]], seg[:-1]))
+        seg = np.concatenate(([marks[a]], xs[a:b - 1]))
         start[a:b] = np.cumsum(seg)
-    tokens += d * kk
     gstep = np.where(d > 0, kk, 0)
     g_after = np.cumsum(gstep)
     g_before = g_after - gstep
     # blocks of the decoding requests by step number g (the step that takes the counter from g - 1 to g): request i
-    # joined at J (counter after its prefill) decodes steps J + 1 .. J + O - 1 holding ceil((P + g - J) / bs) blocks
-    L = G + 2
+    # joined at J (counter after its prefill) decodes steps J + 1 .. J + O - 1 holding ceil((P + g - J) / bs) blocks:
+    # its blocks at J + 1, one more every bs steps (a difference array on bs strides), none after its last step.
+    # Block counts are exact integers in float64 (far below 2 ** 53)
+    Lp = (-(-(G + 2) // bs) + 1) * bs
     joined = adm[O[adm] >= 2]
     J = np.asarray(join, dtype=np.int64)[joined]
     Pj, Oj = P[joined], O[joined]
     Fs = J + Oj - 1
-    top = -(-(Pj + Oj - 1) // bs)
-    diff = np.bincount(J + 1, weights=-(-(Pj + 1) // bs), minlength=L + 1)[:L].astype(np.int64)
-    end = Fs + 1 < L
-    diff -= np.bincount(Fs[end] + 1, weights=top[end], minlength=L)[:L].astype(np.int64)
-    c0 = -(-(Pj + 1) // bs) * bs  # the first context past the prompt's +1 that ends a block
-    g0 = J + 1 + c0 - Pj  # the step that takes the block after it
+    top = -(-(Pj + Oj - 1) // bs)  # its blocks at its last step
+    c0 = -(-(Pj + 1) // bs) * bs  # the first context past prompt + 1 that fills a block
+    g0 = J + 1 + c0 - Pj  # the step that takes the next one
     cnt = np.where(c0 <= Pj + Oj - 2, (Pj + Oj - 2 - c0) // bs + 1, 0)
-    Lp = (-(-L // bs) + 1) * bs
-    s = (cnt > 0) & (g0 < L)
     e = g0 + cnt * bs
-    cross = np.bincount(g0[s], minlength=Lp) - np.bincount(e[s & (e < Lp)], minlength=Lp)
-    cross = cross[:Lp].reshape(-1, bs).cumsum(axis=0).ravel()[:L]
-    V = np.cumsum(diff + cross)
+    s = cnt > 0
+    ends = Fs + 1 < Lp
+    ix = np.concatenate((g0[s], e[s & (e < Lp)]))
+    cross = np.bincount(ix, weights=np.repeat([1.0, -1.0], [int(s.sum()), ix.size - int(s.sum())]), minlength=Lp)
+    cross = cross.reshape(-1, bs).cumsum(axis=0).ravel()
+    steps = np.bincount(np.concatenate((J + 1, Fs[ends] + 1)),
+                        weights=np.concatenate((-(-(Pj + 1) // bs), -top[ends])).astype(float), minlength=Lp)
+    V = np.cumsum(cross + steps)
     PV = np.cumsum(V)
-    fin = np.bincount(Fs[Fs < L], weights=top[Fs < L], minlength=L)[:L].astype(np.int64)
-    peak = np.empty(ne, dtype=np.int64)
-    bsteps = np.empty(ne, dtype=np.int64)
-    used_end = np.empty(ne, dtype=np.int64)
-    ga = g_after[dec]
-    peak[dec] = V[ga]
-    bsteps[dec] = PV[ga] - PV[g_before[dec]]
-    used_end[dec] = V[ga] - fin[ga]
-    gm = g_before[mix] + 1
-    had = d[mix] > 0
-    vm = np.where(had, V[np.minimum(gm, L - 1)], 0)
-    peak[mix] = bsteps[mix] = vm + nbs[mix]
-    used_end[mix] = np.where(had, vm - fin[np.minimum(gm, L - 1)], 0) + nbs[mix] - nb1[mix]
-    # the collector (Collector.on_steps over the steps that start inside the window)
-    win = (start >= col.w0) & (start < col.w1)
-    kw = kk[win]
-    col.steps += int(kw.sum())
-    col.decode_steps += int(kk[win & dec].sum())
-    col.mixed_steps += int(kk[win & mix].sum())
-    col.cpu_bound += int(kk[win & cpub].sum())
-    gw = win & graph
-    col.graph_steps += int(kk[gw].sum())
-    col.rows += int((kk * rows)[gw].sum())
-    col.padded += int((kk * padded)[gw].sum())
-    col.tokens += int(tokens[win].sum())
-    col.busy_s += _seqsum((kk * dt)[win])
-    col.gpu_s += _seqsum((kk * gb)[win])
-    col.block_s += _seqsum((bsteps * dt)[win])
-    if win.any():
-        pk = int(peak[win].max())
-        if pk > col.peak_blocks:
-            col.peak_blocks = pk
-    hd = win & dec
-    if hd.any():
+    fin = np.bincount(Fs[Fs < Lp], weights=top[Fs < Lp], minlength=Lp)  # blocks freed at step g
+    ga = g_after[di]
+    gm = g_before[mi] + 1
+    had = dm > 0
+    vm = np.where(had, V[gm], 0.0)
+    bst = np.empty(ne)
+    bst[di] = PV[ga] - PV[g_before[di]]
+    bst[mi] = vm + nbs
+
+    def used_end(idx: np.ndarray) -> np.ndarray:
+        """Blocks held after the finishes of events idx."""
+        g = g_after[idx]
+        u = np.where(d[idx] > 0, V[g] - fin[g], 0.0)
+        mx = x[idx] < 0
+        j = np.searchsorted(mi, idx[mx])
+        u[mx] += nbs[j] - nb1[j]
+        return u
+
+    # the collector (Collector.on_steps over the steps that start inside the window: a range of events)
+    e0, e1 = np.searchsorted(start, [col.w0, col.w1], side="left").tolist()
+    a0, a1 = np.searchsorted(di, [e0, e1]).tolist()
+    b0, b1 = np.searchsorted(mi, [e0, e1]).tolist()
+    per_key = np.bincount(inv[a0:a1], weights=kdec[a0:a1], minlength=keys.size).astype(np.int64)  # steps by entry
+    cpu_k = np.asarray([bool(f[2]) for f in tab], dtype=bool)
+    graph_k = np.asarray([bool(f[3]) for f in tab], dtype=bool)
+    rows_k = np.asarray([f[4] for f in tab], dtype=np.int64)
+    pad_k = np.asarray([f[5] for f in tab], dtype=np.int64)
+    gmw = graph_m[b0:b1]
+    col.steps += int(kk[e0:e1].sum())
+    col.decode_steps += int(per_key.sum())
+    col.mixed_steps += b1 - b0
+    col.cpu_bound += int(per_key[cpu_k].sum()) + int(cpu_m[b0:b1].sum())
+    col.graph_steps += int(per_key[graph_k].sum()) + int(gmw.sum())
+    col.rows += int((per_key * rows_k)[graph_k].sum()) + int(T[b0:b1][gmw].sum())
+    col.padded += int((per_key * pad_k)[graph_k].sum()) + int(pad_m[b0:b1][gmw].sum())
+    col.tokens += int((per_key * d_key).sum()) + int((dm[b0:b1] + npm[b0:b1]).sum())
+    col.busy_s += _seqsum(xs[e0:e1])
+    col.gpu_s += _seqsum((kk[e0:e1] * gbf[e0:e1]))
+    col.block_s += _seqsum(bst[e0:e1] * dt[e0:e1])
+    pk = max(int(V[ga[a0:a1]].max()) if a1 > a0 else 0, int((vm + nbs)[b0:b1].max()) if b1 > b0 else 0)
+    if pk > col.peak_blocks:
+        col.peak_blocks = pk
+    if per_key.any():
         h = col.hist
-        cnts = np.bincount(d[hd], weights=kk[hd])
-        for b in np.nonzero(cnts)[0].tolist():
-            h[b] = h.get(b, 0) + int(cnts[b])
+        by_d = np.bincount(d_key, weights=per_key)
+        for b in np.flatnonzero(by_d).tolist():
+            h[b] = h.get(b, 0) + int(by_d[b])
     # the series (its KV column now that blocks are known)
     kv_div = max(1, kv_blocks)
     series["t"].extend(s_t)
     series["running"].extend(s_run)
-    series["kv_used_frac"].extend(int(u) / kv_div for u in used_end[s_e].tolist())
+    series["kv_used_frac"].extend(int(u) / kv_div for u in used_end(np.asarray(s_e, dtype=np.int64)).tolist())
     series["queue"].extend(s_q)
     # the scheduler's end state (what summarize reads, and the rest kept consistent)
     sched.G = G
-    sched.used = int(used_end[-1]) if ne else 0
+    sched.used = int(used_end(np.asarray([ne - 1]))[0]) if ne else 0
     co = sched.cohort
     co.n, co.base_sum = cn, cbase
     for _, rid, b in heap:
