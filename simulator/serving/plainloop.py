@@ -196,12 +196,15 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
                 while bounds[bi] <= now:
                     bi += 1
                 bnd = bounds[bi]
-                cap = ceil((bnd - now) / dt) if bnd != inf else 1 << 62
                 ta = times[nxt]
-                if ta != inf and cn < max_seqs:
-                    ka = ceil((ta - now) / dt)
-                    if ka < cap:
-                        cap = ka
+                if ta <= bnd and ta != inf and cn < max_seqs:  # the arrival comes first (ceil is monotone)
+                    cap = ceil((ta - now) / dt)
+                else:
+                    cap = ceil((bnd - now) / dt) if bnd != inf else 1 << 62
+                    if ta != inf and cn < max_seqs:
+                        ka = ceil((ta - now) / dt)
+                        if ka < cap:
+                            cap = ka
                 if cap > 1:  # Scheduler.extend: the first finish, the context bucket (the pool cannot run short)
                     k = heap[0][0] - G
                     if cap < k:
