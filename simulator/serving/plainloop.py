@@ -18,10 +18,11 @@ the next scheduling point, never preempt":
   finish anyway), so the kernel does not track blocks at all; `_settle` computes them: a decoding request holds
   ceil(context / block size) blocks, a function of the step counter, summed over requests as a difference array
   (its blocks at joining, +1 every block size steps, laid out on block-size strides, minus its blocks when it leaves).
-The first time this does not hold (a request that would wait or prefill in chunks, a pool that could run short), the
-kernel gives up and returns None, having changed nothing (the step-time memos aside, which hold the same entries the
-loops would make), and the caller runs `loop_fast`. Plain decoding only, with `StepTimer`'s forward alone
-(scheduling "none"), the case the timer's memos are inlined for.
+The first time this does not hold (a request that would wait or prefill in chunks, a pool that could run short), at
+that scheduling point, the kernel settles its log so far into the scheduler, the collector and the series (the state
+`loop_fast` would have there, its float sums to go on from) and hands the run over to `loop_fast` from there. Plain
+decoding only, with `StepTimer`'s forward alone (scheduling "none"), the case the timer's memos are inlined for;
+otherwise it returns None at once and the caller runs `loop_fast`.
 tests/serving/test_serving_plainloop.py checks it against both loops on random workloads, limits binding or not.
 """
 
@@ -32,11 +33,12 @@ import math
 
 import numpy as np
 
-from .fastloop import _admissible
+from .fastloop import _admissible, loop_fast
 from .scheduler import DECODE, DONE, REJECTED
 from .steptime import C_GRID, D_GRID, L_GRID, StepTimer, bracket
 
 taken = 0  # runs the kernel finished (tests read it to check that the kernel, not the fallback, ran)
+handed = 0  # runs it handed over to the inlined loop part way
 
 
 def _figures(c) -> tuple:
@@ -56,8 +58,9 @@ def _seqsum(a: np.ndarray) -> float:
 
 def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: float, series: dict,
                kv_blocks: int, prompt: np.ndarray, output: np.ndarray) -> tuple[float, int, int] | None:
-    """`fastloop.loop_fast`'s result and end state, or None (nothing changed) where a limit could bind."""
-    global taken
+    """`fastloop.loop_fast`'s result and end state (handing over to it where a limit could bind), or None (nothing
+    done) where the kernel does not apply."""
+    global taken, handed
     if sched.spec is not None or sched.rate != 1 or type(timer) is not StepTimer or timer.setup.spec is not None \
             or timer.scheduling != "none" or sched.G or sched.used or sched.waiting or sched.running:
         return None
@@ -110,6 +113,7 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
     now = 0.0
     nxt = 0
     no_chunks: tuple = ()
+    aborted = False
     waited = True
     while True:
         if waited:  # arrivals at 0 or at the end of a wait for one (after a step, the step's end handed them over)
@@ -131,12 +135,14 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
         if pending:  # a mixed step admitting every waiting request whole, or give up
             np_ = len(pending)
             if cn + np_ > max_seqs:
-                return None
+                aborted = True
+                break
             if np_ == 1:
                 rid = pending[0]
                 ptok = P[rid]
                 if ptok > budget - cn:
-                    return None
+                    aborted = True
+                    break
                 ub += mb[rid]
             else:
                 ptok = 0
@@ -144,11 +150,15 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
                     left = budget - cn - ptok
                     rem = P[rid]
                     if left <= 0 or rem > left:
-                        return None
+                        aborted = True
+                        break
                     ptok += rem
                     ub += mb[rid]
+                if aborted:
+                    break
             if ub > total:
-                return None
+                aborted = True
+                break
             chunks = pending
             pending = []
             T = d + ptok
@@ -273,16 +283,22 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
             next_sample = now + every
         if now >= stop:
             break
-    taken += 1
     col.area, col._t, col._n = area, tt, tn
     _settle(sched, col, series, kv_blocks, p64, o64, dmemo, kd, mroutes, ok, nxt, pending, heap, G, cn, cbase,
-            first_t, finish_t, join, E_k, E_x, (M_d, M_np, M_ctx, M_v), (I_e, I_now), bdl, s_t, s_run, s_q, s_e)
+            first_t, finish_t, join, E_k, E_x, (M_d, M_np, M_ctx, M_v), (I_e, I_now), bdl, s_t, s_run, s_q, s_e,
+            aborted)
+    if aborted:  # a limit could bind from this scheduling point on: the inlined loop takes the run over from here
+        handed += 1
+        return loop_fast(cfg, sched, col, timer, times, None, w0, w1, stop, series, kv_blocks, prompt, output,
+                         start=(now, nxt, next_sample, rejected, events))
+    taken += 1
     return now, rejected, events
 
 
 def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pending, heap, G, cn, cbase, first_t,
-            finish_t, join, E_k, E_x, M, idle, bdl, s_t, s_run, s_q, s_e) -> None:
-    """The collector's sums, the KV figures, the series' KV column and the scheduler's end state, from the log."""
+            finish_t, join, E_k, E_x, M, idle, bdl, s_t, s_run, s_q, s_e, handover: bool = False) -> None:
+    """The collector's sums, the KV figures, the series' KV column and the scheduler's end state, from the log
+    (`handover`: the state `fastloop.loop_fast` goes on from, per-request lists as the scheduler keeps them)."""
     bs = sched.bs
     n = len(P)
     okv = np.asarray(ok, dtype=bool)
@@ -457,8 +473,10 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pe
         base = sched.base
         for rid in alive:
             base[rid] = sched.P[rid] - join[rid]
-    # per-request arrays where the loops keep lists (metrics.summarize reads either; nothing else reads them)
-    sched.state, sched.gen, sched.comp, sched.target, sched.O = state, gen, comp, target, O
+    if handover:
+        sched.state, sched.gen, sched.comp, sched.target = state.tolist(), gen.tolist(), comp.tolist(), target.tolist()
+    else:  # per-request arrays where the loops keep lists (metrics.summarize reads either; nothing else reads them)
+        sched.state, sched.gen, sched.comp, sched.target, sched.O = state, gen, comp, target, O
     sched.join = join
     sched.running.update((rid, None) for rid in alive)
     sched.waiting.extend(pending)

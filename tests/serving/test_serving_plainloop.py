@@ -1,6 +1,7 @@
 """The kernel loop (serving/plainloop.py: a lean loop where no limit binds, its bookkeeping in numpy afterwards)
 against the inlined loop (serving/fastloop.py) and the reference loop: identical results, bit for bit, on random
-workloads with the real step engine, limits binding (the kernel gives up and the inlined loop runs) or not."""
+workloads with the real step engine, limits binding (the kernel hands the run over to the inlined loop at the first
+scheduling point where one could) or not."""
 
 import dataclasses
 
@@ -29,7 +30,8 @@ def run(cfg, wl, duration, **kw):
 
 
 def kernel_equals_inlined(cfg, wl, duration, reference=False):
-    """The kernel's result (or its fallback's) equals the inlined loop's; returns whether the kernel ran."""
+    """The kernel's result (or its hand-over's) equals the inlined loop's; returns whether the kernel ran to the
+    end."""
     t0 = plainloop.taken
     a = run(cfg, wl, duration)
     ran = plainloop.taken > t0
@@ -96,4 +98,6 @@ def test_kernel_runs_where_no_limit_binds_and_gives_up_where_one_does():
     wl = dataclasses.replace(wl, times=wl.times[:1600], prompt=wl.prompt[:1600], output=wl.output[:1600])
     assert kernel_equals_inlined(cfg, wl, 20.0, reference=True)  # 20 s of it, against the reference loop too
     for small in (dict(kv_blocks=300), dict(max_num_seqs=4), dict(max_num_batched_tokens=512)):
+        h0 = plainloop.handed
         assert not kernel_equals_inlined(dataclasses.replace(cfg, **small), wl, 20.0)
+        assert plainloop.handed == h0 + 1
