@@ -50,9 +50,11 @@ def _figures(c) -> tuple:
 
 
 def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, stop: float, series: dict,
-              kv_blocks: int, prompt: np.ndarray, output: np.ndarray) -> tuple[float, int, int]:
+              kv_blocks: int, prompt: np.ndarray, output: np.ndarray, start: tuple | None = None) -> tuple[float, int, int]:
     """`replica._loop_reference` for plain decoding, inlined (module docstring); the same return value and the same
-    state left in `sched` and `col`."""
+    state left in `sched` and `col`. `start`: (clock, next arrival, next sample, rejected, events) of a run that
+    `sched`, `col` and `series` hold up to there (plainloop's kernel hands over); the collector's float sums go on
+    from `col`'s, as one loop's would."""
     if spec is not None or sched.rate != 1:
         raise ValueError("the inlined loop is for plain decoding (no speculative decode)")
     heappop, heappush = heapq.heappop, heapq.heappush
@@ -85,7 +87,7 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
             bl1: dict = {}  # bracket(L, L_GRID) of one chunk of L tokens
     # the collector's figures (Collector.on_steps / track), written back at the end
     c_steps = c_dec = c_mix = c_cpu = c_graph = c_rows = c_padded = c_tokens = 0
-    c_busy = c_gpu = c_block = 0.0
+    c_busy, c_gpu, c_block = col.busy_s, col.gpu_s, col.block_s
     c_peak = col.peak_blocks
     hist = [0] * (dmax + 1)  # Collector.hist by batch
     area, tt, tn = col.area, col._t, col._n
@@ -98,6 +100,8 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
     rejected = events = 0
     now = 0.0
     nxt = 0  # next arrival not yet handed to the scheduler
+    if start is not None:
+        now, nxt, next_sample, rejected, events = start
     no_chunks: tuple = ()
     while True:
         while times[nxt] <= now:  # hand every request that has arrived by now to the scheduler, in order
@@ -407,9 +411,9 @@ def loop_fast(cfg, sched, col, timer, times: list, spec, w0: float, w1: float, s
     col.rows += c_rows
     col.padded += c_padded
     col.tokens += c_tokens
-    col.busy_s += c_busy
-    col.gpu_s += c_gpu
-    col.block_s += c_block
+    col.busy_s = c_busy  # (the sums went on from col's)
+    col.gpu_s = c_gpu
+    col.block_s = c_block
     col.peak_blocks = c_peak
     h = col.hist
     for b, c in enumerate(hist):

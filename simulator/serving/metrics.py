@@ -76,6 +76,11 @@ class Collector:
         return [{"batch": b, "count": self.hist[b]} for b in sorted(self.hist)]
 
 
+def _array(x, dtype, n: int) -> np.ndarray:
+    """A per-request list (or array) as an array of `dtype`."""
+    return x.astype(dtype, copy=False) if isinstance(x, np.ndarray) else np.fromiter(x, dtype=dtype, count=n)
+
+
 def pct(x: np.ndarray, q: float) -> float | None:
     return float(np.percentile(x, q)) if x.size else None
 
@@ -86,23 +91,23 @@ def summarize(col: Collector, sched, arrivals: np.ndarray, stop: float, rejected
     span = w1 - w0
     n = len(arrivals)
     idx = np.nonzero((arrivals >= w0) & (arrivals < w1))[0]
-    # the scheduler's per-request lists, each read into an array once
-    state_all = np.fromiter(sched.state, dtype=np.int64, count=n) if n else np.empty(0, dtype=int)
-    first_all = np.fromiter(sched.first_t, dtype=float, count=n) if n else np.empty(0)
-    fin_all = np.fromiter(sched.finish_t, dtype=float, count=n) if n else np.empty(0)
+    # the scheduler's per-request lists (or arrays: serving/plainloop.py leaves some), each read into an array once
+    state_all = _array(sched.state, np.int64, n) if n else np.empty(0, dtype=int)
+    first_all = _array(sched.first_t, float, n) if n else np.empty(0)
+    fin_all = _array(sched.finish_t, float, n) if n else np.empty(0)
     state = state_all[idx]
     arr = arrivals[idx]
     first = first_all[idx]
     fin = fin_all[idx]
-    out = np.fromiter(sched.O, dtype=np.int64, count=n)[idx] if n else np.empty(0, dtype=np.int64)
+    out = _array(sched.O, np.int64, n)[idx] if n else np.empty(0, dtype=np.int64)
     ok = state != REJECTED
     arr, first, fin, out = arr[ok], first[ok], fin[ok], out[ok]
     if not idx.size:
         gen = out
     elif sched.spec is None:  # Scheduler.generated_now for every request at once
         sel = idx[ok]
-        g = np.fromiter(sched.gen, dtype=np.int64, count=n)[sel]
-        gen = np.where(state[ok] == DECODE, g + (sched.G - np.fromiter(sched.join, dtype=np.int64, count=n)[sel]), g)
+        g = _array(sched.gen, np.int64, n)[sel]
+        gen = np.where(state[ok] == DECODE, g + (sched.G - _array(sched.join, np.int64, n)[sel]), g)
     else:
         gen = np.asarray([sched.generated_now(int(i)) for i in idx[ok]], dtype=np.int64)
     done = ~np.isnan(fin)

@@ -9,7 +9,10 @@ decode-only steps that nothing could change - see `Scheduler.extend`; `merge_ste
 iteration each and gives the same figures), then apply the step (tokens, first tokens, finishes). With nothing
 to run it jumps to the next arrival.
 Without speculative decoding the loop runs inlined (serving/fastloop.py: the same arithmetic on local variables,
-the same figures bit for bit); `_loop_reference` below is the loop through the scheduler's methods.
+the same figures bit for bit); `_loop_reference` below is the loop through the scheduler's methods. Before it,
+serving/plainloop.py's kernel tries the run: where no limit can bind it keeps only what decides the trajectory and
+computes the KV blocks and the collector's sums from its log with numpy afterwards (the same figures bit for bit);
+the first time a limit could bind it gives up, unchanged, and the inlined loop runs.
 Arrivals stop at `duration`; the run continues until every request has left or `drain_s` has passed after
 `duration` (what is left is reported as unfinished). Metrics: see `metrics`.
 """
@@ -29,6 +32,7 @@ from .arrivals import Workload
 from .fastloop import loop_fast
 from .kv import BLOCK_SIZE, KVCapacity, kv_capacity
 from .metrics import Collector, finite, summarize
+from .plainloop import loop_plain
 from .scheduler import Limits, Scheduler, SpecDecode
 from .steptime import CTX_BUCKET, StepTimer
 
@@ -133,11 +137,14 @@ class ServeResult:
 
 
 def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prepared | None = None,
-                     spec_seed: np.random.SeedSequence | int | None = None, *, reference: bool = False) -> ServeResult:
+                     spec_seed: np.random.SeedSequence | int | None = None, *, reference: bool = False,
+                     kernel: bool = True) -> ServeResult:
     """Serve `wl` (arrivals in [0, duration)) on one replica; return its metrics. `spec_seed`: the stream the
     speculative steps' accepted tokens are drawn from (the replication's, serving/setup.py; None: seed 0).
     `reference`: run the plain loop (`_loop_reference`) instead of the inlined one (fastloop.py, used without
-    speculative decoding); both give the same figures, bit for bit (tests/serving/test_serving_fastloop.py)."""
+    speculative decoding); both give the same figures, bit for bit (tests/serving/test_serving_fastloop.py).
+    `kernel`: try plainloop.loop_plain first (where no limit binds; the same figures again,
+    tests/serving/test_serving_plainloop.py); False runs the inlined loop alone."""
     t_wall = time.perf_counter()
     prep = prep or prepare(cfg)
     timer, kv = prep.timer, prep.kv
@@ -157,8 +164,12 @@ def simulate_serving(cfg: ServeConfig, wl: Workload, duration: float, prep: Prep
     if spec is not None or reference:
         end, rejected, events = _loop_reference(cfg, sched, col, timer, times, spec, w0, w1, stop, series, kv.blocks)
     else:
-        end, rejected, events = loop_fast(cfg, sched, col, timer, times, spec, w0, w1, stop, series, kv.blocks,
-                                          wl.prompt, wl.output)
+        out = loop_plain(cfg, sched, col, timer, times, w0, w1, stop, series, kv.blocks, wl.prompt, wl.output) \
+            if kernel else None
+        if out is None:
+            out = loop_fast(cfg, sched, col, timer, times, spec, w0, w1, stop, series, kv.blocks, wl.prompt,
+                            wl.output)
+        end, rejected, events = out
     col.track(max(end, w1), sched.in_system)
     samples, metrics = summarize(col, sched, np.asarray(wl.times, dtype=float), end, rejected)
     metrics["offered_rate"] = wl.rate
