@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from simulator.model.kernels import LaunchPath as P
 from simulator.model.kernels import SDPA_CALL, Op, OpClass
-from simulator.model.recipes import (CUDNN_PLAN_MS, PYTHON_US_PER_CALL, STRIDED_COPY_US, act, attention_op, embedding,
-                                     keys_of, norm, rope, softcap, split_kv_reduce, verify_block_op, verify_part)
+from simulator.model import recipes as R  # read when called: calibration sets the fitted constants on recipes.py
 
 
 # -- the hf recipe --------------------------------------------------------------------------------------------------
@@ -18,7 +17,7 @@ def hf_preamble(b, cache: str, slots: int, positions: str = "given") -> None:
     over the slots (and the sliding mask where a layer slides), rotary set-up (10 kernels a rotary embedding)."""
     m, T, hd = b.m, b.s.tokens, b.m.head_dim
     start = len(b.ops)
-    embedding(b)
+    R.embedding(b)
     b.all_reduce("embedding.all_reduce", T)
     if positions == "computed":
         b.ew("cache_position.arange", 1, 0, 8)
@@ -61,7 +60,7 @@ def hf_preamble(b, cache: str, slots: int, positions: str = "given") -> None:
     del hd
     python(b, "python.preamble", len(b.ops) - start)
     if cache == "dynamic":
-        b.ops.append(Op("sdpa.cudnn_plan", OpClass.VIEW, P.EAGER_VIEW, fixed_host_s=CUDNN_PLAN_MS * 1e-3))
+        b.ops.append(Op("sdpa.cudnn_plan", OpClass.VIEW, P.EAGER_VIEW, fixed_host_s=R.CUDNN_PLAN_MS * 1e-3))
 
 
 def hf_layer(b, layer: int, cache: str, slots: int) -> None:
@@ -72,14 +71,14 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
     H, q, kv, I, hd = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size, m.head_dim
     Hq, KV = m.num_attention_heads, m.num_key_value_heads
     start = len(b.ops)
-    norm(b, "input_layernorm", T, H)
+    R.norm(b, "input_layernorm", T, H)
     if m.packed_qkv:
         b.gemm("qkv_proj", T, q + 2 * kv, H, bias=m.qkv_bias)
         b.view("qkv.slice", 3)
         b.view("qkv.view_transpose", 6)
         if m.qk_norm:
-            norm(b, "q_norm", T * Hq, hd)
-            norm(b, "k_norm", T * KV, hd)
+            R.norm(b, "q_norm", T * Hq, hd)
+            R.norm(b, "k_norm", T * KV, hd)
     else:
         # Gemma3Attention projects q, k and v first, then q-norm and k-norm (round g's gemma-3-1b trace); Qwen3
         # norms each projection as it comes (round c)
@@ -88,16 +87,16 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
             b.gemm(f"{name}_proj", T, n, H, bias=m.qkv_bias)
             b.view(f"{name}.view_transpose", 2)
             if m.qk_norm and name != "v" and not proj_first:
-                norm(b, f"{name}_norm", T * heads, hd)
+                R.norm(b, f"{name}_norm", T * heads, hd)
         if proj_first:
-            norm(b, "q_norm", T * Hq, hd)
-            norm(b, "k_norm", T * KV, hd)
+            R.norm(b, "q_norm", T * Hq, hd)
+            R.norm(b, "k_norm", T * KV, hd)
     b.view("rope.unsqueeze", 2)
-    rope(b, "rope_q", Hq)
-    rope(b, "rope_k", KV)
+    R.rope(b, "rope_q", Hq)
+    R.rope(b, "rope_k", KV)
     rep = Hq // KV
     if cache == "static":
-        keys = keys_of(m, layer, slots)
+        keys = R.keys_of(m, layer, slots)
         sliding = m.sliding_at(layer)
         if sliding and s.ctx >= keys:
             # a sliding layer whose window is full (the new position >= its min(window, slots) slots): the cache
@@ -122,7 +121,7 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
                 b.ew("cache.pos_add_", 1, 8, 8)
         # a verify step (q_len > 1): the repeat_kv copies and SDPA's mask kernels are parts of the measured
         # hf_static verify-attention block (costs.py prices them inside it where the profile has that table)
-        part = verify_part(m, s)
+        part = R.verify_part(m, s)
         # repeat_kv: SDPA gets a mask, so no enable_gqa; an expand + reshape copies every slot, except with one kv
         # head, where the reshape of the expanded [B, 1, rep, S, D] is a view (round g: gemma-3-1b launches no copy)
         if rep > 1 and KV > 1:
@@ -130,7 +129,7 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
                 b.view(f"repeat_kv_{t}.expand", 1)
                 n = s.seqs * Hq * keys * hd
                 b.ops.append(Op(f"repeat_kv_{t}", OpClass.COPY, P.EAGER_COPY, n, n * (e / rep + e), part,
-                                fixed_gpu_s=(STRIDED_COPY_US[0] + n / STRIDED_COPY_US[1]) * 1e-6))
+                                fixed_gpu_s=(R.STRIDED_COPY_US[0] + n / R.STRIDED_COPY_US[1]) * 1e-6))
         # SDPA's own conversion of the boolean mask, launched inside the SDPA call (eager in a piecewise cut)
         call = {**dict(part), SDPA_CALL: 1}
         b.add("sdpa.mask_fill", OpClass.ELEMENTWISE, P.EAGER_ELEMENTWISE, 1, e, **call)
@@ -140,22 +139,22 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
               **call)
         heads_sdpa, masked = Hq if rep > 1 else KV, True
     else:
-        keys = keys_of(m, layer, s.ctx + 1)
+        keys = R.keys_of(m, layer, s.ctx + 1)
         for t in ("k", "v"):  # DynamicCache.update: torch.cat([past, new], dim=-2)
             b.copy(f"cache.cat_{t}", s.seqs * KV * keys * hd, e, e)
         heads_sdpa, masked = KV, False
     if cache == "static" and s.q_len > 1:
-        verify_block_op(b, keys)
+        R.verify_block_op(b, keys)
     else:
-        attention_op(b, "attention", P.EAGER_ATTENTION, keys, heads_sdpa, masked, table_kv_heads=KV)
-    split_kv_reduce(b, heads_sdpa, keys)
+        R.attention_op(b, "attention", P.EAGER_ATTENTION, keys, heads_sdpa, masked, table_kv_heads=KV)
+    R.split_kv_reduce(b, heads_sdpa, keys)
     b.view("attn.transpose_reshape", 2)
     b.gemm("o_proj", T, H, q, bias=m.o_bias)
     b.all_reduce("o_proj.all_reduce", T)
     if m.sandwich_norms:
-        norm(b, "post_attention_layernorm", T, H)
+        R.norm(b, "post_attention_layernorm", T, H)
     b.ew("residual_add", T * H, 2 * e, e)
-    norm(b, "pre_feedforward_layernorm" if m.sandwich_norms else "post_attention_layernorm", T, H)
+    R.norm(b, "pre_feedforward_layernorm" if m.sandwich_norms else "post_attention_layernorm", T, H)
     if m.is_moe:
         block_hf(b)
         b.ew("residual_add", T * H, 2 * e, e)
@@ -163,31 +162,31 @@ def hf_layer(b, layer: int, cache: str, slots: int) -> None:
     if m.packed_gate_up:
         b.gemm("gate_up_proj", T, 2 * I, H, bias=m.mlp_bias)
         b.view("gate_up.chunk", 2)
-        act(b, "act", T * I)
+        R.act(b, "act", T * I)
     else:
         b.gemm("gate_proj", T, I, H, bias=m.mlp_bias)
-        act(b, "act", T * I)
+        R.act(b, "act", T * I)
         b.gemm("up_proj", T, I, H, bias=m.mlp_bias)
     b.ew("mul", T * I, 2 * e, e)
     b.gemm("down_proj", T, H, I, bias=m.mlp_bias)
     b.all_reduce("down_proj.all_reduce", T)
     if m.sandwich_norms:
-        norm(b, "post_feedforward_layernorm", T, H)
+        R.norm(b, "post_feedforward_layernorm", T, H)
     b.ew("residual_add", T * H, 2 * e, e)
     python(b, "python.layer", len(b.ops) - start)
 
 
 def python(b, name: str, calls: int) -> None:
-    """transformers' Python around `calls` host calls (PYTHON_US_PER_CALL each): one host-only op."""
-    b.ops.append(Op(name, OpClass.VIEW, P.EAGER_VIEW, fixed_host_s=PYTHON_US_PER_CALL * calls * 1e-6))
+    """transformers' Python around `calls` host calls (recipes.PYTHON_US_PER_CALL each): one host-only op."""
+    b.ops.append(Op(name, OpClass.VIEW, P.EAGER_VIEW, fixed_host_s=R.PYTHON_US_PER_CALL * calls * 1e-6))
 
 
 def hf_tail(b) -> None:
     m, T = b.m, b.s.tokens
     last = b.s.seqs + b.s.padding
     start = len(b.ops)
-    norm(b, "final_norm", T, m.hidden_size)
+    R.norm(b, "final_norm", T, m.hidden_size)
     b.gemm("lm_head", last, m.vocab_size, m.hidden_size)
     b.all_gather_logits(last)
-    softcap(b, last)
+    R.softcap(b, last)
     python(b, "python.tail", len(b.ops) - start)
