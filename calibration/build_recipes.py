@@ -81,7 +81,7 @@ def split_layers(tokens: list[str], layers: int) -> tuple[list, list, list] | No
 
 def recipe_tokens(model, cache: str, batch: int, ctx: int, slots: int | None,
                   positions: str = "given") -> tuple[list, list, list]:
-    from simulator.model import recipes as R
+    from simulator.model import recipes_hf as R
     from simulator.model.workload import _Builder, decode
 
     def kernels(fn):

@@ -26,12 +26,19 @@ def _entry_process() -> bool:
 # default thresholds (700, 10, 10) ran ~90 young and ~8 middle collections over them in `predict --json`, and a
 # full one in `optimize` and `run`: 15 ms of `predict`, 55-90 ms of `optimize` and ~120 ms of `run` on this
 # 2-core machine (gc.callbacks). A young generation of 10,000 objects while the process runs, and everything
-# alive once the command's module is loaded moved out of the collected generations (`gc.freeze`, in `main`):
+# alive once the command's module is loaded moved out of the collected generations (`gc.freeze`, in `_run`):
 # cyclic garbage is still collected, the start-up objects are no longer traversed again and again.
+# Until the command starts (imports, the option parsing) the collector is off: start-up makes almost no cyclic
+# garbage, and the ~5 young collections of 10,000 objects it still ran while `predict --json` imported its modules
+# cost ~2 ms each here (~3 % of the process). It is switched back on, after the freeze, just before the command
+# runs (`_run`). Not in a worker process started by multiprocessing's spawn or forkserver, which imports this
+# module with the parent's argv (multiprocessing is imported by then; the entry process has not imported it yet).
 if _entry_process():
     import gc
 
     gc.set_threshold(10_000, 10, 10)
+    if "multiprocessing" not in sys.modules:
+        gc.disable()
 
 from simulator.common.errors import Interrupted, UserError
 
@@ -155,10 +162,6 @@ def main(argv: list[str] | None = None) -> None:
     import warnings
 
     warnings.simplefilter("ignore", RuntimeWarning)  # numpy overflow notes must not precede the error line
-    if argv is None and _entry_process():  # the start-up objects are never traversed again (see the top)
-        import gc
-
-        gc.freeze()
     old = None
     if threading_main():
         old = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
@@ -187,15 +190,16 @@ def _run(argv) -> None:
         from .fast import plain_call
 
         fast = plain_call(*_FAST[args[0]], list(args[1:]))  # None: not a plain command line, typer parses it
-        if fast is not None and argv is None and _entry_process():  # its module is loaded now (see the top)
-            import gc
-
-            gc.freeze()
     if fast is None:
         if args and args[0] in _FAST and _entry_command() == args[0]:
             _load([_COMMANDS[args[0]]])  # what the import would have registered
         if not (args and _COMMANDS.get(args[0]) in _loaded):
             _load(_MODULES)  # help, a flag, an unknown command or one not registered yet: every command, as always
+    if argv is None and _entry_process():  # the command's modules are loaded: never traversed again, and the
+        import gc  # collector back on for the command (see the top)
+
+        gc.freeze()
+        gc.enable()
     try:
         rv = fast() if fast is not None else _get_app()(args=argv, prog_name="launchsim", standalone_mode=False)
     except UserError as e:

@@ -25,17 +25,18 @@ def _no_constants(name: str):
 
 # Only these spellings can parse to a non-finite float: the NaN / Infinity constants, an exponent of three or more
 # digits (1e999) or a number literal of 309 or more digits. A text with none of them needs no walk; one that has
-# one (maybe inside a string) gets the exact walk below. Substring tests on the text with its digits mapped to NUL
-# (C-speed: a regex over a 250 KB profile took 10 ms, this 0.5 ms).
-_DIGITS = str.maketrans("0123456789", "\0" * 10)
-_EXPONENTS = tuple(e + s + "\0" * 3 for e in "eE" for s in ("", "+", "-"))
+# one (maybe inside a string) gets the exact walk below. Substring tests on the text with its digits mapped to NUL,
+# E to e and the signs removed, so that one test finds every exponent form (e, E, e+, e-, E+, E-; removing a sign
+# can only join digits into a longer run, which at worst sends a clean text to the walk): C-speed, a regex over a
+# 250 KB profile took 10 ms, six substring tests 3 ms, this 1 ms.
+_DIGITS = str.maketrans({**{d: "\0" for d in "0123456789"}, "E": "e", "+": None, "-": None})
 
 
 def _may_be_non_finite(text: str) -> bool:
     if "NaN" in text or "Infinity" in text:
         return True
     t = text.translate(_DIGITS)
-    return "\0" * 309 in t or any(p in t for p in _EXPONENTS)
+    return "\0" * 309 in t or "e\0\0\0" in t
 
 
 def _first_non_finite(data, text: str | None = None):

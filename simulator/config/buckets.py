@@ -12,7 +12,7 @@ from .base import Tokens
 from .stepopts import StepOptions
 from simulator.common import limits as L
 from simulator.common import vocab as V
-from .specs import DistributionSpec
+from .distspecs import DistributionSpec
 from .step import FusionName, GraphName
 
 PresetName = V.literal(V.COMPARED_PRESETS + (V.LayoutPreset.POW2,))

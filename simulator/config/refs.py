@@ -45,12 +45,12 @@ def _model(name: str, assume_family: str | None = None):
 
 def _profile(name):
     # the run loads the same profile through this cache: the check's load is the run's, not a second one
-    from simulator.engine.setup import load_cached_profile
+    from simulator.engine.setup import load_cached_costs
 
     def check():
         if name is not None and not str(name).strip():
             raise UserError("empty profile name")
-        return load_cached_profile(name)[0]
+        return load_cached_costs(name)[0]
     return check
 
 

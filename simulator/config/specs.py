@@ -1,19 +1,20 @@
-"""Field types more than one scenario kind shares: a batch-size distribution (`buckets`, `sweep`) and a capture
-layout (`serve`, `capacity` as sizes alone; `sweep` as a named layout with a preset's caps). Defined once here so
-that a distribution or a layout is written, validated and built the same way in every kind."""
+"""Field types more than one scenario kind shares: a capture layout (`serve`, `capacity`, `predict` as sizes alone),
+the prefill layout and byte counts; the models of a batch-size distribution (`buckets`, `sweep`) and of a sweep's
+named layout are in config/distspecs.py (a kind without them, such as `predict`, does not build them). Defined once
+so that a distribution or a layout is written, validated and built the same way in every kind."""
 
 from __future__ import annotations
 
 import re
 from typing import Annotated, Union
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator
 
 from simulator.common import limits as L
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
 
-from .base import Batch, Strict
+from .base import Batch
 
 SOURCES = ("histogram", "samples", "csv", "uniform")
 
@@ -38,66 +39,6 @@ PREFILL_LAYOUT_HELP = ("prefill (token-count) capture sizes for mixed steps that
 ATTENTION_BACKEND_HELP = ("attention backend: fa3 captures mixed prefill+decode steps in graph mode full (vLLM "
                           "AttentionCGSupport.ALWAYS); flashinfer, fa2, triton capture decode-only steps "
                           "(simulator/engine/routing.py)")
-
-
-class DistributionSpec(Strict):
-    """A batch-size distribution: exactly one of an inline histogram, inline samples or a CSV file."""
-
-    histogram: dict[Batch, Annotated[float, Field(ge=0)]] | None = Field(
-        None, description="{batch: count} of observed steps")
-    samples: list[Batch] | None = Field(None, min_length=1, description="observed batch sizes, one per step")
-    csv: str | None = Field(None, description="CSV path (relative to the scenario file, else to the working directory) "
-                                              "with a header and a `batch` column or `batch,count` columns, such as "
-                                              "the batch_log.csv a `serve` run writes")
-
-    @model_validator(mode="after")
-    def _one_source(self):
-        sources = [k for k in SOURCES if k in type(self).model_fields]
-        if len([k for k in sources if getattr(self, k) is not None]) != 1:
-            raise ValueError(f"give exactly one of {', '.join(sources[:-1])} or {sources[-1]}")
-        uni = getattr(self, "uniform", None)
-        if uni is not None and uni[0] > uni[1]:
-            raise ValueError("uniform: lo must be <= hi")
-        return self
-
-    @property
-    def source(self) -> str:
-        """The field that gives the distribution (for error locations)."""
-        return next(k for k in SOURCES if getattr(self, k, None) is not None)
-
-    def build(self, label: str | None = None):
-        """The `BatchDistribution` (simulator/layouts/distribution.py); `label` names it (default: its source's)."""
-        from simulator.layouts.distribution import BatchDistribution, from_csv, from_histogram, from_samples, uniform
-
-        if self.histogram is not None:
-            d = from_histogram(dict(self.histogram), label or "histogram")
-        elif self.samples is not None:
-            d = from_samples(self.samples, label or "samples")
-        elif self.csv is not None:
-            d = from_csv(self.csv)
-        else:
-            d = uniform(*getattr(self, "uniform"))
-        return d if label is None else BatchDistribution(d.sizes, d.weights, label)
-
-
-class _Named(Strict):
-    name: str = Field(description="label of the batch-size distribution")
-
-
-class NamedDistribution(DistributionSpec, _Named):
-    """A sweep's distribution: a DistributionSpec with a label for results and charts, or a uniform range."""
-
-    uniform: tuple[Batch, Batch] | None = Field(None, description="[lo, hi]: every batch lo..hi equally likely")
-
-
-class LayoutSpec(Strict):
-    """A sweep's capture layout: named sizes, with a preset's caps."""
-
-    name: str = Field(description="label of the layout in results and charts")
-    sizes: LayoutSizes = Field(
-        description="a preset (vllm, sglang, trtllm, seed, pow2, all), 'a,b,c' or a list of capture sizes")
-    max_size: Batch | None = Field(None, description="cap on a preset's largest size (preset default if unset)")
-    max_num_seqs: Batch | None = Field(None, description="vllm preset: max = min(2 x max_num_seqs, 512)")
 
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}

@@ -12,7 +12,8 @@ from .stepopts import StepOptions
 from simulator.common import limits as L
 from simulator.common import vocab as V
 from .specs import ATTENTION_BACKEND_HELP, PREFILL_LAYOUT_HELP, PrefillLayout  # noqa: F401
-from .specs import parse_bytes, LayoutSpec, NamedDistribution
+from .distspecs import LayoutSpec, NamedDistribution
+from .specs import parse_bytes
 from .step import FusionName, GraphName
 
 

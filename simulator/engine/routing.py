@@ -43,11 +43,13 @@ pads a mixed batch by its num_tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from simulator.layouts.buckets import pad
 from simulator.common.errors import UserError
 from simulator.common import vocab as V
+
+if TYPE_CHECKING:
+    from simulator.layouts.buckets import Padded  # imported on the first padded step (`_pad`)
 
 GRAPH_MODES = V.values(V.GraphMode)
 ATTENTION_BACKENDS = V.values(V.AttentionBackend)
@@ -112,6 +114,16 @@ class Route:
         return self.executed - self.rows
 
 
+def _pad(batch: int, sizes: list[int]) -> Padded:
+    """`buckets.pad`, imported on the first padded step (a step routed without captured sizes never loads
+    layouts/buckets.py); then this name is buckets.pad itself."""
+    global _pad
+    from simulator.layouts.buckets import pad
+
+    _pad = pad
+    return pad(batch, sizes)
+
+
 def route(graph: str, sizes: Sequence[int] | None, rows: int, pure_decode: bool = True, *,
           backend: str = DEFAULT_BACKEND, prefill_sizes: Sequence[int] | None = None) -> Route:
     """Where a step of `rows` rows goes under graph mode `graph` and the captured sizes `sizes` (ascending).
@@ -128,7 +140,7 @@ def route(graph: str, sizes: Sequence[int] | None, rows: int, pure_decode: bool 
         sizes = prefill_sizes
     if sizes is None:
         return Route(rows, rows, mode)
-    p = pad(rows, list(sizes)) if sizes else None
+    p = _pad(rows, list(sizes)) if sizes else None
     if p is None or p.padded is None:
         return Route(rows, None, "none", overflow=True)  # above the largest captured size: eager (no cudagraph)
     return Route(rows, p.padded, mode)

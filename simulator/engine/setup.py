@@ -36,8 +36,7 @@ from simulator.model.models import ModelSpec
 from simulator.model.profile import Profile, load_profile
 from simulator.model.workload import StepShape, build_step, impl_of
 
-_OBJ: dict[int, tuple] = {}  # id(Profile or CostModel) -> (object, Profile, CostModel, digest)
-
+_OBJ: dict[int, tuple] = {}  # id(Profile or CostModel) -> (object, Profile, CostModel, Digest)
 
 
 def profile_digest(p: Profile) -> str:
@@ -45,17 +44,61 @@ def profile_digest(p: Profile) -> str:
     return hashlib.sha256(json.dumps(p.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
 
 
+class Digest:
+    """`profile_digest(profile)`, computed on first use and then kept: the digest of a measured profile (its
+    model_dump and sorted json.dumps of ~33k values, ~15 ms) is part of every step-time memo key, but a single
+    `predict` uses no memo, so `StepSetup.of` carries this instead of the text. It hashes and compares as the
+    digest's text (a setup holding it and one holding the text are equal, and find the same memo entries), and
+    pickles as that text (a plain str on the other side)."""
+
+    __slots__ = ("_profile", "_text")
+
+    def __init__(self, profile: Profile):
+        self._profile: Profile | None = profile
+        self._text: str | None = None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            assert self._profile is not None
+            self._text, self._profile = profile_digest(self._profile), None
+        return self._text
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Digest):
+            return other is self or str(self) == str(other)
+        return str(self) == other if isinstance(other, str) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+    def __reduce__(self):
+        return str, (str(self),)
+
+
 @lru_cache(maxsize=64)
+def _load_named(name: str | None) -> tuple[Profile, CostModel, Digest]:
+    """A profile by name or path (None: the default), its cost model and its digest (computed when first used)."""
+    p = load_profile(name)
+    return p, CostModel(p), Digest(p)
+
+
 def load_cached_profile(name: str | None) -> tuple[Profile, CostModel, str]:
     """A profile by name or path (None: the default), its cost model and its digest."""
-    p = load_profile(name)
-    return p, CostModel(p), profile_digest(p)
+    p, costs, digest = _load_named(name)
+    return p, costs, str(digest)
 
 
-def resolve(profile: str | None | Profile | CostModel) -> tuple[Profile, CostModel, str]:
-    """(Profile, CostModel, digest) of a profile name or path, a Profile or a CostModel."""
+def load_cached_costs(name: str | None) -> tuple[Profile, CostModel]:
+    """`load_cached_profile` without the digest (the same cached load: the digest is made when first asked for)."""
+    return _load_named(name)[:2]
+
+
+def _resolve(profile: str | None | Profile | CostModel) -> tuple[Profile, CostModel, Digest]:
     if profile is None or isinstance(profile, str):
-        return load_cached_profile(profile)
+        return _load_named(profile)
     hit = _OBJ.get(id(profile))
     if hit is not None and hit[0] is profile:
         return hit[1:]
@@ -67,15 +110,21 @@ def resolve(profile: str | None | Profile | CostModel) -> tuple[Profile, CostMod
         raise TypeError(f"a profile name, Profile or CostModel, got {type(profile).__name__}")
     if len(_OBJ) > 256:
         _OBJ.clear()
-    _OBJ[id(profile)] = (profile, p, costs, profile_digest(p))  # holds the object: its id is not reused
-    return p, costs, _OBJ[id(profile)][3]
+    _OBJ[id(profile)] = (profile, p, costs, Digest(p))  # holds the object: its id is not reused
+    return _OBJ[id(profile)][1:]
+
+
+def resolve(profile: str | None | Profile | CostModel) -> tuple[Profile, CostModel, str]:
+    """(Profile, CostModel, digest) of a profile name or path, a Profile or a CostModel."""
+    p, costs, digest = _resolve(profile)
+    return p, costs, str(digest)
 
 
 @lru_cache(maxsize=64)
 def _host_resolved_named(name: str | None, canary_us: float) -> tuple[Profile, CostModel, str]:
     from simulator.model.profile import host_scaled
 
-    return resolve(host_scaled(load_cached_profile(name)[0], canary_us))
+    return resolve(host_scaled(_load_named(name)[0], canary_us))
 
 
 def host_resolved(profile, canary_us: float) -> tuple[Profile, CostModel, str]:
@@ -85,7 +134,7 @@ def host_resolved(profile, canary_us: float) -> tuple[Profile, CostModel, str]:
         return _host_resolved_named(profile, float(canary_us))
     from simulator.model.profile import host_scaled
 
-    return resolve(host_scaled(resolve(profile)[0], float(canary_us)))
+    return resolve(host_scaled(_resolve(profile)[0], float(canary_us)))
 
 
 class SetupError(UserError):
@@ -194,7 +243,7 @@ class StepSetup:
 
     model: ModelSpec
     costs: CostModel = field(compare=False, hash=False, repr=False)
-    digest: str  # the profile's content digest (stepcost.profile_digest): equal profiles share memo entries
+    digest: str | Digest  # the profile's content digest (stepcost.profile_digest): equal profiles share memo entries
     fusion: str = V.Fusion.NONE.value
     impl: str | None = None  # model/recipes.py; None: the one the fusion level implies (workload.impl_of)
     capture: Capture = field(default_factory=Capture)
@@ -217,7 +266,7 @@ class StepSetup:
            spec: SpecSetup | None = None, compile_dynamic: bool | None = None,
            compile_inputs: str | None = None) -> "StepSetup":
         """A setup from a model and a profile name / path / Profile / CostModel (None: the default profile)."""
-        _, costs, digest = resolve(profile)
+        _, costs, digest = _resolve(profile)  # the digest made when a memo key first needs it
         return cls(model, costs, digest, fusion, impl, capture or Capture(), cache, max_cache_len, spec,
                    compile_dynamic, compile_inputs)
 

@@ -14,7 +14,9 @@ Routing (simulator/engine/routing.py) pads a mixed step whose plan mode is piece
 from __future__ import annotations
 
 from simulator.common.limits import MAX_BATCH
-from simulator.layouts.buckets import BucketError, parse_layout
+
+# layouts/buckets.py (BucketError, parse_layout) is imported where a layout is parsed: a step without prefill
+# graphs (`none`, the default) never loads it
 
 PCG_PRESET = "sglang_pcg"
 PCG_MAX_TOKENS = 8192
@@ -25,6 +27,8 @@ _PCG_RANGES = ((4, 32, 4), (48, 256, 16), (288, 512, 32), (576, 1024, 64), (1280
 def sglang_pcg_sizes(max_tokens: int = PCG_MAX_TOKENS) -> list[int]:
     """SGLang's default piecewise-CUDA-graph token list, capped at `max_tokens`. The list as documented ends at
     8192; launchsim does not extend it past that (a larger max gives the 8192 list: give an explicit list)."""
+    from simulator.layouts.buckets import BucketError
+
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
         raise BucketError(f"prefill max tokens must be a positive integer, got {max_tokens!r}")
     if max_tokens > MAX_BATCH:
@@ -40,6 +44,8 @@ def parse_prefill_layout(spec: str | list[int] | None) -> list[int] | None:
     """A prefill layout -> sorted token counts, or None (`none`/None: no prefill graphs)."""
     if spec is None or spec == "none":
         return None
+    from simulator.layouts.buckets import BucketError, parse_layout
+
     if isinstance(spec, str) and spec.split(":", 1)[0] == PCG_PRESET:
         _, _, mx = spec.partition(":")
         if not mx:

@@ -63,7 +63,6 @@ communication/compute overlap, pipeline parallelism, MoE/expert parallelism, mul
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from simulator.common.errors import UserError
 from simulator.model.models import ModelSpec
@@ -78,13 +77,12 @@ class ParallelError(UserError):
     """A tensor-parallel size the model or launchsim cannot use."""
 
 
-@dataclass(frozen=True)
-class ShardedModel(ModelSpec):
-    """One GPU's view of a model under tensor parallelism (see the module docstring)."""
+def __getattr__(name: str):
+    if name == "ShardedModel":  # model/sharded.py: made by `shard` at tp > 1 (a one-GPU step never loads it)
+        from simulator.model.sharded import ShardedModel
 
-    tp: int = 1
-    full_vocab_size: int = 0  # the unsharded vocabulary (the logits all-gather's output width)
-    base_name: str = ""
+        return ShardedModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def tp_of(model: ModelSpec) -> int:
@@ -129,6 +127,8 @@ def shard(model: ModelSpec, tp: int, flag: str = "tensor_parallel_size") -> Mode
                             f"cannot be replicated evenly")
     if I % tp:
         raise ParallelError(f"{flag} {tp}: {model.name} has intermediate_size {I}, not divisible by {tp}")
+    from simulator.model.sharded import ShardedModel
+
     base = {f: getattr(model, f) for f in ModelSpec.__dataclass_fields__}
     base.update(name=f"{model.name}-tp{tp}", num_attention_heads=H // tp, num_key_value_heads=kv_heads_per_gpu(model, tp),
                 intermediate_size=I // tp, vocab_size=vocab_per_gpu(model, tp))
@@ -200,5 +200,6 @@ def sglang_max_capture(tp: int) -> int:
     return 512 if tp >= 4 else 256
 
 
-__all__ = ["shard", "ShardedModel", "tp_of", "check_tp", "weight_bytes_per_gpu", "kv_bytes_per_token_per_gpu",
+__all__ = ["shard", "ShardedModel",  # noqa: F822  (model/sharded.py, through __getattr__)
+           "tp_of", "check_tp", "weight_bytes_per_gpu", "kv_bytes_per_token_per_gpu",
            "collective_gpu_s", "require_collective", "logits_vocab", "collective_measured", "tp_fields", "sglang_max_capture", "ParallelError", "TP_SIZES"]

@@ -14,6 +14,7 @@ GEMM grid, `device.tables.gemm_grid`, ~20k numbers, is left to its own schema mo
 from __future__ import annotations
 
 import math
+import operator
 
 from simulator.common.errors import UserError
 from simulator.common.jsonfile import field_error, read_json
@@ -35,7 +36,8 @@ def _num(v) -> bool:
 
 def _walk(x, loc: tuple):
     """(loc, value) of every node, depth first in document order (an explicit stack: a recursive generator passed
-    each of h200.json's ~3,900 values up through every level above it)."""
+    each of h200.json's ~3,900 values up through every level above it); the items of a list of clean numbers
+    (`_clean_numbers`: nothing for check_profile to find in them) are not visited."""
     stack = [(loc, x)]
     pop, push = stack.pop, stack.extend
     while stack:
@@ -44,14 +46,33 @@ def _walk(x, loc: tuple):
         if isinstance(x, dict):
             push(reversed([(loc + (k,), v) for k, v in x.items()
                            if not (loc == () and k in SKIP) and loc + (k,) not in SKIP_PATHS]))
-        elif isinstance(x, list):
+        elif isinstance(x, list) and not _clean_numbers(x):
             push(reversed([(loc + (i,), v) for i, v in enumerate(x)]))
+
+
+def _clean_numbers(xs: list) -> bool:
+    """Whether `xs` holds only numbers (int or float, no bool), all finite and >= 0: then check_profile's item checks
+    (finite, not negative) find nothing in it, and its items, which are not objects, hold no table. At C speed (a
+    profile's table columns and grid rows are most of its ~10k checked values); False (its items are then checked
+    one by one, as always) for anything else, a sum that overflows included."""
+    if not xs or not set(map(type, xs)) <= _NUMBER_TYPES:
+        return False
+    try:
+        return math.isfinite(sum(xs)) and min(xs) >= 0
+    except OverflowError:  # an int too large for a float: the item check says so
+        return False
+
+
+_NUMBER_TYPES = {int, float}
+_SCALAR_TYPES = {int, float, bool, str, type(None)}  # neither a record (dict) nor a row (list)
 
 
 def _check_table(d: dict, loc: tuple, fail) -> None:
     axes = [k for k in AXES if isinstance(d.get(k), list)]
     for a in axes:
         xs = d[a]
+        if xs and set(map(type, xs)) <= _NUMBER_TYPES and min(xs) > 0 and all(map(operator.lt, xs, xs[1:])):
+            continue  # numbers, positive, strictly increasing (at C speed): the checks below find nothing
         if not xs:
             fail(loc + (a,), "an axis needs at least one point")
         for i, v in enumerate(xs):
@@ -64,7 +85,13 @@ def _check_table(d: dict, loc: tuple, fail) -> None:
         return
     n0 = len(d[axes[0]])
     for k, v in d.items():
-        if k in axes or not isinstance(v, list) or any(isinstance(r, dict) for r in v):
+        if k in axes or not isinstance(v, list):
+            continue
+        if set(map(type, v)) <= _SCALAR_TYPES:  # a column of plain values (the usual case, at C speed)
+            if len(v) != n0:
+                fail(loc + (k,), f"needs {n0} values (one per {axes[0]} value), got {len(v)}")
+            continue
+        if any(isinstance(r, dict) for r in v):
             continue  # lists of records (e.g. graph_memory layouts) are not columns of this table
         if v and all(isinstance(r, list) for r in v):  # a grid: one row per first-axis point
             if len(v) != n0:

@@ -485,7 +485,7 @@ def _layers(b: _Builder, model: ModelSpec, shape: StepShape, layer, fresh_first:
 
 def _build_hf(model: ModelSpec, shape: StepShape, fusion: str, cache: str, slots: int, compile_dynamic: bool,
               positions: str = "given", compile_inputs: str | None = None) -> Step:
-    """transformers' own decoder (simulator/model/recipes.py); `compiled`: Inductor's pass over it."""
+    """transformers' own decoder (simulator/model/recipes.py, recipes_hf.py); `compiled`: Inductor's pass over it."""
     if shape.prefill_seqs:
         raise WorkloadError("implementation 'hf' models decode steps only (a mixed prefill batch is a serving "
                             "engine's step): use implementation 'reference' or 'fused'")
@@ -498,13 +498,15 @@ def _build_hf(model: ModelSpec, shape: StepShape, fusion: str, cache: str, slots
     if model.weight_dtype != "bf16" or model.kv_dtype != "bf16":
         raise WorkloadError("implementation 'hf' was measured in bf16 only (weight_dtype / kv_dtype fp8 are "
                             "modelled for 'reference' and 'fused')")
-    R.hf_preamble(b, cache, slots, positions)
+    from simulator.model import recipes_hf as RH  # only an hf build loads the hf recipe
+
+    RH.hf_preamble(b, cache, slots, positions)
 
     def layer(i):
-        R.hf_layer(b, i, cache, slots)
+        RH.hf_layer(b, i, cache, slots)
 
     _layers_hf(b, model, shape, layer, cache, slots)
-    R.hf_tail(b)
+    RH.hf_tail(b)
     ops = tuple(b.ops)
     if fusion == "compiled":
         try:

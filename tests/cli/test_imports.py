@@ -41,7 +41,8 @@ def test_predict_process_loads_only_what_it_needs():
     assert "simulator.config.predict" in mods  # predict's flags are generated from the predict kind's model
     for m in ("simulator.cli.serve", "simulator.cli.buckets", "simulator.cli.calibration", "simulator.config.serve",
               "simulator.config.sweep", "simulator.config.capacity", "simulator.config.buckets",
-              "simulator.serving.replica", "simulator.sweep.grid", "simpy", "plotly", "yaml"):
+              "simulator.serving.replica", "simulator.sweep.grid", "simpy", "plotly", "yaml",
+              "simulator.model.recipes_hf", "simulator.layouts.buckets"):  # hf recipe; layouts: no --layout given
         assert m not in mods, m
 
 
