@@ -33,13 +33,14 @@ class StepOptions(Strict):
     attention_backend: V.literal(V.AttentionBackend) = Field(  # type: ignore[valid-type]
         "flashinfer", description=ATTENTION_BACKEND_HELP)
     prefill_layout: PrefillLayout = Field(None, description=PREFILL_LAYOUT_HELP)
-    impl: Optional[Literal["reference", "hf", "fused"]] = Field(
+    impl: Optional[Literal["reference", "hf", "fused", "vllm"]] = Field(
         None, description="implementation whose op list a step launches (simulator/model/recipes.py): reference = "
                           "launchsim's calibration decoder (fusion none/packed/compiled), hf = Hugging Face "
                           "transformers 5.17's own modeling code with SDPA (none/compiled), fused = vLLM-style custom "
-                          "ops (fused); default: fused for fusion fused, else reference. With impl given and fusion "
+                          "ops (fused), vllm = vLLM 0.34.0's default decode layer as read from its source, not "
+                          "profiled (fused); default: fused for fusion fused, else reference. With impl given and fusion "
                           "left out, a kind whose fusion default the implementation lacks takes the "
-                          "implementation's first level (hf, reference: none; fused: fused)")
+                          "implementation's first level (hf, reference: none; fused, vllm: fused)")
     kv_cache: Literal["static", "dynamic"] = Field(
         "static", description="impl hf: transformers' StaticCache (attention reads every slot under a mask) or "
                               "DynamicCache (grows by a cat each step)")

@@ -54,9 +54,10 @@ from dataclasses import dataclass
 from simulator.model.kernels import LaunchPath as P
 from simulator.model.kernels import ATTENTION_PART, SDPA_MASK, OpClass
 
-IMPLS = ("reference", "hf", "fused")
+IMPLS = ("reference", "hf", "fused", "vllm")
 POSITIONS = ("given", "computed")  # hf: the caller passes cache_position / position_ids, or transformers derives them
-FUSIONS_OF = {"reference": ("none", "packed", "compiled"), "hf": ("none", "compiled"), "fused": ("fused",)}
+FUSIONS_OF = {"reference": ("none", "packed", "compiled"), "hf": ("none", "compiled"), "fused": ("fused",),
+              "vllm": ("fused",)}
 CACHES = ("static", "dynamic")
 
 
@@ -77,8 +78,18 @@ RECIPES = {
                  "calibration/measured/h200-round-c/hf_qwen3-0.6b_{static,dynamic}_b{1,8}.trace.json.gz",
                  ("cache", "max_cache_len", "positions", "compile_dynamic")),
     "fused": Recipe("fused", FUSIONS_OF["fused"], "vLLM-style custom ops (fused add-RMSNorm, fused RoPE + cache "
-                    "write, silu_and_mul, one attention kernel)", "kernel counts of vLLM's model runner (issue 7)"),
+                    "write, silu_and_mul, one attention kernel)", "kernel counts of vLLM's model runner (issue 7); "
+                    "a decoder launching this list, on an H100 (calibration/validation/impl_fused.md, round ab)"),
+    "vllm": Recipe("vllm", FUSIONS_OF["vllm"], "vLLM 0.34.0's default decode layer (V1, -O2: Inductor's Triton "
+                   "add-RMSNorm, q/k-norm, RoPE and SiLU-and-mul, reshape_and_cache_flash, FlashAttention-3 with its "
+                   "split-KV combine, cuBLAS GEMMs) as read from its source",
+                   "NOT profiled: read from vLLM 0.34.0's source (calibration/validation/vllm_source_kernels.md); "
+                   "its Triton kernels priced as round ab's measured ones are, FA3's forward by the profile's "
+                   "(cuDNN) attention tables"),
 }
+# FlashAttention-3's split count under full CUDA graphs in vLLM 0.34 (its combine kernel then runs at every captured
+# decode size; calibration/validation/vllm_source_kernels.md): the combine reads this many fp32 partial outputs a row
+FA3_GRAPH_SPLITS = 32
 
 # cuDNN SDPA's split-KV reduction kernel: launched while batch x kv heads (as given to SDPA) is at most this
 # (measured on qwen3-0.6b: 8, 16, 64 split; 128 not; the threshold lies in [64, 128))
@@ -262,6 +273,7 @@ __all__ = [
     "CACHES",
     "FUSIONS_OF",
     "IMPLS",
+    "FA3_GRAPH_SPLITS",
     "RECIPES",
     "Recipe",
     "act",

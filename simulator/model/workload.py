@@ -23,7 +23,7 @@ from simulator.common.errors import UserError
 from simulator.model import recipes as R
 from simulator.model.dtype import FP8_GEMMS, quant_ops
 from simulator.model.kernels import LaunchPath as P
-from simulator.model.kernels import TRITON_LIKE, Op, OpClass, Step
+from simulator.model.kernels import SDPA_CALL, TRITON_LIKE, Op, OpClass, Step
 from simulator.model.models import ModelSpec
 from simulator.model.parallel import logits_vocab, tp_of
 
@@ -318,6 +318,44 @@ def _layer_fused(b: _Builder, layer: int = 0) -> None:
         b.red("rmsnorm", T * H, e, e, path=X, **TL)
 
 
+def _layer_vllm(b: _Builder, layer: int = 0) -> None:
+    """vLLM 0.34.0's default decode layer as read from its source (recipes.RECIPES['vllm']; not profiled): 11 kernels
+    (Llama), 12 with Qwen3's q/k-norm. Inductor's Triton kernels (add-RMSNorm, the q/k-norm and q/k RoPE combo kernels,
+    SiLU-and-mul) are TRITON_LIKE; the cache write (reshape_and_cache_flash, one kernel for K and V) and FA3's split-KV
+    combine are launched by the attention ops vLLM's piecewise graphs leave eager (SDPA_CALL: eager with the
+    attention call). Gemma's post-sublayer norms, biases and MoE as `fused` has them."""
+    m, T, e = b.m, b.s.tokens, b.e
+    H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
+    X, TL, CALL = P.CUSTOM_OP, {TRITON_LIKE: 1}, {SDPA_CALL: 1}
+    b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X, **TL)
+    b.gemm("qkv_proj", T, q + 2 * kv, H, bias=m.qkv_bias)
+    if m.qk_norm:
+        b.red("qk_norm", T * (q + kv), e, e, path=X, **TL)
+    b.ew("rotary_embedding", T * (q + kv), e, e, path=X, **TL)
+    b.add("reshape_and_cache_flash", OpClass.COPY, X, 0.0, 2 * T * 2 * kv * e, **CALL)
+    b.attention(P.EAGER_ATTENTION, layer)
+    rows, S = b.s.attn_tokens * m.num_attention_heads, R.FA3_GRAPH_SPLITS  # FA3's split-KV combine: S fp32 partials
+    b.add("attention.fa3_combine", OpClass.REDUCTION, X, rows * m.head_dim * S,
+          rows * (S * (m.head_dim + 1) * 4 + m.head_dim * e), **CALL)
+    b.quant("attn", T, q, "fused")
+    b.gemm("o_proj", T, H, q, bias=m.o_bias)
+    b.all_reduce("o_proj.all_reduce", T)
+    if m.sandwich_norms:
+        b.red("rmsnorm", T * H, e, e, path=X, **TL)
+    b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X, **TL)
+    if m.is_moe:
+        from simulator.model.moe import block_fused
+
+        block_fused(b)
+        return
+    b.gemm("gate_up_proj", T, 2 * I, H, bias=m.mlp_bias)
+    b.ew("silu_and_mul" if m.activation == "silu" else "gelu_and_mul", T * I, 2 * e, e, path=X, **TL)
+    b.gemm("down_proj", T, H, I, bias=m.mlp_bias)
+    b.all_reduce("down_proj.all_reduce", T)
+    if m.sandwich_norms:
+        b.red("rmsnorm", T * H, e, e, path=X, **TL)
+
+
 def impl_of(fusion: str, impl: str | None) -> str:
     """The implementation a (fusion, impl) pair names: impl None is the one the fusion level implies (fused ->
     fused, else reference), so build_step(model, shape, fusion) keeps its meaning. Refuses a pair the recipe does
@@ -410,6 +448,8 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
     def layer(i):
         if eager:
             _layer_eager(b, packed=(fusion == "packed"), layer=i)
+        elif impl == "vllm":
+            _layer_vllm(b, layer=i)
         else:
             _layer_fused(b, layer=i)
 

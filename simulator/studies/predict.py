@@ -80,6 +80,10 @@ def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
         d.update(compile_dynamic=setup.dynamic)
         if setup.dynamic and setup.compile_inputs:
             d.update(compile_inputs=setup.compile_inputs)
+    if setup.recipe == "vllm":  # an op list read from vLLM's source, not profiled: said in every prediction
+        from simulator.model.recipes import RECIPES
+
+        d.update(impl_checked_by=RECIPES["vllm"].measured)
     if setup.recipe == "hf":
         d.update(kv_cache=setup.cache, max_cache_len=setup.max_cache_len or sc.ctx + 1 if setup.cache == "static"
                  else None)
