@@ -129,7 +129,7 @@ def build_h200() -> tuple[dict, str]:
 H100_CALIB = MEASURED / "h100-calib" / "timing.json"
 
 
-def H100_COPY_TBPS() -> float | None:
+def h100_copy_tbps() -> float | None:
     """The H100's device-to-device copy bandwidth (bytes read + written), measured by the H100 calibration round's
     timing process (ceilings.copy_tbps); None where that file is absent (the derivation falls back to the datasheet
     ratio)."""
@@ -142,7 +142,7 @@ def main() -> None:
     p, _ = build_h200()
     parse_profile(p, "h200")
     write_json_atomic(p, PROFILES / "h200.json")
-    q = derive_h100(p, copy_tbps=H100_COPY_TBPS(), copy_source=str(H100_CALIB.relative_to(ROOT.parent)))
+    q = derive_h100(p, copy_tbps=h100_copy_tbps(), copy_source=str(H100_CALIB.relative_to(ROOT.parent)))
     from .build_moe_fp8 import derive_h100_moe
 
     derive_h100_moe(q)

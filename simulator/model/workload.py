@@ -287,18 +287,32 @@ def _layer_eager(b: _Builder, packed: bool, layer: int = 0) -> None:
     b.ew("residual_add", T * H, 2 * e, e)
 
 
-def _layer_fused(b: _Builder, layer: int = 0) -> None:
+def _layer_fused(b: _Builder, layer: int = 0, vllm: bool = False) -> None:
     """vLLM-style custom ops: 9 kernels per layer (q/k-norm folds into the RoPE kernel); Gemma's post-sublayer
     norms are two more RMSNorm kernels (vLLM's Gemma2: the post norms take no residual), biases fold into the
-    GEMMs, the activation is the family's *_and_mul."""
+    GEMMs, the activation is the family's *_and_mul.
+    `vllm`: vLLM 0.34.0's default decode layer as read from its source (recipes.RECIPES['vllm']; not profiled): 11
+    kernels (Llama), 12 with Qwen3's q/k-norm: the q/k-norm and q/k RoPE are Inductor's combo kernels, and the cache
+    write (reshape_and_cache_flash, one kernel for K and V) and FA3's split-KV combine are kernels of their own,
+    launched by the attention ops vLLM's piecewise graphs leave eager (SDPA_CALL: eager with the attention call)."""
     m, T, e = b.m, b.s.tokens, b.e
     H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
     X = P.CUSTOM_OP
     TL = {TRITON_LIKE: 1}  # Triton-class kernels: priced by the profile's Triton curves (costs.CostModel.curve_key)
     b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X, **TL)
     b.gemm("qkv_proj", T, q + 2 * kv, H, bias=m.qkv_bias)
-    b.red("fused_rope_cache_write", T * (q + 2 * kv), e, e, path=X, **TL)
+    if vllm:
+        if m.qk_norm:
+            b.red("qk_norm", T * (q + kv), e, e, path=X, **TL)
+        b.ew("rotary_embedding", T * (q + kv), e, e, path=X, **TL)
+        b.add("reshape_and_cache_flash", OpClass.COPY, X, 0.0, 2 * T * 2 * kv * e, **{SDPA_CALL: 1})
+    else:
+        b.red("fused_rope_cache_write", T * (q + 2 * kv), e, e, path=X, **TL)
     b.attention(P.EAGER_ATTENTION, layer)
+    if vllm:  # FA3's split-KV combine over S fp32 partial outputs (and their log-sum-exps) a query row
+        rows, S = b.s.attn_tokens * m.num_attention_heads, R.FA3_GRAPH_SPLITS
+        b.add("attention.fa3_combine", OpClass.REDUCTION, X, rows * m.head_dim * S,
+              rows * (S * (m.head_dim + 1) * 4 + m.head_dim * e), **{SDPA_CALL: 1})
     b.quant("attn", T, q, "fused")  # fp8: RMSNorm+quant and SiLU-mul+quant are fused; this one is not
     b.gemm("o_proj", T, H, q, bias=m.o_bias)
     b.all_reduce("o_proj.all_reduce", T)
@@ -307,44 +321,6 @@ def _layer_fused(b: _Builder, layer: int = 0) -> None:
     b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X, **TL)
     if m.is_moe:  # simulator/model/moe.py: vLLM's fused_moe
         from simulator.model.moe import block_fused  # only a MoE model's build loads moe.py
-
-        block_fused(b)
-        return
-    b.gemm("gate_up_proj", T, 2 * I, H, bias=m.mlp_bias)
-    b.ew("silu_and_mul" if m.activation == "silu" else "gelu_and_mul", T * I, 2 * e, e, path=X, **TL)
-    b.gemm("down_proj", T, H, I, bias=m.mlp_bias)
-    b.all_reduce("down_proj.all_reduce", T)
-    if m.sandwich_norms:
-        b.red("rmsnorm", T * H, e, e, path=X, **TL)
-
-
-def _layer_vllm(b: _Builder, layer: int = 0) -> None:
-    """vLLM 0.34.0's default decode layer as read from its source (recipes.RECIPES['vllm']; not profiled): 11 kernels
-    (Llama), 12 with Qwen3's q/k-norm. Inductor's Triton kernels (add-RMSNorm, the q/k-norm and q/k RoPE combo kernels,
-    SiLU-and-mul) are TRITON_LIKE; the cache write (reshape_and_cache_flash, one kernel for K and V) and FA3's split-KV
-    combine are launched by the attention ops vLLM's piecewise graphs leave eager (SDPA_CALL: eager with the
-    attention call). Gemma's post-sublayer norms, biases and MoE as `fused` has them."""
-    m, T, e = b.m, b.s.tokens, b.e
-    H, q, kv, I = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
-    X, TL, CALL = P.CUSTOM_OP, {TRITON_LIKE: 1}, {SDPA_CALL: 1}
-    b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X, **TL)
-    b.gemm("qkv_proj", T, q + 2 * kv, H, bias=m.qkv_bias)
-    if m.qk_norm:
-        b.red("qk_norm", T * (q + kv), e, e, path=X, **TL)
-    b.ew("rotary_embedding", T * (q + kv), e, e, path=X, **TL)
-    b.add("reshape_and_cache_flash", OpClass.COPY, X, 0.0, 2 * T * 2 * kv * e, **CALL)
-    b.attention(P.EAGER_ATTENTION, layer)
-    rows, S = b.s.attn_tokens * m.num_attention_heads, R.FA3_GRAPH_SPLITS  # FA3's split-KV combine: S fp32 partials
-    b.add("attention.fa3_combine", OpClass.REDUCTION, X, rows * m.head_dim * S,
-          rows * (S * (m.head_dim + 1) * 4 + m.head_dim * e), **CALL)
-    b.quant("attn", T, q, "fused")
-    b.gemm("o_proj", T, H, q, bias=m.o_bias)
-    b.all_reduce("o_proj.all_reduce", T)
-    if m.sandwich_norms:
-        b.red("rmsnorm", T * H, e, e, path=X, **TL)
-    b.red("fused_add_rmsnorm", T * H, 3 * e, 2 * e, path=X, **TL)
-    if m.is_moe:
-        from simulator.model.moe import block_fused
 
         block_fused(b)
         return
@@ -448,10 +424,8 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
     def layer(i):
         if eager:
             _layer_eager(b, packed=(fusion == "packed"), layer=i)
-        elif impl == "vllm":
-            _layer_vllm(b, layer=i)
         else:
-            _layer_fused(b, layer=i)
+            _layer_fused(b, layer=i, vllm=(impl == "vllm"))
 
     _layers(b, model, shape, layer, fresh_first=False)
     # logits for each sequence's last token (each of a verify sequence's q_len tokens) and each padding row

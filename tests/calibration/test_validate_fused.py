@@ -82,11 +82,11 @@ def test_the_fused_decoder_kernel_list_is_the_recipes():
 
 
 def test_the_h100_derivation_is_what_now_prices_and_it_reads_the_measured_copy_bandwidth():
-    from calibration.make_profiles import H100_COPY_TBPS
+    from calibration.make_profiles import h100_copy_tbps
     from simulator.model.profile import load_profile
 
     copy_tbps = json.loads((V.CALIB / "timing.json").read_text())["ceilings"]["copy_tbps"]
-    assert H100_COPY_TBPS() == copy_tbps
+    assert h100_copy_tbps() == copy_tbps
     d = load_profile("h100-sxm").device
     assert abs(d.hbm_tbps * d.bw_efficiency - copy_tbps) < 1e-9
 
