@@ -34,7 +34,14 @@ import time
 DIMS = tuple(range(256, 4097, 256)) + tuple(range(4608, 8193, 512)) + tuple(range(9216, 16385, 1024))
 
 
+SET = "grid"  # which shapes: "grid" (DIMS x DIMS) or "named" (the profile's GEMM tables' shapes); set by --set
+
+
 def shapes(quick: bool) -> list[tuple[int, int]]:
+    if SET == "named":  # the two fit models' GEMMs at every fusion level (calibration/tables.gemm_shapes: needs
+        from calibration.tables import gemm_shapes  # simulator's pydantic models, carried as wheels)
+
+        return gemm_shapes()[:3] if quick else gemm_shapes()
     if quick:
         return [(1024, 1024), (1024, 2560), (2560, 9216), (4096, 4096)]
     return [(n, k) for n in DIMS for k in DIMS]
@@ -157,7 +164,11 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--deadline", type=float, default=420.0, help="seconds for the whole round")
     ap.add_argument("--job", choices=("timing", "counts"))
+    ap.add_argument("--set", choices=("grid", "named"), default="grid",
+                    help="grid: DIMS x DIMS (round k); named: the GEMM tables' shapes (round ac, an H100's own tables)")
     a = ap.parse_args(argv)
+    global SET
+    SET = a.set
     if a.job == "timing":
         return job_timing(a.out, a.quick, a.deadline)
     if a.job == "counts":
@@ -168,7 +179,7 @@ def main(argv=None) -> int:
     for job, name, share in (("timing", "timing.json", 0.6), ("counts", "counts.json.gz", 0.95)):
         left = a.deadline * share - (time.time() - t0)
         cmd = [sys.executable, "-m", "calibration.scripts.round_k", "--job", job, "--out",
-               os.path.join(a.out, name), "--deadline", str(max(10.0, left))] + (["--quick"] if a.quick else [])
+               os.path.join(a.out, name), "--deadline", str(max(10.0, left)), "--set", a.set] + (["--quick"] if a.quick else [])
         r = subprocess.run(cmd)  # separate processes: the counts process profiles, the timing one never does
         rc = rc or r.returncode
     summary(a.out)
