@@ -239,7 +239,33 @@ def with_decoder_figures(p: dict, depth: dict, fit_row: dict | None) -> tuple[di
     return q, note
 
 
-def derive_h100(p: dict, name: str = "h100-sxm", copy_tbps: float | None = None, copy_source: str = "") -> dict:
+def h100_gemm_measured(round_dir) -> tuple[dict, dict | None, str] | None:
+    """Round ac's H100 GEMMs (calibration/measured/h100-round-ac): {(n, k): {"m", "us", "kernels"}} of the named
+    shapes (the GEMM tables' own), the grid section (build_gemm_grid.grid_section of its grid/ folder) and a source
+    line; None where the folder is absent."""
+    import gzip
+    from pathlib import Path
+
+    from .build_gemm_grid import grid_section
+
+    d = Path(round_dir)
+    if not (d / "named" / "timing.json").exists():
+        return None
+    t = json.loads((d / "named" / "timing.json").read_text())
+    with gzip.open(d / "named" / "counts.json.gz", "rt") as f:
+        calls = json.load(f)["calls"]
+    named = {}
+    for r in t["gemm"]:
+        ks = [len(calls[f"{r['n']},{r['k']},{m}"]) if f"{r['n']},{r['k']},{m}" in calls else None for m in r["m"]]
+        named[(r["n"], r["k"])] = {"m": list(r["m"]), "us": [round(u, 4) for u in r["graph_us"]],
+                                   "kernels": ks if None not in ks else None}
+    src = (f"{d.name} (an H100 80GB HBM3, calibration/scripts/round_k.py --set named / grid; canary "
+           f"{t['canary']['host_start_us']:.2f} -> {t['canary']['host_end_us']:.2f} us)")
+    return named, grid_section(d / "grid", src), src
+
+
+def derive_h100(p: dict, name: str = "h100-sxm", copy_tbps: float | None = None, copy_source: str = "",
+                gemm_round=None) -> dict:
     """H100 SXM from an H200 profile: same compute and host; HBM 3.35 vs 4.8 TB/s.
     GEMM points (tables and grid) under the H100 ridge point move their bytes (A, B and C once, bf16) at the H100's
     bandwidth: each adds bytes x (1/bw_H100 - 1/bw_H200), with bw the measured device-to-device copy bandwidth of
@@ -249,7 +275,11 @@ def derive_h100(p: dict, name: str = "h100-sxm", copy_tbps: float | None = None,
     left the H200's time in place: llama3-8b at batch 1 came out at the H200's speed, 20 % under the H100's
     measured step (calibration/validation/impl_fused.md, round ab). Every other table: each point whose arithmetic
     intensity is under the ridge is bandwidth-bound and its time above the table's small-kernel floor scales by
-    4.8/3.35; compute-bound points and the floor (launch latency, not bandwidth) stay."""
+    4.8/3.35; compute-bound points and the floor (launch latency, not bandwidth) stay.
+    `gemm_round` (calibration/measured/h100-round-ac): GEMMs measured on an H100 replace the derived ones, the named
+    shapes' times and kernel counts and the whole grid; a shape it lacks keeps the bandwidth rule above. The H200's
+    cuBLAS picks a slower kernel for some small shapes at M <= 4 (qwen3-0.6b's o_proj (1024, 2048): 12.8 us on the
+    H200, 6.1 on the H100), which no bandwidth rule carries over."""
     import copy
 
     q = copy.deepcopy(p)
@@ -273,9 +303,21 @@ def derive_h100(p: dict, name: str = "h100-sxm", copy_tbps: float | None = None,
         return us + moved * extra_us_per_byte if 2.0 * m * n * k / moved < ridge else us
 
     t = d["tables"]
+    measured = h100_gemm_measured(gemm_round) if gemm_round is not None else None
+    named, grid, gemm_src = measured if measured else ({}, None, "")
+    n_named = 0
     for g in t.get("gemm", []):
-        g["us"] = [gemm_us(m, g["n"], g["k"], u) for m, u in zip(g["m"], g["us"])]
-    if t.get("gemm_grid"):
+        h = named.get((g["n"], g["k"]))
+        if h is not None and h["m"] == g["m"]:  # measured on an H100: its time and cuBLAS's kernels there
+            g["us"] = list(h["us"])
+            if h["kernels"] is not None:
+                g["kernels"] = list(h["kernels"])
+            n_named += 1
+        else:
+            g["us"] = [gemm_us(m, g["n"], g["k"], u) for m, u in zip(g["m"], g["us"])]
+    if grid is not None:
+        t["gemm_grid"] = grid
+    elif t.get("gemm_grid"):
         gg = t["gemm_grid"]
         for i, (n, k) in enumerate(gg["shapes"]):
             gg["us"][i] = [gemm_us(m, n, k, u) for m, u in zip(gg["m"], gg["us"][i])]
@@ -295,13 +337,16 @@ def derive_h100(p: dict, name: str = "h100-sxm", copy_tbps: float | None = None,
                     for r, line in zip(rm["rows"], rm["us"])]
     bw_note = (f"copy bandwidth {bw200 / 1e12:.3f} -> {bw100 / 1e12:.3f} TB/s (measured: {copy_source})" if copy_tbps
                else f"datasheet ratio {r:.3f}")
-    d["source"] = (f"derived from '{p['name']}': bandwidth-bound GEMM points + their bytes x (1/bw_H100 - 1/bw_H200), "
-                   f"{bw_note}; other bandwidth-bound table times above the floor x {r:.3f} (4.8/3.35 TB/s)")
+    gemm_note = (f"GEMM tables measured on an H100 for {n_named} of {len(t.get('gemm', []))} shapes and the whole grid "
+                 f"({gemm_src}); the others' " if measured else "")
+    d["source"] = (f"derived from '{p['name']}': {gemm_note}bandwidth-bound GEMM points + their bytes x (1/bw_H100 - "
+                   f"1/bw_H200), {bw_note}; other bandwidth-bound table times above the floor x {r:.3f} (4.8/3.35 TB/s)")
     q.update(name=name, source="derived", derived_from=p["name"],
              notes=f"Derived from the measured '{p['name']}' profile (GEMM points: their bytes at the H100's "
                    "measured copy bandwidth; other tables: datasheet HBM ratio 3.35 vs 4.8 TB/s; same compute, same "
                    "host section; the row-mean table's points no faster than their bytes at the H100's bandwidth). "
-                   "Its tables were not measured on an H100; checked against H100 steps in "
-                   "calibration/validation/impl_fused.md.")
+                   + ("Its GEMM tables and grid were measured on an H100 (round ac); the other tables were not. "
+                      if measured else "Its tables were not measured on an H100; ")
+                   + "Checked against H100 steps in calibration/validation/impl_fused.md.")
     q["environment"] = {"derived_from_environment": p.get("environment", {})}
     return q

@@ -127,6 +127,7 @@ def build_h200() -> tuple[dict, str]:
 
 
 H100_CALIB = MEASURED / "h100-calib" / "timing.json"
+H100_GEMM = MEASURED / "h100-round-ac"  # the H100's own GEMM tables and grid (round ac)
 
 
 def h100_copy_tbps() -> float | None:
@@ -142,7 +143,8 @@ def main() -> None:
     p, _ = build_h200()
     parse_profile(p, "h200")
     write_json_atomic(p, PROFILES / "h200.json")
-    q = derive_h100(p, copy_tbps=h100_copy_tbps(), copy_source=str(H100_CALIB.relative_to(ROOT.parent)))
+    q = derive_h100(p, copy_tbps=h100_copy_tbps(), copy_source=str(H100_CALIB.relative_to(ROOT.parent)),
+                    gemm_round=H100_GEMM if H100_GEMM.exists() else None)
     from .build_moe_fp8 import derive_h100_moe
 
     derive_h100_moe(q)

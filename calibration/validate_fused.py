@@ -10,7 +10,8 @@ timing processes that never profiled, a canary pair around every eager pass and 
 separate profiled process; each fused kernel alone, graph-timed), and calibration/measured/h100-calib/timing.json's
 reference-decoder rows (an H100 calibration round). Figures: `h200 before` (the h200 profile, committed before the
 run: predicted_before_h200.json), `shipped` (h100-sxm as shipped at 9c8b85c, its rule unchanged since before the run;
-computed after it: predicted_h100sxm_shipped.json) and `now` (h100-sxm of the current code). The graph rows test the
+computed after it: predicted_h100sxm_shipped.json), `derived` (h100-sxm at f3d5bd3, GEMMs derived by bandwidth:
+h100-round-ac/predicted_h100sxm_derived.json) and `now` (h100-sxm of the current code: GEMMs measured on an H100). The graph rows test the
 GPU prices; the eager rows launch liger's and our kernels through Triton's Python launcher, not the C++ custom-op
 path the recipe's host costs are for, so they are shown, not scored.
 """
@@ -24,6 +25,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROUND = HERE / "measured" / "h100-round-ab"
 CALIB = HERE / "measured" / "h100-calib"
+GEMM_ROUND = HERE / "measured" / "h100-round-ac"  # the H100's own GEMMs; its predicted_h100sxm_derived.json is
+# h100-sxm's figures at f3d5bd3, before the profile read them (GEMMs derived from the H200's by bandwidth)
 PROFILE = "h100-sxm"
 TARGETS = {"full": 7.0, "piecewise": 7.0, "kernels": 3.0}
 
@@ -44,7 +47,7 @@ def _summary(rows, tag, fields):
     return s
 
 
-def build(round_dir: Path = ROUND, calib_dir: Path = CALIB) -> dict:
+def build(round_dir: Path = ROUND, calib_dir: Path = CALIB, gemm_round: Path = GEMM_ROUND) -> dict:
     import statistics
 
     from simulator.model.costs import CostModel
@@ -56,6 +59,8 @@ def build(round_dir: Path = ROUND, calib_dir: Path = CALIB) -> dict:
     meas = json.loads((round_dir / "rows_ab.json").read_text())
     figs = {"h200 before": json.loads((round_dir / "predicted_before_h200.json").read_text()),
             "shipped": json.loads((round_dir / "predicted_h100sxm_shipped.json").read_text())}
+    derived = json.loads((gemm_round / "predicted_h100sxm_derived.json").read_text())
+    figs["derived"] = derived
     cm = CostModel(load_profile(PROFILE))
     figs["now"] = {"rows": predict_rows(cm), "kernels_alone": predict_kernels(cm)}
     key = lambda r: (r["model"], r["batch"], r["keys"])  # noqa: E731
@@ -83,7 +88,7 @@ def build(round_dir: Path = ROUND, calib_dir: Path = CALIB) -> dict:
         mu = statistics.median(v)
         kernels.append({"model": kk[0], "kernel": kk[1], "tokens": kk[2], "measured_us": mu,
                         **{f"{tag}_us": K[tag].get(kk) for tag in figs},
-                        "shipped_err": _err(K["shipped"].get(kk), mu), "now_err": _err(K["now"].get(kk), mu)})
+                        **{f"{t}_err": _err(K[t].get(kk), mu) for t in ("shipped", "derived", "now")}})
     # the H100 calibration round's reference-decoder rows (eager isolated p50, full graph isolated p50)
     cal = json.loads((calib_dir / "timing.json").read_text())
     shipped = {(r["model"], r["fusion"], r["batch"], r["ctx"]): r
@@ -94,18 +99,19 @@ def build(round_dir: Path = ROUND, calib_dir: Path = CALIB) -> dict:
         k = (m["model"], m["fusion"], m["batch"], m["ctx"])
         r = {"model": k[0], "fusion": k[1], "batch": k[2], "ctx": k[3],
              "eager_ms": m["eager"]["isolated"]["step_ms"]["p50"], "full_ms": m["full"]["isolated"]["step_ms"]["p50"]}
-        for tag, P in (("shipped", shipped[k]), ("now", nowc[k])):
+        dk = {(r["model"], r["fusion"], r["batch"], r["ctx"]): r for r in derived["calib_rows"]}
+        for tag, P in (("shipped", shipped[k]), ("derived", dk[k]), ("now", nowc[k])):
             r[tag] = {"eager_ms": P["eager_ms"], "full_ms": P["full_ms"], "eager_err": _err(P["eager_ms"], r["eager_ms"]),
                       "full_err": _err(P["full_ms"], r["full_ms"])}
         ref.append(r)
     ref_summary = {}
-    for tag in ("shipped", "now"):
+    for tag in ("shipped", "derived", "now"):
         for model in sorted({r["model"] for r in ref}):
             sub = [r for r in ref if r["model"] == model]
             ref_summary[f"{tag} {model}"] = {**_summary(sub, tag, ("eager", "full")), "model": model, "figures": tag}
     return {"processes": meas["processes"], "calib_canary": cal["canary"], "rows": rows, "summary": summary,
             "kernels_alone": kernels, "kernels_alone_mape": {t: _mape([k[f"{t}_err"] for k in kernels])
-                                                             for t in ("shipped", "now")},
+                                                             for t in ("shipped", "derived", "now")},
             "reference_rows": ref, "reference_summary": ref_summary}
 
 
@@ -118,7 +124,7 @@ def _e(x):
 
 
 def markdown(res: dict) -> str:
-    tags = ("h200 before", "shipped", "now")
+    tags = ("h200 before", "shipped", "derived", "now")
     L = ["# `--impl fused` against a decoder that launches its kernels, and h100-sxm against an H100 (round ab)", "",
          "Generated by `python -m calibration.validate_fused` (calibration/validate_fused.py). The measured decoder "
          "(calibration/fused_decoder.py) launches the `fused` recipe's list: liger-kernel's Triton fused add-RMSNorm "
@@ -129,15 +135,17 @@ def markdown(res: dict) -> str:
          "The device lent only H100s (NVIDIA H100 80GB HBM3), so the rows are H100 steps: "
          "`h200 before` = the default h200 profile's figures, committed before the run (a different GPU: shown for "
          "reference); `shipped` = the h100-sxm profile as shipped before this round (its derivation unchanged since "
-         "before the run); `now` = h100-sxm as derived now (GEMM points move their bytes at the H100's measured copy "
-         "bandwidth, calibration/build_profile.py derive_h100). The eager column launches through Triton's Python "
+         "before the run); `derived` = h100-sxm at f3d5bd3 (GEMM points moved their bytes at the H100's measured copy "
+         "bandwidth); `now` = h100-sxm as built now: its GEMM tables and grid measured on an H100 (round ac, "
+         "calibration/measured/h100-round-ac: cuBLAS microbenchmarks, nothing fitted on these rows), the other tables "
+         "derived (calibration/build_profile.py derive_h100). The eager column launches through Triton's Python "
          "launcher (not the C++ custom-op path `fused` prices): shown, not scored. Measured: "
          "calibration/measured/h100-round-ab (README there).", "",
          "Processes (canary at start -> end, us): " + "; ".join(
              f"{p['name']} {_f(p['canary_start_us'], 2)} -> {_f(p['canary_end_us'], 2)}" for p in res["processes"]),
          "",
          "| model | batch | keys | kernels pred / meas | full now / meas ms (err) | piecewise now / meas ms (err) |"
-         " full err: h200 before, shipped | eager now / meas fast ms (err) [fast passes] |",
+         " full err: h200 before, shipped, derived | eager now / meas fast ms (err) [fast passes] |",
          "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res["rows"]:
         n = r["now"]
@@ -145,7 +153,7 @@ def markdown(res: dict) -> str:
             f"| {r['model']} | {r['batch']} | {r['keys']} | {n['kernels']} / {r['kernels'] or '—'} | "
             f"{_f(n['full_ms'])} / {_f(r['full_ms'])} ({_e(n['full_err'])}) | "
             f"{_f(n['piecewise_ms'])} / {_f(r['piecewise_ms'])} ({_e(n['piecewise_err'])}) | "
-            f"{_e(r['h200 before']['full_err'])}, {_e(r['shipped']['full_err'])} | "
+            f"{_e(r['h200 before']['full_err'])}, {_e(r['shipped']['full_err'])}, {_e(r['derived']['full_err'])} | "
             f"{_f(n['eager_ms'], 2)} / {_f(r['eager_fast_ms'], 2)} ({_e(n['eager_err'])}) [{r['eager_fast_passes']}] |")
     L += ["", "| figures | kernels MAPE % (rows) | full-graph MAPE % (rows) | piecewise MAPE % (rows) |"
           " eager MAPE % fast-host, Triton launcher (rows) | worst full-graph row |", "|---|---:|---:|---:|---:|---:|"]
@@ -167,8 +175,9 @@ def markdown(res: dict) -> str:
           "## The reference decoder on the same H100 (calibration/measured/h100-calib)", "",
           f"calibration.round's timing process (never profiled; canary {res['calib_canary']['host_start_us']:.2f} -> "
           f"{res['calib_canary']['host_end_us']:.2f} us): qwen3-0.6b and llama3-8b, fusion none and packed, isolated "
-          "p50. Its GEMM job failed on the device (no pydantic there), so the round gave no H100 GEMM tables; its "
-          "copy ceiling is the bandwidth the h100-sxm derivation now uses, nothing else of it is read.", "",
+          "p50. Its GEMM job failed on the device (no pydantic there); round ac measured the H100's GEMMs apart. Its "
+          "copy ceiling is the bandwidth the h100-sxm derivation uses for the shapes round ac lacks, nothing else of "
+          "it is read.", "",
           "| figures | model | full-graph MAPE % (rows) | eager MAPE % (rows) | worst full-graph row |",
           "|---|---|---:|---:|---:|"]
     for s in res["reference_summary"].values():
