@@ -7,8 +7,17 @@ Nothing is warmed up or shared between runs: no step-time memo, no sweep cache (
 This machine's environment sets PYTHONDONTWRITEBYTECODE=1, so launchsim's own modules are compiled from source
 in every process (the dependencies' bytecode is installed); the processes run as the user's would.
 
+Install step, once before the targets: `python -m compileall -q simulator`, which the README's install command runs
+(the bytecode pip writes for any non-editable install; an editable install writes none, and this machine sets
+PYTHONDONTWRITEBYTECODE=1, so without it every process would compile launchsim's ~200 modules from source). The
+`predict-src` row shows predict without it, in the same run.
+
 Targets (issue 24):
   bare       `python -c "import numpy, pydantic, yaml"`: the reference for predict (no goal of its own)
+  pydantic   bare + one pydantic model (one int field, extra="forbid") defined and validated: the floor of any
+             process that validates its input with pydantic, as every launchsim command does (no goal)
+  predict-src  predict run on a copy of simulator/ without bytecode (every launchsim module compiled in the
+             process, as before the install step; no goal)
   run        `launchsim run scenarios/qwen3_0p6b_decode.yaml --out TMP`                        <= 1.5 s
   predict    `launchsim predict --model qwen3-0.6b --json`              <= 0.25 s and <= 1.5 x bare
   optimize   `launchsim optimize` over 1,024 candidate sizes x 64 graphs (uniform batch 1..1024,
@@ -133,6 +142,8 @@ def commands(tmp: Path) -> dict[str, callable]:
     (tmp / "sweep100k.yaml").write_text(yaml.safe_dump(sweep100k(), sort_keys=False))
     return {
         "bare": lambda i: [PY, "-c", "import numpy, pydantic, yaml"],
+        "pydantic": lambda i: [PY, "-c", PYDANTIC_FLOOR],
+        "predict-src": lambda i: CLI + ["predict", "--model", "qwen3-0.6b", "--json"],
         "run": lambda i: CLI + ["run", "scenarios/qwen3_0p6b_decode.yaml", "--out", str(tmp / f"run{i}")],
         "predict": lambda i: CLI + ["predict", "--model", "qwen3-0.6b", "--json"],
         "optimize": lambda i: CLI + ["optimize", "--distribution", str(csv), "--model", "qwen3-8b", "--fusion", "fused",
@@ -145,7 +156,28 @@ def commands(tmp: Path) -> dict[str, callable]:
 
 
 # name -> (goal, "s" (seconds, at most) or "x" (throughput, at least), label)
-TARGETS = {"bare": (None, "s", "reference"), "run": (1.5, "s", "<= 1.5 s"), "predict": (0.25, "s", "<= 0.25 s"),
+PYDANTIC_FLOOR = ("import numpy, pydantic, yaml\nfrom pydantic import BaseModel, ConfigDict\n"
+                  "class A(BaseModel):\n    model_config = ConfigDict(extra='forbid')\n    x: int = 1\nA(x=2)")
+
+
+def install_step() -> float:
+    """The README install command's byte-compilation of launchsim (wall seconds)."""
+    t0 = time.perf_counter()
+    subprocess.run([PY, "-m", "compileall", "-q", "simulator"], cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def source_copy(tmp: Path) -> Path:
+    """A copy of the tree's simulator/ package without bytecode (for predict-src)."""
+    import shutil
+
+    d = tmp / "src"
+    shutil.copytree(ROOT / "simulator", d / "simulator", ignore=shutil.ignore_patterns("__pycache__"))
+    return d
+
+
+TARGETS = {"bare": (None, "s", "reference"), "pydantic": (None, "s", "reference"),
+           "predict-src": (None, "s", "reference"), "run": (1.5, "s", "<= 1.5 s"), "predict": (0.25, "s", "<= 0.25 s"),
            "optimize": (1.0, "s", "<= 1 s"), "sweep694": (10.0, "s", "<= 10 s"), "sweep100k": (10.0, "s", "<= 10 s"),
            "serve": (2000.0, "x", ">= 2,000x"), "fast": (40e6, "x", ">= 40M k/s")}
 
@@ -164,8 +196,10 @@ def main() -> None:
         print(json.dumps({"serve": child_serve, "fast": child_fast}[a.child]()))
         return
     names = [n for n in a.only.split(",") if n]
-    if "predict" in names and "bare" not in names:
-        names.insert(names.index("predict"), "bare")
+    if "predict" in names:
+        for ref in ("bare", "pydantic", "predict-src"):
+            if ref not in names:
+                names.insert(names.index("predict") + (ref == "predict-src"), ref)
     unknown = [n for n in names if n not in TARGETS]
     if unknown:
         raise SystemExit(f"unknown target(s) {', '.join(unknown)}: use {', '.join(TARGETS)}")
@@ -178,16 +212,20 @@ def main() -> None:
              (f"machine: {cpu_name()} ({platform.machine()}), {os.cpu_count()} cores (nproc), python "
               f"{platform.python_version()}; PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')}; "
               f"load average at start {os.getloadavg()[0]:.2f}; median of {a.repeats} fresh processes per target")]
-    hdr = f"{'target':<10} {'goal':>11} {'wall (median)':>14} {'CPU (median)':>13} {'met wall':>8} {'met CPU':>8}  note"
+    lines.append(f"install step: python -m compileall -q simulator (the README's install command) in {install_step():.2f} s, "
+                 "once, before the targets")
+    hdr = f"{'target':<11} {'goal':>11} {'wall (median)':>14} {'CPU (median)':>13} {'met wall':>8} {'met CPU':>8}  note"
     lines += [hdr, "-" * (len(hdr) + 30)]
     for ln in lines:
         print(ln, flush=True)
     bare_cpu = bare_wall = None
     with tempfile.TemporaryDirectory(prefix="launchsim-bench-") as d:
         cmds = commands(Path(d))
+        src = source_copy(Path(d)) if "predict-src" in names else None
+        pyd_wall = None
         for name in names:
             goal, kind, label = TARGETS[name]
-            runs = [run_process(cmds[name](i)) for i in range(a.repeats)]
+            runs = [run_process(cmds[name](i), cwd=src if name == "predict-src" else ROOT) for i in range(a.repeats)]
             w, c = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
             note = ""
             if kind == "s":
@@ -197,9 +235,16 @@ def main() -> None:
                 if name == "bare":
                     bare_wall, bare_cpu = w, c
                     note = "numpy + pydantic + yaml imported, nothing else"
-                elif name == "predict" and bare_cpu:
+                elif name == "pydantic":
+                    pyd_wall = w
+                    note = (f"bare + one pydantic model validated: {w / bare_wall:.2f}x bare wall"
+                            if bare_wall else "bare + one pydantic model validated")
+                elif name in ("predict", "predict-src") and bare_cpu:
                     note = (f"{w / bare_wall:.2f}x bare wall, {c / bare_cpu:.2f}x bare CPU (goal <= 1.5x): "
-                            f"{'met' if c <= 1.5 * bare_cpu else 'not met'} on CPU")
+                            f"{'met' if w <= 1.5 * bare_wall else 'not met'} on wall, "
+                            f"{'met' if c <= 1.5 * bare_cpu else 'not met'} on CPU"
+                            + (f"; {w / pyd_wall:.2f}x the pydantic floor" if pyd_wall else "")
+                            + ("; no bytecode" if name == "predict-src" else ""))
                 else:
                     note = f"{w / goal:.2f}x the goal (wall), {c / goal:.2f}x (CPU)"
             elif name == "serve":
@@ -215,7 +260,7 @@ def main() -> None:
                 fw, fc = f"{k / cw / 1e6:.1f}M k/s", f"{k / cc / 1e6:.1f}M k/s"
                 mw, mc = ("yes" if k / cw >= goal else "no"), ("yes" if k / cc >= goal else "no")
                 note = f"1M kernels: {cw * 1e3:.0f} ms wall / {cc * 1e3:.0f} ms CPU in the call; process {w:.2f} s"
-            ln = f"{name:<10} {label:>11} {fw:>14} {fc:>13} {mw:>8} {mc:>8}  {note}"
+            ln = f"{name:<11} {label:>11} {fw:>14} {fc:>13} {mw:>8} {mc:>8}  {note}"
             lines.append(ln)
             print(ln, flush=True)
     tail = f"load average at end: {os.getloadavg()[0]:.2f}"

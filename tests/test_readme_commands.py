@@ -158,7 +158,8 @@ def _runs(sizes: list[int]) -> list[tuple[int, int, int]]:
 
 # --- the rest of the README's figures (issue 22 item 2: every figure checked) ---
 _PRED = "launchsim predict --model qwen3-0.6b --batch 1 --ctx 511 --fusion none --graph none --replicates 100 --json"
-_FIRST = ("python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/launchsim run "
+_FIRST = ("python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/python -m compileall -q simulator && "
+          ".venv/bin/launchsim run "
           "scenarios/qwen3_0p6b_decode.yaml --out out/qwen3_0p6b_decode")
 _VR = "python -m calibration.validation_report --out out/validation"
 _VRJ = "out/validation/validation.json"
@@ -709,7 +710,8 @@ CALIB_PROSE: list[tuple[str, str, str, dict]] = [
 # Output blocks (plain fenced blocks) the README says a command prints: (regex on the block's first line, the
 # README command); every line of the block must be in that command's output (whitespace collapsed).
 OUTPUTS: list[tuple[str, str]] = [
-    (r"^┏", "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/launchsim run "
+    (r"^┏", "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/python -m compileall -q simulator && "
+            ".venv/bin/launchsim run "
             "scenarios/qwen3_0p6b_decode.yaml --out out/qwen3_0p6b_decode"),
     (r"^qwen3-0\.6b on h200, fused/.*layout vllm: 51 sizes",
      "launchsim graph-memory --model qwen3-0.6b --layout vllm --memory-budget 256MiB"),
