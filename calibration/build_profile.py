@@ -70,6 +70,26 @@ def _trace_node_gap(timing: dict, counts: dict | None) -> tuple[float | None, st
     return xs[len(xs) // 2], f"median of {len(xs)} configurations (ctx 512, fusion none/packed)"
 
 
+def build_tables(timing: dict, counts: dict | None = None) -> dict:
+    """device.tables' gemm, attention and byte-curve sections from a timing process (child_timing.py): every point
+    a graph-replayed per-op time; GEMM kernel counts from the counts process where given."""
+    gk = {(g["n"], g["k"]): g for g in (counts or {}).get("gemm_kernels", [])}
+    tables: dict = {"gemm": [], "attention": []}
+    for t in timing.get("gemm", []) if isinstance(timing.get("gemm"), list) else []:
+        row = {"n": t["n"], "k": t["k"], "m": t["m"], "us": list(t["graph_us"])}
+        kc = gk.get((t["n"], t["k"]))
+        if kc and kc["m"] == t["m"]:
+            row["kernels"] = kc["kernels"]
+        tables["gemm"].append(row)
+    for t in timing.get("attention", []):
+        tables["attention"].append({k: t[k] for k in ("heads", "kv_heads", "head_dim", "batch", "ctx")}
+                                   | {"us": t["graph_us"]})
+    for cls, c in timing.get("curves", {}).items():
+        xs, ys = zip(*sorted(zip(c["bytes"], c["graph_us"])))
+        tables[cls] = {"bytes": list(xs), "us": list(ys)}
+    return tables
+
+
 def build(timing: dict, counts: dict | None = None, name: str = "h200", notes: str = "") -> dict:
     """A profile dict (schema_version 1) from a clean timing process (child_timing.py) and, where given,
     the counts process (cuBLAS kernels per GEMM call, CUPTI kernel durations). Nothing is fitted on
@@ -100,20 +120,7 @@ def build(timing: dict, counts: dict | None = None, name: str = "h200", notes: s
         launch["compiled_extern"] = {"p50": ext["per_call_us"], "n": sum(p["n"] for p in ext["points"])}
     step_factor = {"p10": ctx["factor_p10"] / ctx["factor"], "p50": 1.0, "p90": ctx["factor_p90"] / ctx["factor"],
                    "n": ctx["block_us"]["n"]}
-    gk = {(g["n"], g["k"]): g for g in (counts or {}).get("gemm_kernels", [])}
-    tables = {"gemm": [], "attention": []}
-    for t in timing.get("gemm", []):
-        row = {"n": t["n"], "k": t["k"], "m": t["m"], "us": list(t["graph_us"])}
-        kc = gk.get((t["n"], t["k"]))
-        if kc and kc["m"] == t["m"]:
-            row["kernels"] = kc["kernels"]
-        tables["gemm"].append(row)
-    for t in timing.get("attention", []):
-        tables["attention"].append({k: t[k] for k in ("heads", "kv_heads", "head_dim", "batch", "ctx")}
-                                   | {"us": t["graph_us"]})
-    for cls, c in timing.get("curves", {}).items():
-        xs, ys = zip(*sorted(zip(c["bytes"], c["graph_us"])))
-        tables[cls] = {"bytes": list(xs), "us": list(ys)}
+    tables = build_tables(timing, counts)
     ds = DATASHEET["H200"]
     ceil = timing["ceilings"]
     one = [p for p in timing["graph_device"]["points"] if p["nodes"] == 1][0]
@@ -265,7 +272,7 @@ def h100_gemm_measured(round_dir) -> tuple[dict, dict | None, str] | None:
 
 
 def derive_h100(p: dict, name: str = "h100-sxm", copy_tbps: float | None = None, copy_source: str = "",
-                gemm_round=None) -> dict:
+                gemm_round=None, h100_timing: dict | None = None) -> dict:
     """H100 SXM from an H200 profile: same compute and host; HBM 3.35 vs 4.8 TB/s.
     GEMM points (tables and grid) under the H100 ridge point move their bytes (A, B and C once, bf16) at the H100's
     bandwidth: each adds bytes x (1/bw_H100 - 1/bw_H200), with bw the measured device-to-device copy bandwidth of
@@ -276,6 +283,9 @@ def derive_h100(p: dict, name: str = "h100-sxm", copy_tbps: float | None = None,
     measured step (calibration/validation/impl_fused.md, round ab). Every other table: each point whose arithmetic
     intensity is under the ridge is bandwidth-bound and its time above the table's small-kernel floor scales by
     4.8/3.35; compute-bound points and the floor (launch latency, not bandwidth) stay.
+    `h100_timing` (calibration/measured/h100-calib/timing.json, an H100 calibration round's timing process): its eager
+    byte curves (elementwise, reduction, memcopy, embedding) and its attention tables (the H200 tables' own shapes and
+    grid) replace the derived ones, read as `build` reads the H200's.
     `gemm_round` (calibration/measured/h100-round-ac): GEMMs measured on an H100 replace the derived ones, the named
     shapes' times and kernel counts and the whole grid; a shape it lacks keeps the bandwidth rule above. The H200's
     cuBLAS picks a slower kernel for some small shapes at M <= 4 (qwen3-0.6b's o_proj (1024, 2048): 12.8 us on the
@@ -321,13 +331,25 @@ def derive_h100(p: dict, name: str = "h100-sxm", copy_tbps: float | None = None,
         gg = t["gemm_grid"]
         for i, (n, k) in enumerate(gg["shapes"]):
             gg["us"][i] = [gemm_us(m, n, k, u) for m, u in zip(gg["m"], gg["us"][i])]
+    measured_tables = build_tables(h100_timing) if h100_timing else {}
+    grid_of = lambda a: (a["heads"], a["kv_heads"], a["head_dim"], tuple(a["batch"]), tuple(a["ctx"]))  # noqa: E731
+    h_att = {grid_of(a): a for a in measured_tables.get("attention", [])}
+    n_att = 0
     for a in t.get("attention", []):
+        h = h_att.get(grid_of(a))
+        if h is not None:
+            a["us"] = [list(row) for row in h["us"]]
+            n_att += 1
+            continue
         floor = min(min(row) for row in a["us"])
         a["us"] = [[scale(u, floor) for u in row] for row in a["us"]]
+    curves_measured = [c for c in ("elementwise", "reduction", "memcopy", "embedding") if c in measured_tables]
+    for cls in curves_measured:
+        t[cls] = measured_tables[cls]
     # the roll curve (round w) is left as measured: 0.92 TB/s, a fifth of the H200's copy bandwidth, is not HBM-bound
     for cls in ("elementwise", "reduction", "memcopy", "embedding", "triton_pointwise", "triton_reduction",
                 "triton_reduction_loop"):  # the Triton curves (round i) are byte curves like the eager ones
-        if t.get(cls):
+        if t.get(cls) and cls not in curves_measured:
             floor = min(t[cls]["us"])
             t[cls]["us"] = [scale(u, floor) for u in t[cls]["us"]]
     if t.get("row_mean"):  # not bandwidth-bound below the H100's bandwidth (a warp a row, L / 32 values each):
@@ -339,14 +361,19 @@ def derive_h100(p: dict, name: str = "h100-sxm", copy_tbps: float | None = None,
                else f"datasheet ratio {r:.3f}")
     gemm_note = (f"GEMM tables measured on an H100 for {n_named} of {len(t.get('gemm', []))} shapes and the whole grid "
                  f"({gemm_src}); the others' " if measured else "")
+    if measured_tables:
+        gemm_note = (f"eager curves ({', '.join(curves_measured)}) and {n_att} of {len(t.get('attention', []))} "
+                     f"attention tables measured on an H100 (an H100 calibration round's timing process); " + gemm_note)
     d["source"] = (f"derived from '{p['name']}': {gemm_note}bandwidth-bound GEMM points + their bytes x (1/bw_H100 - "
                    f"1/bw_H200), {bw_note}; other bandwidth-bound table times above the floor x {r:.3f} (4.8/3.35 TB/s)")
     q.update(name=name, source="derived", derived_from=p["name"],
              notes=f"Derived from the measured '{p['name']}' profile (GEMM points: their bytes at the H100's "
                    "measured copy bandwidth; other tables: datasheet HBM ratio 3.35 vs 4.8 TB/s; same compute, same "
                    "host section; the row-mean table's points no faster than their bytes at the H100's bandwidth). "
-                   + ("Its GEMM tables and grid were measured on an H100 (round ac); the other tables were not. "
-                      if measured else "Its tables were not measured on an H100; ")
+                   + ("Its GEMM tables and grid (round ac)" if measured else "")
+                   + (", eager byte curves and attention tables (an H100 calibration round)" if measured_tables else "")
+                   + (" were measured on an H100; the other tables were not. " if measured or measured_tables
+                      else "Its tables were not measured on an H100; ")
                    + "Checked against H100 steps in calibration/validation/impl_fused.md.")
     q["environment"] = {"derived_from_environment": p.get("environment", {})}
     return q

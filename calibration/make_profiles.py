@@ -144,7 +144,8 @@ def main() -> None:
     parse_profile(p, "h200")
     write_json_atomic(p, PROFILES / "h200.json")
     q = derive_h100(p, copy_tbps=h100_copy_tbps(), copy_source=str(H100_CALIB.relative_to(ROOT.parent)),
-                    gemm_round=H100_GEMM if H100_GEMM.exists() else None)
+                    gemm_round=H100_GEMM if H100_GEMM.exists() else None,
+                    h100_timing=json.loads(H100_CALIB.read_text()) if H100_CALIB.exists() else None)
     from .build_moe_fp8 import derive_h100_moe
 
     derive_h100_moe(q)

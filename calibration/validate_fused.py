@@ -11,7 +11,8 @@ separate profiled process; each fused kernel alone, graph-timed), and calibratio
 reference-decoder rows (an H100 calibration round). Figures: `h200 before` (the h200 profile, committed before the
 run: predicted_before_h200.json), `shipped` (h100-sxm as shipped at 9c8b85c, its rule unchanged since before the run;
 computed after it: predicted_h100sxm_shipped.json), `derived` (h100-sxm at f3d5bd3, GEMMs derived by bandwidth:
-h100-round-ac/predicted_h100sxm_derived.json) and `now` (h100-sxm of the current code: GEMMs measured on an H100). The graph rows test the
+h100-round-ac/predicted_h100sxm_derived.json) and `now` (h100-sxm of the current code: GEMMs, eager curves and
+attention tables measured on an H100). The graph rows test the
 GPU prices; the eager rows launch liger's and our kernels through Triton's Python launcher, not the C++ custom-op
 path the recipe's host costs are for, so they are shown, not scored.
 """
@@ -137,8 +138,10 @@ def markdown(res: dict) -> str:
          "reference); `shipped` = the h100-sxm profile as shipped before this round (its derivation unchanged since "
          "before the run); `derived` = h100-sxm at f3d5bd3 (GEMM points moved their bytes at the H100's measured copy "
          "bandwidth); `now` = h100-sxm as built now: its GEMM tables and grid measured on an H100 (round ac, "
-         "calibration/measured/h100-round-ac: cuBLAS microbenchmarks, nothing fitted on these rows), the other tables "
-         "derived (calibration/build_profile.py derive_h100). The eager column launches through Triton's Python "
+         "calibration/measured/h100-round-ac: cuBLAS microbenchmarks), its eager byte curves and attention tables "
+         "measured on an H100 (the H100 calibration round's timing process, calibration/measured/h100-calib), "
+         "nothing fitted on these rows; the Triton curves, row-mean and FP8/MoE tables derived "
+         "(calibration/build_profile.py derive_h100). The eager column launches through Triton's Python "
          "launcher (not the C++ custom-op path `fused` prices): shown, not scored. Measured: "
          "calibration/measured/h100-round-ab (README there).", "",
          "Processes (canary at start -> end, us): " + "; ".join(
@@ -175,9 +178,10 @@ def markdown(res: dict) -> str:
           "## The reference decoder on the same H100 (calibration/measured/h100-calib)", "",
           f"calibration.round's timing process (never profiled; canary {res['calib_canary']['host_start_us']:.2f} -> "
           f"{res['calib_canary']['host_end_us']:.2f} us): qwen3-0.6b and llama3-8b, fusion none and packed, isolated "
-          "p50. Its GEMM job failed on the device (no pydantic there); round ac measured the H100's GEMMs apart. Its "
-          "copy ceiling is the bandwidth the h100-sxm derivation uses for the shapes round ac lacks, nothing else of "
-          "it is read.", "",
+          "p50. Its GEMM job failed on the device (no pydantic there); round ac measured the H100's GEMMs apart. "
+          "h100-sxm reads its eager byte curves and attention tables (microbenchmarks of the same process as these "
+          "rows; nothing fitted on them) and its copy ceiling (the bandwidth the derivation uses for the GEMM shapes "
+          "round ac lacks and the tables not measured).", "",
           "| figures | model | full-graph MAPE % (rows) | eager MAPE % (rows) | worst full-graph row |",
           "|---|---|---:|---:|---:|"]
     for s in res["reference_summary"].values():
