@@ -163,4 +163,27 @@ def padded_shape(shape, r: Route):
     """The step the GPU runs: `r.padding` padding rows (`StepShape.padding`) that run every token-wise kernel
     but attend to nothing (vLLM gives padded slots seq_len 0). The one rule of predict, the sweep, the optimizer
     and serving."""
-    return replace(shape, padding=shape.padding + r.padding) if r.padding else shape
+    if not r.padding:
+        return shape
+    cls = type(shape)
+    if cls in (_PLAIN or _plain_shapes()):  # `replace` without re-running the dataclass __init__ (no __post_init__: the same value)
+        out = object.__new__(cls)
+        d = out.__dict__
+        d.update(shape.__dict__)
+        d["padding"] = shape.padding + r.padding
+        return out
+    return replace(shape, padding=shape.padding + r.padding)
+
+
+def _plain_shapes() -> frozenset:
+    """Shape classes `padded_shape` copies field by field: frozen dataclasses with a __dict__ and no __post_init__
+    (workload.StepShape), whose `replace` is exactly a copy with one field changed."""
+    global _PLAIN
+    from simulator.model.workload import StepShape  # imported on the first padded step (as `_pad`'s buckets)
+
+    ok = not hasattr(StepShape, "__post_init__") and not hasattr(StepShape, "__slots__")
+    _PLAIN = frozenset({StepShape}) if ok else frozenset({None})
+    return _PLAIN
+
+
+_PLAIN: frozenset | None = None

@@ -128,7 +128,9 @@ class StepCostCache:
         self._small: dict[tuple, object] = {}  # (setup.build_key, layers, shape) -> Step (tiling's cut builds)
         self._ops: dict[int, tuple] = {}  # plan.lower's memo of those steps' op costs (shared by the plan modes)
         self._axis: dict[tuple, dict[int, tuple]] = {}  # (setup, ctx, step kind) -> batch -> _COLUMNS
-        self._secs: dict[tuple, float] = {}  # (setup.cost_key, plan mode, shape) -> step s (engine/batched.py)
+        # (setup.cost_key, plan mode) -> shape -> step s (engine/batched.py): nested, so that a call over many
+        # shapes hashes the cost key (the model's every field) once, not once per shape
+        self._secs: dict[tuple, dict[StepShape, float]] = {}
         self._figures: dict[tuple, tuple] = {}  # the same key -> step_figures' four figures (engine/batched.py)
         self._rows: dict[tuple, dict] = {}  # setup.cost_key -> batched.py's memo of built, costed steps by shape
         self._figs: dict[str, dict] = {}  # profile digest -> batched.py's memo of op figures (Op -> figures)
@@ -185,27 +187,32 @@ class StepCostCache:
         from simulator.engine.batched import step_seconds
 
         key0 = setup.cost_key
-        keys = [(key0, mode, s) for s in shapes]
-        n = len(keys)
+        n = len(shapes)
         self.stats["lookups"] += n
         STATS["lookups"] += n
-        steps, secs = self._steps, self._secs
+        steps = self._steps  # step_time's results (keyed (cost key, mode, shape)): read only where there are any
+        memo = self._secs
+        secs = memo.get((key0, mode))
+        if secs is None:
+            secs = memo[(key0, mode)] = {}
         out = np.empty(n)
-        miss: dict[tuple, list[int]] = {}
-        for i, k in enumerate(keys):
-            v = secs.get(k)
+        miss: dict[StepShape, list[int]] = {}
+        get = secs.get
+        for i, s in enumerate(shapes):
+            v = get(s)
             if v is None:
-                r = steps.get(k)
+                r = steps.get((key0, mode, s)) if steps else None
                 if r is None:
-                    miss.setdefault(k, []).append(i)
+                    miss.setdefault(s, []).append(i)
                     continue
                 v = r.step_s
             out[i] = v
         if miss:
-            if len(secs) > self.LIMIT:
-                secs.clear()
+            if sum(len(v) for v in memo.values()) > self.LIMIT:
+                for per_mode in memo.values():
+                    per_mode.clear()
             todo = list(miss)
-            vals = step_seconds(setup, mode, [k[2] for k in todo], *self._memos(setup)).tolist()
+            vals = step_seconds(setup, mode, todo, *self._memos(setup)).tolist()
             for k, v in zip(todo, vals):
                 secs[k] = v
                 for i in miss[k]:
@@ -267,21 +274,28 @@ class StepCostCache:
         the steps of one (cost key, plan mode) priced in one `step_seconds` call whichever setup asked (a step's
         cost does not depend on the capture that routed it)."""
         routed = [[st.capture.padded(x) for x in shapes] for st, _, _, shapes in items]
-        want: dict[tuple, tuple] = {}
+        # the steps wanted per (cost key, plan mode); the cost keys (the model's every field) hashed once per item:
+        # each item's by-mode dicts are looked up by mode
+        keys: dict[tuple, dict[str, tuple]] = {}
+        by_item = []
         for (st, _, _, shapes), rs in zip(items, routed):
+            modes = keys.setdefault(st.cost_key, {})
+            by_item.append(modes)
             for x, (r, run) in zip(shapes, rs):
-                d = want.setdefault((st.cost_key, r.mode), (st, {}))[1]
+                e = modes.get(r.mode)
+                if e is None:
+                    e = modes[r.mode] = (st, {}, {})
+                d = e[1]
                 d[run] = None
                 if r.padding:
                     d[x] = None
-        got = {}
-        for key, (st, d) in want.items():
-            todo = list(d)
-            got[key] = dict(zip(todo, self.step_seconds(st, key[1], todo).tolist()))
-        for (st, memo, bs, shapes), rs in zip(items, routed):
-            ck = st.cost_key
+        for modes in keys.values():
+            for mode, (st, d, g) in modes.items():
+                todo = list(d)
+                g.update(zip(todo, self.step_seconds(st, mode, todo).tolist()))
+        for (st, memo, bs, shapes), rs, modes in zip(items, routed, by_item):
             for b, x, (r, run) in zip(bs, shapes, rs):
-                g = got[(ck, r.mode)]
+                g = modes[r.mode][2]
                 v = g[run]
                 memo[b] = (float(r.executed), float(r.padding), float(r.padded is None), float(r.overflow), v,
                            g[x] if r.padding else v, r.padding / r.executed)

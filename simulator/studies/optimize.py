@@ -46,7 +46,7 @@ from simulator.model.models import ModelSpec
 from simulator.engine.routing import check_mode
 from simulator.engine.setup import Capture, StepSetup
 from simulator.engine.stepcost import StepCostCache
-from simulator.model.workload import decode
+from simulator.model.workload import StepShape, decode
 
 PRESETS = V.values(V.COMPARED_PRESETS)
 GiB, MiB = float(1 << 30), float(1 << 20)
@@ -101,8 +101,6 @@ class Setup:
 
     def shape(self, b: int):
         """The step of b sequences the layout pads: a decode step, or a verify step of b(1 + k) tokens."""
-        from simulator.model.workload import StepShape
-
         return decode(int(b), self.inp.ctx) if self.q == 1 else StepShape(int(b), self.inp.ctx, q_len=self.q)
 
     def rows(self, batches) -> np.ndarray:

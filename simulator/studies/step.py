@@ -25,13 +25,17 @@ def _grid(sc: StepScenario, base, advance) -> list[dict]:
     from simulator.engine.tiling import tiled_lower
 
     rows, model, costs = [], base.model, base.costs
+    # the 1- and 2-layer builds and their ops' costs, shared by the graph modes of a fusion level (tiled_lower's
+    # memos: keyed by the setup's build key and shape, and by op object; the same plans)
+    small: dict = {}
+    op_costs: dict = {}
     for fusion in sc.fusion:
         for graph in sc.graph:
             setup = base.with_fusion(fusion).with_capture(Capture(graph))
             for b in sc.batch:
                 shape = decode(b, sc.ctx)
                 # routed once; the plan by layer tiling: bitwise plan.lower(setup.build(...)) from 1- and 2-layer builds
-                plan = tiled_lower(setup, shape, setup.capture.route(shape).mode)
+                plan = tiled_lower(setup, shape, setup.capture.route(shape).mode, small, op_costs)
                 res = summarize(run_engine(plan, sc.engine))
                 row = {"model": model.name, "fusion": fusion, "graph": graph, "batch": b, "ctx": sc.ctx}
                 row.update(res.as_dict())
