@@ -93,12 +93,27 @@ def summary_columns(rows: list[dict]) -> list[str]:
     return SUMMARY_COLUMNS
 
 
-def summarize_rows(rows: list[dict]) -> list[dict]:
-    """One compact row per point without the budget axis; `budgets` lists each budget's check."""
+def summarize_rows(rows: list[dict], family: list[int] | None = None) -> list[dict]:
+    """One compact row per point without the budget axis; `budgets` lists each budget's check. `family`: per row,
+    its family (`SweepRun.family`: rows of one family differ only in budget_bytes and fits_budget; -1: none), so a
+    run of rows of one family finds its summary row once."""
     out: dict[tuple, dict] = {}
     checks: dict[tuple, list[str]] = {}
+    labels: dict[tuple, str] = {}  # (budget_bytes, fits_budget) -> its check
     spec = any(r.get("spec_tokens") for r in rows)
-    for r in rows:
+    if family is not None and len(family) != len(rows):
+        family = None
+    prev, lst = -1, None
+    for n, r in enumerate(rows):
+        f = family[n] if family is not None else -1
+        if f >= 0 and f == prev and lst is not None:
+            b = (r["budget_bytes"], r["fits_budget"])
+            c = labels.get(b)
+            if c is None:
+                c = labels[b] = f"{r['budget_bytes'] / MiB:g}MiB:{'ok' if r['fits_budget'] else 'OVER'}"
+            lst.append(c)
+            continue
+        prev = f
         k = (r["model"], r["profile"], r["fusion"], r["graph"], r["layout"], r["distribution"],
              r.get("spec_tokens", 0), r.get("acceptance"))
         s = out.get(k)
@@ -111,7 +126,8 @@ def summarize_rows(rows: list[dict]) -> list[dict]:
                 s.update(spec_k=r["spec_tokens"], accept=r["acceptance"], tok_per_step=r["tokens_per_step"],
                          ms_per_token=r["ms_per_token"], decode_ms=r["decode_step_ms"])
                 s = out[k] = {c: s[c] for c in summary_columns(rows)}
-        checks.setdefault(k, []).append(f"{r['budget_bytes'] / MiB:g}MiB:{'ok' if r['fits_budget'] else 'OVER'}")
+        lst = checks.setdefault(k, [])
+        lst.append(f"{r['budget_bytes'] / MiB:g}MiB:{'ok' if r['fits_budget'] else 'OVER'}")
     for k, s in out.items():  # joined once (a string grown per budget is quadratic in the budgets)
         s["budgets"] = budget_cell(checks[k])
     return list(out.values())
@@ -141,7 +157,7 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
     points = build_points(sc)
     run = run_points(points, out, sc.executor, sc.workers, sc.chunk, progress=progress)
     rows = run.rows
-    summary = summarize_rows(rows)
+    summary = summarize_rows(rows, run.family)
     over = [r for r in rows if not r["fits_budget"]]
     result = {
         "scenario": sc.model_dump(mode="json"),
@@ -354,8 +370,10 @@ def breakeven_figures(be: list[dict], rows: list[dict], means: dict[str, float])
 def memory_table(points: list[dict]) -> str:
     seen, rows = set(), []
     for r in points:
+        if r["graph"] == "none":
+            continue
         k = (r["model"], r["fusion"], r["graph"], r["layout"], r["budget_bytes"])
-        if k in seen or r["graph"] == "none":
+        if k in seen:
             continue
         seen.add(k)
         rows.append({"model": r["model"], "fusion": r["fusion"], "graph": r["graph"], "layout": r["layout"],
