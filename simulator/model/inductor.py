@@ -278,25 +278,40 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
     sym = dynamic and dynamic_inputs  # symbolic sizes inside the kernels (the wrapper's cost is dynamic's alone)
     if reads is not None and feeds is not None:
         raise InductorError("give reads or feeds, not both: feeds only name-infer reads")
-    key = (_structure_key(ops), dynamic, sym,
-           None if reads is None else tuple(tuple(r) for r in reads),
-           None if feeds is None else tuple(sorted((k, tuple(v)) for k, v in feeds.items())))
+    rest = (dynamic, sym, None if reads is None else tuple(tuple(r) for r in reads),
+            None if feeds is None else tuple(sorted((k, tuple(v)) for k, v in feeds.items())))
+    head = (len(ops),) + rest
+    for k in _BY_HEAD.get(head, ()):  # the plan the full key below would find, told from the repeated layers
+        plan = _PLANS.get(k)
+        if plan is not None and plan.repeats(ops) and plan.structure_at_firsts(ops):
+            if plan.fits_repeated(ops):
+                return _emit(plan, ops, dynamic, sym, act_bytes, shared=True)
+            break  # this key's plan, whose sizes do not fit: the full path schedules it again
+    key = (_structure_key(ops),) + rest
     plan = _PLANS.get(key)
     if plan is None or not plan.fits(ops):
         plan = _schedule(ops, sym, reads, feeds)
         if len(_PLANS) >= _PLANS_MAX:
-            _PLANS.clear()
+            clear_plans()
         _PLANS[key] = plan
+        keys = _BY_HEAD.setdefault(head, [])
+        if key not in keys:
+            keys.append(key)
     return _emit(plan, ops, dynamic, sym, act_bytes)
 
 
 _PLANS: dict[tuple, "_Plan"] = {}  # compile_ops' memo of scheduling decisions, by op-list structure (bounded)
 _PLANS_MAX = 64
+# (list length, the key's other parts) -> the structure keys of _PLANS under them: a list that repeats a plan's
+# layers as its schedule-time list did (`_Plan.repeats`) has that plan's key when its first occurrences have the
+# plan's structures (`_Plan.structure_at_firsts`), found without the full structure key (a tuple of every op's)
+_BY_HEAD: dict[tuple, list] = {}
 
 
 def clear_plans() -> None:
     """Forget every memoised plan (tests compare a reused plan with a fresh schedule)."""
     _PLANS.clear()
+    _BY_HEAD.clear()
 
 
 def _structure_key(ops: tuple[Op, ...]) -> "_Key":
@@ -371,12 +386,44 @@ class _Plan:
     same: tuple[tuple[int, int, int], ...]  # (i, j, k): ops[i:i+k] were ops[j:j+k] at schedule time (`rep` needs
     # them equal, by value: then the groups of a class have equal figures)
     order: tuple[tuple[str, int], ...]  # ("g", group) | ("x", extern op) | ("o", opaque op) | ("e", expand candidate)
+    # where `same` holds (`repeats`), every op equals the op at its first occurrence (`firsts`, the positions no run
+    # covers), so these stand for the whole list: the structures at the first occurrences, the scaled ops' first
+    # occurrences (`scaled_at`: positions into `scaled_firsts`), and `_emit`'s output order as its distinct entries
+    # (`emit_firsts`, order positions) and runs copied from them (`emit_runs`: (t, s, k), out[t:t+k] = out[s:s+k])
+    firsts: tuple[int, ...] = ()
+    first_structures: tuple = ()
+    scaled_firsts: tuple[int, ...] = ()
+    scaled_at: np.ndarray | None = None
+    emit_firsts: tuple[int, ...] = ()
+    emit_runs: tuple[tuple[int, int, int], ...] = ()
+
+    def repeats(self, ops: tuple[Op, ...]) -> bool:
+        """Whether `ops` repeats its ops where the schedule-time list did (`same`): identity first, then values."""
+        return all(ops[i:i + k] == ops[j:j + k] for i, j, k in self.same)
+
+    def structure_at_firsts(self, ops: tuple[Op, ...]) -> bool:
+        """With `repeats(ops)`: whether `_structure_key(ops)` equals this plan's list's (the other positions hold
+        equal ops)."""
+        return [ops[i].structure for i in self.firsts] == list(self.first_structures)
+
+    def fits_repeated(self, ops: tuple[Op, ...]) -> bool:
+        """`fits(ops)` where `repeats(ops)`: the scaled ops' flops read at their first occurrences."""
+        if self.flops is None or self.scaled_at is None:
+            return False
+        a = np.fromiter((ops[i].flops for i in self.scaled_firsts), np.float64, len(self.scaled_firsts))
+        if not np.array_equal(a, np.floor(a)):
+            return False
+        return self._fits_flops(a[self.scaled_at])
 
     def fits(self, ops: tuple[Op, ...]) -> bool:
+        if self.flops is None:
+            return False
+        return self._fits_flops(_integer_flops(ops, self.scaled))
+
+    def _fits_flops(self, new: np.ndarray | None) -> bool:
         old = self.flops
         if old is None:
             return False
-        new = _integer_flops(ops, self.scaled)
         if new is None:
             return False  # not all exact integers: not compared here
         nz = np.flatnonzero(old)
@@ -674,11 +721,34 @@ def _schedule(ops: tuple[Op, ...], sym: bool, reads, feeds) -> _Plan:
                tuple((canon[i], tuple(canon[u] for u in users[i])) for i in gr.red),
                gr.names, gr.op_class, gr.gathers, gr.verify)
         rep.append(rep_of.setdefault(sig, gi))
+    order = tuple(e for _, e in sorted(placed, key=lambda t: t[0]))
+    firsts = tuple(i for i in range(n) if canon[i] == i)
+    scaled_firsts = tuple(sorted({canon[i] for i in scaled}))
+    at = {p: q for q, p in enumerate(scaled_firsts)}
+    # the output order where `same` holds: an entry stands for the entry of its kernel's representative, or of its
+    # op's first occurrence (equal ops: the same output)
+    ekey = [("g", rep[i]) if w == "g" else (w, canon[i]) for w, i in order]
+    efirst: dict[tuple, int] = {}
+    src = [efirst.setdefault(k, t) for t, k in enumerate(ekey)]
+    eruns: list[list[int]] = []
+    for t, s0 in enumerate(src):
+        if s0 == t:
+            continue
+        if eruns and eruns[-1][0] + eruns[-1][2] == t and eruns[-1][1] + eruns[-1][2] == s0:
+            eruns[-1][2] += 1
+        else:
+            eruns.append([t, s0, 1])
     return _Plan(R=R, kind=tuple(kind), red_users={i: tuple(users[i]) for i in range(n) if kind[i] == "reduction"},
                  scaled=scaled, flops=_integer_flops(ops, scaled), groups=tuple(plan_groups),
-                 rep=tuple(rep), same=same, order=tuple(e for _, e in sorted(placed, key=lambda t: t[0])))
+                 rep=tuple(rep), same=same, order=order, firsts=firsts,
+                 first_structures=tuple(ops[i].structure for i in firsts), scaled_firsts=scaled_firsts,
+                 scaled_at=np.asarray([at[canon[i]] for i in scaled], dtype=np.intp),
+                 emit_firsts=tuple(t for t, s0 in enumerate(src) if s0 == t),
+                 emit_runs=tuple((t, s0, k) for t, s0, k in eruns))
 
 
+new_op = object.__new__
+assert not hasattr(Op, "__post_init__") and not hasattr(Op, "__slots__")  # `_emit` makes Ops field by field
 _EXTERN_OPS: dict[int, tuple[Op, Op]] = {}  # id(eager extern) -> (it, its compiled-path copy): the ops are interned
 
 
@@ -693,9 +763,12 @@ def _extern(op: Op) -> Op:
     return out
 
 
-def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes: int) -> tuple[Op, ...]:
+def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes: int,
+          shared: bool | None = None) -> tuple[Op, ...]:
     """The kernels of `plan` priced at `ops`' sizes: each fused kernel's flops, bytes, numel and rnumel, its
-    persistent / looped choice, and the broadcast copies that only a batch above 1 materializes."""
+    persistent / looped choice, and the broadcast copies that only a batch above 1 materializes. `shared`: whether
+    `plan.repeats(ops)` (None: checked here); then each class of equal kernels (`plan.rep`) is priced once and each
+    repeated entry of the output is its first occurrence's (`plan.emit_runs`: equal ops give equal entries)."""
     R, kind = plan.R, plan.kind
     red_users = plan.red_users
     outb_memo: dict[int, float] = {}
@@ -713,18 +786,14 @@ def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes:
         out; a copy reading a whole buffer (the cache) counts it, besides the token its producer wrote."""
         return ops[i].bytes if gather else max(0.0, ops[i].bytes - outb(i))
 
-    shared = all(ops[i:i + k] == ops[j:j + k] for i, j, k in plan.same)  # identity first, then values
-    kernels: list[Op] = []
-    for gi, gr in enumerate(plan.groups):
-        if shared and plan.rep[gi] != gi:
-            kernels.append(kernels[plan.rep[gi]])
-            continue
+    def kernel(gr: _Group) -> Op:
         mem = gr.mem
-        rd = sum(outb(j) for j in gr.ext_reads) + sum(gin_bytes(i, g) for i, g in gr.gin)
-        wr = sum(outb(i) for i in gr.writes)
-        eager_b = sum(ops[i].bytes for i in gr.home)
-        rn = max((_row_length(ops, i, red_users[i]) for i in gr.red), default=0)
-        top = max(ops[i].flops for i in mem)
+        rd = sum([outb(j) for j in gr.ext_reads]) + sum([gin_bytes(i, g) for i, g in gr.gin])
+        wr = sum([outb(i) for i in gr.writes])
+        home = [ops[i] for i in gr.home]
+        eager_b = sum([o.bytes for o in home])
+        rn = max([_row_length(ops, i, red_users[i]) for i in gr.red], default=0)
+        top = max([ops[i].flops for i in mem])
         rows = top / rn if rn else 0
         bound = (PERSISTENT_RNUMEL_DYNAMIC if sym else
                  PERSISTENT_RNUMEL_OTHER if (rows > 1 and gr.gathers) else PERSISTENT_RNUMEL_INNER)
@@ -737,25 +806,62 @@ def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes:
             shape.update((k, v) for k, v in ops[mem[0]].shape if k in _VERIFY_PART_KEYS)
         if dynamic:
             shape["dynamic"] = 1
-        kernels.append(Op(f"triton_{tag}:{gr.names}", gr.op_class, LaunchPath.COMPILED,
-                          float(sum(ops[i].flops for i in gr.home)), float(min(rd + wr, eager_b)),
-                          tuple(sorted(shape.items()))))
+        # Op(...) without the frozen dataclass's per-field __setattr__ (every field given; Op has no post-init)
+        k = new_op(Op)
+        k.__dict__.update(name=f"triton_{tag}:{gr.names}", op_class=gr.op_class, path=LaunchPath.COMPILED,
+                          flops=float(sum([o.flops for o in home])), bytes=float(min(rd + wr, eager_b)),
+                          shape=tuple(sorted(shape.items())), fixed_gpu_s=None, fixed_host_s=None)
+        return k
+
+    def entry(what: str, i: int, kernels) -> Op | None:
+        if what == "g":
+            return kernels[i]
+        if what == "x":
+            return _extern(ops[i])
+        if what == "o":
+            return ops[i]
+        op = ops[i]
+        if op.dim("m") > 1:
+            # measured (batch 16 and 64, not batch 1): the extern bmm's broadcast operand, when no listed op
+            # produces it (the reference's inv_freq constant), is materialized by an aten copy
+            # (at::native::elementwise_kernel); fp32 [m, n] written from an [n] vector; no arithmetic.
+            # transformers' .float() copy of it is a Triton kernel that writes the expanded buffer instead.
+            elems = op.dim("m") * op.dim("n")
+            return Op(f"{_prefix(op)}.expand_copy", OpClass.COPY, LaunchPath.COMPILED_EXTERN,
+                      0.0, float(elems * 4 + op.dim("n") * 4), (("numel", elems),))
+        return None
+
+    if shared is None:
+        shared = plan.repeats(ops)
+    if shared and plan.scaled_at is not None:
+        groups, rep, order = plan.groups, plan.rep, plan.order
+        kmemo: dict[int, Op] = {}
+
+        class _Kernels:  # kernels[g]: its class representative's kernel, priced once
+            def __getitem__(self, g: int) -> Op:
+                r = rep[g]
+                k = kmemo.get(r)
+                if k is None:
+                    k = kmemo[r] = kernel(groups[r])
+                return k
+
+        ks = _Kernels()
+        res: list = [None] * len(order)
+        for t in plan.emit_firsts:
+            what, i = order[t]
+            res[t] = entry(what, i, ks)
+        for t, s0, k in plan.emit_runs:
+            res[t:t + k] = res[s0:s0 + k]
+        return tuple([o for o in res if o is not None])
+    kernels: list[Op] = []
+    for gi, gr in enumerate(plan.groups):
+        if shared and plan.rep[gi] != gi:
+            kernels.append(kernels[plan.rep[gi]])
+            continue
+        kernels.append(kernel(gr))
     out: list[Op] = []
     for what, i in plan.order:
-        if what == "g":
-            out.append(kernels[i])
-        elif what == "x":
-            out.append(_extern(ops[i]))
-        elif what == "o":
-            out.append(ops[i])
-        else:
-            op = ops[i]
-            if op.dim("m") > 1:
-                # measured (batch 16 and 64, not batch 1): the extern bmm's broadcast operand, when no listed op
-                # produces it (the reference's inv_freq constant), is materialized by an aten copy
-                # (at::native::elementwise_kernel); fp32 [m, n] written from an [n] vector; no arithmetic.
-                # transformers' .float() copy of it is a Triton kernel that writes the expanded buffer instead.
-                elems = op.dim("m") * op.dim("n")
-                out.append(Op(f"{_prefix(op)}.expand_copy", OpClass.COPY, LaunchPath.COMPILED_EXTERN,
-                              0.0, float(elems * 4 + op.dim("n") * 4), (("numel", elems),)))
+        o = entry(what, i, kernels)
+        if o is not None:
+            out.append(o)
     return tuple(out)

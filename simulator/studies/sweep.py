@@ -93,12 +93,27 @@ def summary_columns(rows: list[dict]) -> list[str]:
     return SUMMARY_COLUMNS
 
 
-def summarize_rows(rows: list[dict]) -> list[dict]:
-    """One compact row per point without the budget axis; `budgets` lists each budget's check."""
+def summarize_rows(rows: list[dict], family: list[int] | None = None) -> list[dict]:
+    """One compact row per point without the budget axis; `budgets` lists each budget's check. `family`: per row,
+    its family (`SweepRun.family`: rows of one family differ only in budget_bytes and fits_budget; -1: none), so a
+    run of rows of one family finds its summary row once."""
     out: dict[tuple, dict] = {}
     checks: dict[tuple, list[str]] = {}
+    labels: dict[tuple, str] = {}  # (budget_bytes, fits_budget) -> its check
     spec = any(r.get("spec_tokens") for r in rows)
-    for r in rows:
+    if family is not None and len(family) != len(rows):
+        family = None
+    prev, lst = -1, None
+    for n, r in enumerate(rows):
+        f = family[n] if family is not None else -1
+        if f >= 0 and f == prev and lst is not None:
+            b = (r["budget_bytes"], r["fits_budget"])
+            c = labels.get(b)
+            if c is None:
+                c = labels[b] = f"{r['budget_bytes'] / MiB:g}MiB:{'ok' if r['fits_budget'] else 'OVER'}"
+            lst.append(c)
+            continue
+        prev = f
         k = (r["model"], r["profile"], r["fusion"], r["graph"], r["layout"], r["distribution"],
              r.get("spec_tokens", 0), r.get("acceptance"))
         s = out.get(k)
@@ -111,7 +126,8 @@ def summarize_rows(rows: list[dict]) -> list[dict]:
                 s.update(spec_k=r["spec_tokens"], accept=r["acceptance"], tok_per_step=r["tokens_per_step"],
                          ms_per_token=r["ms_per_token"], decode_ms=r["decode_step_ms"])
                 s = out[k] = {c: s[c] for c in summary_columns(rows)}
-        checks.setdefault(k, []).append(f"{r['budget_bytes'] / MiB:g}MiB:{'ok' if r['fits_budget'] else 'OVER'}")
+        lst = checks.setdefault(k, [])
+        lst.append(f"{r['budget_bytes'] / MiB:g}MiB:{'ok' if r['fits_budget'] else 'OVER'}")
     for k, s in out.items():  # joined once (a string grown per budget is quadratic in the budgets)
         s["budgets"] = budget_cell(checks[k])
     return list(out.values())
@@ -141,7 +157,7 @@ def run_sweep_scenario(sc: SweepScenario, out: Path | None, progress: bool = Tru
     points = build_points(sc)
     run = run_points(points, out, sc.executor, sc.workers, sc.chunk, progress=progress)
     rows = run.rows
-    summary = summarize_rows(rows)
+    summary = summarize_rows(rows, run.family)
     over = [r for r in rows if not r["fits_budget"]]
     result = {
         "scenario": sc.model_dump(mode="json"),
@@ -354,8 +370,10 @@ def breakeven_figures(be: list[dict], rows: list[dict], means: dict[str, float])
 def memory_table(points: list[dict]) -> str:
     seen, rows = set(), []
     for r in points:
+        if r["graph"] == "none":
+            continue
         k = (r["model"], r["fusion"], r["graph"], r["layout"], r["budget_bytes"])
-        if k in seen or r["graph"] == "none":
+        if k in seen:
             continue
         seen.add(k)
         rows.append({"model": r["model"], "fusion": r["fusion"], "graph": r["graph"], "layout": r["layout"],
@@ -388,6 +406,41 @@ def budget_lines(fig: go.Figure, xs: list[float]) -> None:
     fig.update_layout(shapes=list(fig.layout.shapes) + shapes, annotations=list(fig.layout.annotations) + notes)
 
 
+class LinedFigure(go.Figure):
+    """A figure whose budget lines are added to its dict when it is serialised (`to_dict`, which `to_html`,
+    `to_json` and `to_plotly_json` read), not validated by plotly one shape at a time (694 budgets took 0.4 s):
+    the dict is `budget_lines`' figure's, key for key and in the same order (`lines` is called where
+    `budget_lines` was, so its entries follow the layout keys set before it)."""
+
+    def lines(self, xs: list[float]) -> None:
+        if self._lines is not None or self.layout.shapes or self.layout.annotations:
+            budget_lines(self, xs)  # lines already there: plotly's own update (entries appended in place)
+            return
+        # each kind's entry as plotly validates it (keys in its order), once; the others are copies at their x
+        shape = go.layout.Shape(type="line", x0=0.0, x1=0.0, xref="x", y0=0, y1=1, yref="y domain",
+                                line={"dash": "dash"}).to_plotly_json()
+        note = go.layout.Annotation(text="", x=0.0, xref="x", y=1, yref="y domain", showarrow=False,
+                                    xanchor="left", yanchor="top").to_plotly_json()
+        if not xs:
+            return
+        self._lines = (list(self.to_dict()["layout"]), shape, note, list(xs))
+
+    _lines: tuple | None = None
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        if self._lines is None:
+            return d
+        before, shape, note, xs = self._lines
+        lay = d["layout"]
+        out = {k: lay[k] for k in before}
+        out["shapes"] = [{**shape, "line": dict(shape["line"]), "x0": x, "x1": x} for x in xs]
+        out["annotations"] = [{**note, "text": f"budget {x:g} MiB", "x": x} for x in xs]
+        out.update((k, v) for k, v in lay.items() if k not in out)
+        d["layout"] = out
+        return d
+
+
 def figures(rows: list[dict]) -> list[go.Figure]:
     if not rows:
         return []
@@ -396,7 +449,7 @@ def figures(rows: list[dict]) -> list[go.Figure]:
     graphs = [r for r in base if r["graph"] != "none"]
     figs = []
     # 1. padding waste vs pinned memory, per layout (one marker per model/graph/fusion/distribution)
-    f1 = go.Figure()
+    f1 = LinedFigure()
     models = sorted({r["model"] for r in rows})
     symbols = ["circle", "square", "diamond", "triangle-up", "x", "star"]
     for lay in dict.fromkeys(r["layout"] for r in graphs):
@@ -405,7 +458,7 @@ def figures(rows: list[dict]) -> list[go.Figure]:
             x=[r["graph_bytes"] / MiB for r in rs], y=[100 * r["waste"] for r in rs], mode="markers", name=lay,
             marker=dict(size=10, symbol=[symbols[models.index(r["model"]) % len(symbols)] for r in rs]),
             text=[f"{r['model']} {r['fusion']}/{r['graph']} {r['distribution']}" for r in rs]))
-    budget_lines(f1, sorted({r["budget_bytes"] / MiB for r in rows}))
+    f1.lines(sorted({r["budget_bytes"] / MiB for r in rows}))
     f1.update_layout(title="Padding waste vs pinned graph memory, per layout (marker shape: model)",
                      xaxis_title="pinned graph memory (MiB)", yaxis_title="padded rows / all rows (%)", height=480)
     figs.append(f1)
