@@ -54,10 +54,10 @@ def _figures(c) -> tuple:
     return c.step_s, c.gpu_busy_s, c.cpu_bound, c.mode != "none", c.rows, c.padded
 
 
-def _bracket_table(grid: list[int], n: int) -> list[tuple]:
+def _bracket_table(grid: list[int], n: int) -> tuple[list[tuple], np.ndarray]:
     """For x = 0 .. n - 1: (the bracket's number, its weight w, 1.0 - w, lo, hi), (lo, hi, w) being
     `bracket(x, grid)`'s (the same floats: (x - lo) / (hi - lo) of exact integers, correctly rounded either way); the
-    number tells brackets apart (2 x lo's grid index, + 1 where hi > lo)."""
+    number tells brackets apart (2 x lo's grid index, + 1 where hi > lo). And the weights as an array."""
     g = np.asarray(grid, dtype=np.int64)
     x = np.arange(n, dtype=np.int64)
     i = np.searchsorted(g, x, side="left")
@@ -68,7 +68,7 @@ def _bracket_table(grid: list[int], n: int) -> list[tuple]:
     span = hi > lo
     w = np.where(span, (x - lo) / np.where(span, hi - lo, 1), 0.0)
     num = 2 * np.searchsorted(g, lo, side="left") + span
-    return list(zip(num.tolist(), w.tolist(), (1.0 - w).tolist(), lo.tolist(), hi.tolist()))
+    return list(zip(num.tolist(), w.tolist(), (1.0 - w).tolist(), lo.tolist(), hi.tolist())), w
 
 
 def _seqsum(a: np.ndarray) -> float:
@@ -112,9 +112,9 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
     # bracket tables (steptime.bracket of every value a step can meet): decode rows, one chunk's tokens, context
     pmax = int(prompt.max())
     cmax = int((p64 + o64).max()) + 2
-    tab_d = _bracket_table(D_GRID, dmax + 1)
-    tab_l = _bracket_table(L_GRID, pmax + 1)
-    tab_c = _bracket_table(C_GRID, cmax + 1)
+    tab_d, w_d = _bracket_table(D_GRID, dmax + 1)
+    tab_l, w_l = _bracket_table(L_GRID, pmax + 1)
+    tab_c, w_c = _bracket_table(C_GRID, cmax + 1)
     nbd, nbl, nbc = 2 * len(D_GRID) + 2, 2 * len(L_GRID) + 2, 2 * len(C_GRID) + 2
     single = pmax + max_seqs - 1 <= budget  # a lone waiting request always fits the token budget
     mmode: list = [None] * (dmax + pmax + 1)  # a one-chunk mixed step's tokens -> its plan mode's number (MODES)
@@ -346,7 +346,7 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
     alive = sorted((f // n, f % n, base[f % n]) for f in heap if f != big * n)  # (finish step, id, base)
     _settle(sched, col, series, kv_blocks, p64, o64, dmemo, kd, mroutes, okv, nxt, okidx[cok:cok + npend], alive,
             G, cn, cbase, E_k, E_x, (M_e, M_d, M_ctx, M_v, M_multi), clist, (I_e, I_now), s_t, s_q, s_e, times,
-            len(dtl), aborted)
+            len(dtl), (w_d, w_l, w_c), aborted)
     if aborted:  # a limit could bind from this scheduling point on: the inlined loop takes the run over from here
         handed += 1
         return loop_fast(cfg, sched, col, timer, times, None, w0, w1, stop, series, kv_blocks, prompt, output,
@@ -413,11 +413,12 @@ def _bracket_w(grid: list[int], x: np.ndarray) -> np.ndarray:
 
 
 def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, okv, nxt, pending, heap, G, cn, cbase, E_k,
-            E_x, M, clist, idle, s_t, s_q, s_e, times, nkeys, handover: bool = False) -> None:
+            E_x, M, clist, idle, s_t, s_q, s_e, times, nkeys, wtabs, handover: bool = False) -> None:
     """The collector's sums (Little's-law area included), the KV figures, the series' KV and running columns, the
     requests' first-token, finish and join times and the scheduler's end state, from the log (`heap`: the decoding
     requests' (finish step, id, base), in order; `clist`: the mixed steps' cells by number; `nkeys`: the decode
-    memo's key space; `handover`: the state `fastloop.loop_fast` goes on from, per-request lists as the scheduler
+    memo's key space; `wtabs`: the bracket weights of decode rows, prompt lengths and contexts by
+    value (the kernel's tables); `handover`: the state `fastloop.loop_fast` goes on from, per-request lists as the scheduler
     keeps them)."""
     bs = sched.bs
     n = len(P)
@@ -467,9 +468,13 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, okv, nxt, p
         sv = np.asarray([v[0] for v in clist], dtype=float).T[:, ci]
         gv = np.asarray([v[1] for v in clist], dtype=float).T[:, ci]
         cbm = np.asarray([v[2] for v in clist], dtype=bool)
-        wd = _bracket_w(D_GRID, dm)
-        wl = _bracket_w(L_GRID, ptok / npm)
-        wc = _bracket_w(C_GRID, np.asarray(M_ctx, dtype=np.int64))
+        w_d, w_l, w_c = wtabs
+        wd = w_d[dm]
+        wc = w_c[np.asarray(M_ctx, dtype=np.int64)]
+        multi = npm > 1
+        wl = w_l[np.where(multi, 0, ptok)]
+        if M_multi:
+            wl[multi] = _bracket_w(L_GRID, ptok[multi] / npm[multi])
         uc, ul, ud = 1.0 - wc, 1.0 - wl, 1.0 - wd
         dt[mi] = ((sv[0] * uc + sv[1] * wc) * ul + (sv[2] * uc + sv[3] * wc) * wl) * ud + \
                  ((sv[4] * uc + sv[5] * wc) * ul + (sv[6] * uc + sv[7] * wc) * wl) * wd
