@@ -3,17 +3,23 @@ bookkeeping for every event at once in numpy.
 
 `fastloop.loop_fast` pays, per event, for what decides the trajectory (the clock, the decoding cohort, admissions,
 the step's time, where a merged run stops) and for what only measures it (the KV pool's blocks, summed over each
-run's steps; the collector's step, busy, GPU, block and token sums; the batch histogram). Here the kernel keeps only
-the first and logs each event (its start, steps, decode rows or memo key, and for mixed steps the grid cell and
-weights); `_settle` then computes the second from the log with numpy, in event order where floats are summed
-(`np.cumsum` adds sequentially, as the loop's `+=`), so the figures are loop_fast's bit for bit.
+run's steps; the collector's step, busy, GPU, block and token sums; the batch histogram; Little's-law area; each
+request's first-token, finish and join times). Here the kernel keeps only the first and logs each event as small
+ints (a decode run's steps and memo key; a mixed step's position, decode rows, mean context and grid cell number);
+`_settle` then computes the second from the log with numpy, in event order where floats are summed (`np.cumsum`
+adds sequentially, as the loop's `+=`), so the figures are loop_fast's bit for bit. What the kernel does per event
+is cut to the trajectory: arrivals are a position in the sorted arrival list (`bisect`) and a count of admissible
+requests (the waiting ones are the next admissible ids), the cohort a heap of ints (finish step x n + id) with its
+first finish step held apart, the step times read from tables (the grids' brackets of every decode-row count, prompt
+length and context; the decode memo by key; one-chunk cells by bracket numbers).
 
 The kernel runs only while nothing the scheduler would do can differ from "admit every waiting request whole at
 the next scheduling point, never preempt":
 - every waiting request is admitted at once: `max_num_seqs` and the token budget (its whole prompt, no chunking)
   allow all of them;
 - the KV pool cannot run short: the blocks the running requests could ever hold (each ceil((prompt + output - 1) /
-  block size), its blocks when it finishes) fit in the pool. Then the scheduler's block checks all pass (its
+  block size), its blocks when it finishes) fit in the pool (checked exactly only where the cohort and newcomers
+  times the largest such count could exceed it). Then the scheduler's block checks all pass (its
   admission room, the decode rows' next blocks, `Scheduler.extend`'s affordability of a run, which stops at the first
   finish anyway), so the kernel does not track blocks at all; `_settle` computes them: a decoding request holds
   ceil(context / block size) blocks, a function of the step counter, summed over requests as a difference array
@@ -21,8 +27,8 @@ the next scheduling point, never preempt":
 The first time this does not hold (a request that would wait or prefill in chunks, a pool that could run short), at
 that scheduling point, the kernel settles its log so far into the scheduler, the collector and the series (the state
 `loop_fast` would have there, its float sums to go on from) and hands the run over to `loop_fast` from there. Plain
-decoding only, with `StepTimer`'s forward alone (scheduling "none"), the case the timer's memos are inlined for;
-otherwise it returns None at once and the caller runs `loop_fast`.
+decoding only, with `StepTimer`'s forward alone (scheduling "none"), the case the timer's memos are inlined for, and
+a finite run; otherwise it returns None at once and the caller runs `loop_fast`.
 tests/serving/test_serving_plainloop.py checks it against both loops on random workloads, limits binding or not.
 """
 
@@ -30,12 +36,15 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_right
 
 import numpy as np
 
 from .fastloop import _admissible, loop_fast
 from .scheduler import DECODE, DONE, REJECTED
 from .steptime import C_GRID, D_GRID, L_GRID, StepTimer, bracket
+
+MODES = ("none", "full", "piecewise")  # plan modes (routing.PLAN_MODES) by number, in the kernel's cell keys
 
 taken = 0  # runs the kernel finished (tests read it to check that the kernel, not the fallback, ran)
 handed = 0  # runs it handed over to the inlined loop part way
@@ -45,10 +54,21 @@ def _figures(c) -> tuple:
     return c.step_s, c.gpu_busy_s, c.cpu_bound, c.mode != "none", c.rows, c.padded
 
 
-def _weights(q: np.ndarray, weight) -> np.ndarray:
-    """weight(value) for every entry of the int array q, computed once per distinct value."""
-    u, inv = np.unique(q, return_inverse=True)
-    return np.asarray([weight(v) for v in u.tolist()], dtype=float)[inv]
+def _bracket_table(grid: list[int], n: int) -> tuple[list[tuple], np.ndarray]:
+    """For x = 0 .. n - 1: (the bracket's number, its weight w, 1.0 - w, lo, hi), (lo, hi, w) being
+    `bracket(x, grid)`'s (the same floats: (x - lo) / (hi - lo) of exact integers, correctly rounded either way); the
+    number tells brackets apart (2 x lo's grid index, + 1 where hi > lo). And the weights as an array."""
+    g = np.asarray(grid, dtype=np.int64)
+    x = np.arange(n, dtype=np.int64)
+    i = np.searchsorted(g, x, side="left")
+    ic = np.minimum(i, g.size - 1)
+    exact = (i < g.size) & (g[ic] == x)
+    lo = np.where(exact, x, np.where(i == 0, g[0], g[np.maximum(i - 1, 0)]))
+    hi = np.where(exact, x, np.where(i == 0, g[0], g[ic]))
+    span = hi > lo
+    w = np.where(span, (x - lo) / np.where(span, hi - lo, 1), 0.0)
+    num = 2 * np.searchsorted(g, lo, side="left") + span
+    return list(zip(num.tolist(), w.tolist(), (1.0 - w).tolist(), lo.tolist(), hi.tolist())), w
 
 
 def _seqsum(a: np.ndarray) -> float:
@@ -62,10 +82,11 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
     done) where the kernel does not apply."""
     global taken, handed
     if sched.spec is not None or sched.rate != 1 or type(timer) is not StepTimer or timer.setup.spec is not None \
-            or timer.scheduling != "none" or sched.G or sched.used or sched.waiting or sched.running:
+            or timer.scheduling != "none" or sched.G or sched.used or sched.waiting or sched.running \
+            or timer.ctx_bucket != cfg.ctx_bucket or not math.isfinite(stop):
         return None
     n = len(sched.P)
-    if n and (int(prompt.min()) < 1 or int(output.min()) < 1):
+    if not n or int(prompt.min()) < 1 or int(output.min()) < 1:
         return None
     heappop, heappush = heapq.heappop, heapq.heappush
     inf, ceil = math.inf, math.ceil
@@ -77,216 +98,255 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
     total, bs = sched.total, sched.bs
     P, O = sched.P, sched.O
     ok = _admissible(sched, prompt, output)
+    okv = np.asarray(ok, dtype=bool)
+    okidx = np.flatnonzero(okv).tolist()  # the admissible requests, in arrival order
+    cumok = np.concatenate(([0], np.cumsum(okv), [0])).tolist()  # admissible requests among the first i
     p64, o64 = prompt.astype(np.int64), output.astype(np.int64)
-    mb = np.maximum(-(-(p64 + o64 - 1) // bs), -(-p64 // bs)).tolist()  # the most blocks a request holds
+    mba = np.maximum(-(-(p64 + o64 - 1) // bs), -(-p64 // bs))  # the most blocks a request holds
+    # the pool's room is checked exactly only where the cohort and its newcomers could hold more than it has
+    ubcap = total // max(1, int(mba.max()))
     dmax = min(max_seqs, n)
+    plain = timer.plain_decode
+    mroutes, route_mixed, cell_of = timer._mroutes, timer._route_mixed, timer.cell
+    cells, bc, bl = timer._cells, timer._brackets_c, timer._brackets_l
+    # bracket tables (steptime.bracket of every value a step can meet): decode rows, one chunk's tokens, context
+    pmax = int(prompt.max())
+    cmax = int((p64 + o64).max()) + 2
+    tab_d, w_d = _bracket_table(D_GRID, dmax + 1)
+    tab_l, w_l = _bracket_table(L_GRID, pmax + 1)
+    tab_c, w_c = _bracket_table(C_GRID, cmax + 1)
+    nbd, nbl, nbc = 2 * len(D_GRID) + 2, 2 * len(L_GRID) + 2, 2 * len(C_GRID) + 2
+    single = pmax + max_seqs - 1 <= budget  # a lone waiting request always fits the token budget
+    mmode: list = [None] * (dmax + pmax + 1)  # a one-chunk mixed step's tokens -> its plan mode's number (MODES)
+    cmemo: dict = {}  # a one-chunk mixed step's (cell number, its 8 step times), by (mode, d, L, ctx) bracket numbers
+    cnum: dict = {}  # cell key (StepTimer.cell's) -> its number
+    clist: list = []  # the cells by number
+    kd = dmax + 1  # decode memo key: context bucket * kd + decode rows
     dmemo: dict = {}
-    cbt, plain = timer.ctx_bucket, timer.plain_decode
-    mroutes, cells, route_mixed, cell_of = timer._mroutes, timer._cells, timer._route_mixed, timer.cell
-    bc, bl = timer._brackets_c, timer._brackets_l
-    bdl: list = [None] * (dmax + 1)
-    bl1: dict = {}
-    first_t, finish_t, join = [math.nan] * n, [math.nan] * n, [0] * n
-    area, tt, tn = col.area, col._t, col._n
+    dtl: list = [None] * ((-(-cmax // cb) + 1) * kd)  # the decode memo's step times by key
+    base = [0] * n
     every = stop / 500.0
     next_sample = 0.0
     s_t: list = []
-    s_run: list = []
     s_q: list = []
     s_e: list = []
-    # the log (small ints, which numpy reads fast; _settle recomputes the floats): every event's steps and decode
-    # memo key (-1 for a mixed step); each mixed step's decode rows, chunks, mean context and grid cell; the clock
-    # after each wait for an arrival (by the index of the event that follows it)
-    E_k: list = []
+    # the log (small ints, which numpy reads fast; _settle recomputes the floats and the requests' times): each
+    # decode run's memo key and steps; each mixed step's decode runs before it, decode rows, mean context and grid
+    # cell, and (position, chunks) where it admits more than one request; the clock after each wait for an arrival
+    # (by the index of the event that follows it)
     E_x: list = []
+    E_k: list = []
+    M_e: list = []
     M_d: list = []
-    M_np: list = []
     M_ctx: list = []
     M_v: list = []
+    M_multi: list = []
     I_e: list = []
     I_now: list = []
-    kd = dmax + 1  # memo key: context bucket * kd + decode rows
-    heap: list = []  # (finish step, id, cohort base)
-    pending: list = []  # waiting requests (all admitted at the next scheduling point)
-    G = cn = cbase = ub = 0
-    rejected = events = 0
+    big = 1 << 62
+    heap: list = [big * n]  # finish step * n + id of each decoding request (the order of (step, id)), a sentinel
+    hf = big  # the first finish step (the sentinel's when none decodes)
+    G = cn = cbase = 0
+    cok = 0  # admissible requests admitted so far
     now = 0.0
-    nxt = 0
-    no_chunks: tuple = ()
+    nxt = bisect_right(times, now)
+    ta = times[nxt]
+    npend = cumok[nxt]  # waiting requests (all admitted at the next scheduling point): okidx[cok:cok + npend]
     aborted = False
-    waited = True
+    bnd = bounds[0]
+    while bnd <= now:
+        bi += 1
+        bnd = bounds[bi]
+    mark = min(next_sample, bnd, stop)
     while True:
-        if waited:  # arrivals at 0 or at the end of a wait for one (after a step, the step's end handed them over)
-            waited = False
-            while times[nxt] <= now:
-                if ok[nxt]:
-                    pending.append(nxt)
-                    t = times[nxt]
-                    lo = tt if tt >= w0 else w0
-                    hi = t if t <= w1 else w1
-                    if hi > lo:
-                        area += tn * (hi - lo)
-                    tt, tn = t, len(pending) + cn
-                else:
-                    rejected += 1
-                nxt += 1
-        g1 = G + 1
-        d = cn
-        if pending:  # a mixed step admitting every waiting request whole, or give up
-            np_ = len(pending)
-            if cn + np_ > max_seqs:
-                aborted = True
-                break
-            if np_ == 1:
-                rid = pending[0]
-                ptok = P[rid]
-                if ptok > budget - cn:
+        if npend:  # a mixed step admitting every waiting request whole, or give up
+            d = cn
+            if npend == 1 and single:
+                if cn >= max_seqs:
                     aborted = True
                     break
-                ub += mb[rid]
+                rid = okidx[cok]
+                if cn >= ubcap and _over(heap, n, mba, [rid], total):
+                    aborted = True
+                    break
+                ptok = P[rid]
+                T = d + ptok
+                mi = mmode[T]
+                if mi is None:
+                    rt = mroutes.get(T)
+                    if rt is None:
+                        r = route_mixed(T)
+                        rt = mroutes[T] = (r.mode, r.executed)
+                    mi = mmode[T] = MODES.index(rt[0])
+                ed, wd, ud, d0, d1 = tab_d[d]
+                el, wl, ul, l0, l1 = tab_l[ptok]
+                ctx = -(-(cbase + d * (G + 1)) // (d + 1))
+                ec, wc, uc, c0, c1 = tab_c[ctx]
+                ck = ((mi * nbd + ed) * nbl + el) * nbc + ec
+                v = cmemo.get(ck)
+                if v is None:
+                    ci = _cell_number((MODES[mi], 1, d0, d1, l0, l1, c0, c1), cells, cell_of, cnum, clist)
+                    v = cmemo[ck] = (ci, *clist[ci][0])
+                ci, s0, s1, s2, s3, s4, s5, s6, s7 = v
+                dt = ((s0 * uc + s1 * wc) * ul + (s2 * uc + s3 * wc) * wl) * ud + \
+                     ((s4 * uc + s5 * wc) * ul + (s6 * uc + s7 * wc) * wl) * wd
+                M_e.append(len(E_k))
+                M_d.append(d)
+                M_ctx.append(ctx)
+                M_v.append(ci)
+                cok += 1
+                npend = 0
+                now = now + dt
+                if ta <= now:
+                    nxt = bisect_right(times, now, nxt)
+                    ta = times[nxt]
+                    npend = cumok[nxt] - cok
+                if d:
+                    G += 1
+                    while hf <= G:
+                        f = heappop(heap) % n
+                        cn -= 1
+                        cbase -= base[f]
+                        hf = heap[0] // n
+                o = O[rid]
+                if o > 1:
+                    b = base[rid] = ptok - G
+                    cn += 1
+                    cbase += b
+                    f = G + o - 1
+                    heappush(heap, f * n + rid)
+                    if f < hf:
+                        hf = f
             else:
+                np_ = npend
+                if cn + np_ > max_seqs:
+                    aborted = True
+                    break
+                chunks = okidx[cok:cok + np_]
                 ptok = 0
-                for rid in pending:
+                for rid in chunks:
                     left = budget - cn - ptok
                     rem = P[rid]
                     if left <= 0 or rem > left:
                         aborted = True
                         break
                     ptok += rem
-                    ub += mb[rid]
-                if aborted:
+                if aborted or (cn + np_ > ubcap and _over(heap, n, mba, chunks, total)):
+                    aborted = True
                     break
-            if ub > total:
-                aborted = True
-                break
-            chunks = pending
-            pending = []
-            T = d + ptok
-            rt = mroutes.get(T)
-            if rt is None:
-                r = route_mixed(T)
-                rt = mroutes[T] = (r.mode, r.executed)
-            mode = rt[0]
-            bk = bdl[d]
-            if bk is None:
-                bk = bdl[d] = bracket(d, D_GRID)
-            d0, d1, wd = bk
-            if np_ == 1:
-                bk = bl1.get(ptok)
-                if bk is None:
-                    bk = bl1[ptok] = bracket(ptok, L_GRID)
-            else:
+                T = d + ptok
+                rt = mroutes.get(T)
+                if rt is None:
+                    r = route_mixed(T)
+                    rt = mroutes[T] = (r.mode, r.executed)
+                mode = rt[0]
+                d0, d1, wd = tab_d[d][3], tab_d[d][4], tab_d[d][1]
                 lk = (ptok, np_)
-                bk = bl.get(lk) or bl.setdefault(lk, bracket(ptok / np_, L_GRID))
-            l0, l1, wl = bk
-            ctx = -(-(cbase + d * g1) // (d + np_))
-            c0, c1, wc = bc.get(ctx) or bc.setdefault(ctx, bracket(ctx, C_GRID))
-            v = cells.get((mode, np_, d0, d1, l0, l1, c0, c1)) or cell_of(mode, np_, d0, d1, l0, l1, c0, c1)
-            st = v[0]
-            uc, ul, ud = 1.0 - wc, 1.0 - wl, 1.0 - wd
-            dt = ((st[0] * uc + st[1] * wc) * ul + (st[2] * uc + st[3] * wc) * wl) * ud + \
-                 ((st[4] * uc + st[5] * wc) * ul + (st[6] * uc + st[7] * wc) * wl) * wd
-            k = 1
-            M_d.append(d)
-            M_np.append(np_)
-            M_ctx.append(ctx)
-            M_v.append(v)
-            E_x.append(-1)
+                l0, l1, wl = bl.get(lk) or bl.setdefault(lk, bracket(ptok / np_, L_GRID))
+                ctx = -(-(cbase + d * (G + 1)) // (d + np_))
+                c0, c1, wc = bc.get(ctx) or bc.setdefault(ctx, bracket(ctx, C_GRID))
+                ci = _cell_number((mode, np_, d0, d1, l0, l1, c0, c1), cells, cell_of, cnum, clist)
+                st = clist[ci][0]
+                uc, ul, ud = 1.0 - wc, 1.0 - wl, 1.0 - wd
+                dt = ((st[0] * uc + st[1] * wc) * ul + (st[2] * uc + st[3] * wc) * wl) * ud + \
+                     ((st[4] * uc + st[5] * wc) * ul + (st[6] * uc + st[7] * wc) * wl) * wd
+                if np_ > 1:
+                    M_multi.append((len(M_e), np_))
+                M_e.append(len(E_k))
+                M_d.append(d)
+                M_ctx.append(ctx)
+                M_v.append(ci)
+                cok += np_
+                npend = 0
+                now = now + dt
+                if ta <= now:
+                    nxt = bisect_right(times, now, nxt)
+                    ta = times[nxt]
+                    npend = cumok[nxt] - cok
+                if d:
+                    G += 1
+                    while hf <= G:
+                        f = heappop(heap) % n
+                        cn -= 1
+                        cbase -= base[f]
+                        hf = heap[0] // n
+                for rid in chunks:
+                    o = O[rid]
+                    if o > 1:
+                        b = base[rid] = P[rid] - G
+                        cn += 1
+                        cbase += b
+                        f = G + o - 1
+                        heappush(heap, f * n + rid)
+                        if f < hf:
+                            hf = f
         elif cn:  # a run of decode-only steps
-            chunks = no_chunks
-            np_ = 0
-            ctx = -(-(cbase + d * g1) // d)
-            key = -(-ctx // cbt) * kd + d
-            fig = dmemo.get(key)
-            if fig is None:
+            d = cn
+            ctx = -(-(cbase + d * (G + 1)) // d)
+            q = -(-ctx // cb)
+            key = q * kd + d
+            dt = dtl[key]
+            if dt is None:
                 fig = dmemo[key] = _figures(plain(d, ctx))
-            dt = fig[0]
+                dt = dtl[key] = fig[0]
             k = 1
-            if merge:
-                while bounds[bi] <= now:
-                    bi += 1
-                bnd = bounds[bi]
-                ta = times[nxt]
-                if ta <= bnd and ta != inf and cn < max_seqs:  # the arrival comes first (ceil is monotone)
+            if merge:  # (bnd: the first window bound after now, finite: now < stop)
+                if ta <= bnd and cn < max_seqs:  # the arrival comes first (ceil is monotone)
                     cap = ceil((ta - now) / dt)
                 else:
-                    cap = ceil((bnd - now) / dt) if bnd != inf else 1 << 62
+                    cap = ceil((bnd - now) / dt)
                     if ta != inf and cn < max_seqs:
                         ka = ceil((ta - now) / dt)
                         if ka < cap:
                             cap = ka
                 if cap > 1:  # Scheduler.extend: the first finish, the context bucket (the pool cannot run short)
-                    k = heap[0][0] - G
+                    k = hf - G
                     if cap < k:
                         k = cap
-                    kc = -(-ctx // cb) * cb - ctx + 1
+                    kc = q * cb - ctx + 1
                     if kc < k:
                         k = kc
             E_x.append(key)
+            E_k.append(k)
+            now = now + k * dt
+            if ta <= now:
+                nxt = bisect_right(times, now, nxt)
+                ta = times[nxt]
+                npend = cumok[nxt] - cok
+            G += k
+            while hf <= G:
+                f = heappop(heap) % n
+                cn -= 1
+                cbase -= base[f]
+                hf = heap[0] // n
         else:  # nothing to run: idle until the next arrival
-            ta = times[nxt]
             if ta == inf or ta >= stop:
                 break
             now = now + (ta - now)
-            I_e.append(events)
+            I_e.append(len(E_k) + len(M_e))
             I_now.append(now)
-            waited = True
+            nxt = bisect_right(times, now, nxt)
+            ta = times[nxt]
+            npend = cumok[nxt] - cok
             continue
-        events += 1
-        E_k.append(k)
-        now = now + k * dt
-        while times[nxt] <= now:
-            if ok[nxt]:
-                pending.append(nxt)
-                t = times[nxt]
-                lo = tt if tt >= w0 else w0
-                hi = t if t <= w1 else w1
-                if hi > lo:
-                    area += tn * (hi - lo)
-                tt, tn = t, len(pending) + d + np_
-            else:
-                rejected += 1
-            nxt += 1
-        done = False
-        if d:
-            G += k
-            while heap and heap[0][0] <= G:
-                _, rid, b = heappop(heap)
-                cn -= 1
-                cbase -= b
-                ub -= mb[rid]
-                finish_t[rid] = now
-                done = True
-        for rid in chunks:
-            first_t[rid] = now
-            if O[rid] <= 1:
-                finish_t[rid] = now
-                ub -= mb[rid]
-                done = True
-                continue
-            b = P[rid] - G
-            join[rid] = G
-            cn += 1
-            cbase += b
-            heappush(heap, (G + O[rid] - 1, rid, b))
-        if done:
-            lo = tt if tt >= w0 else w0
-            hi = now if now <= w1 else w1
-            if hi > lo:
-                area += tn * (hi - lo)
-            tt, tn = now, len(pending) + cn
-        if now >= next_sample:
-            s_t.append(now)
-            s_run.append(d + np_)
-            s_q.append(len(pending))
-            s_e.append(events - 1)
-            next_sample = now + every
-        if now >= stop:
-            break
-    col.area, col._t, col._n = area, tt, tn
-    _settle(sched, col, series, kv_blocks, p64, o64, dmemo, kd, mroutes, ok, nxt, pending, heap, G, cn, cbase,
-            first_t, finish_t, join, E_k, E_x, (M_d, M_np, M_ctx, M_v), (I_e, I_now), bdl, s_t, s_run, s_q, s_e,
-            aborted)
+        if now >= mark:  # a sample of the series, the end, the next window bound
+            if now >= next_sample:
+                s_t.append(now)
+                s_q.append(npend)
+                s_e.append(len(E_k) + len(M_e) - 1)
+                next_sample = now + every
+            if now >= stop:
+                break
+            while bnd <= now:
+                bi += 1
+                bnd = bounds[bi]
+            mark = min(next_sample, bnd, stop)
+    events = len(E_k) + len(M_e)
+    rejected = nxt - cumok[nxt]
+    alive = sorted((f // n, f % n, base[f % n]) for f in heap if f != big * n)  # (finish step, id, base)
+    _settle(sched, col, series, kv_blocks, p64, o64, dmemo, kd, mroutes, okv, nxt, okidx[cok:cok + npend], alive,
+            G, cn, cbase, E_k, E_x, (M_e, M_d, M_ctx, M_v, M_multi), clist, (I_e, I_now), s_t, s_q, s_e, times,
+            len(dtl), (w_d, w_l, w_c), aborted)
     if aborted:  # a limit could bind from this scheduling point on: the inlined loop takes the run over from here
         handed += 1
         return loop_fast(cfg, sched, col, timer, times, None, w0, w1, stop, series, kv_blocks, prompt, output,
@@ -295,20 +355,90 @@ def loop_plain(cfg, sched, col, timer, times: list, w0: float, w1: float, stop: 
     return now, rejected, events
 
 
-def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pending, heap, G, cn, cbase, first_t,
-            finish_t, join, E_k, E_x, M, idle, bdl, s_t, s_run, s_q, s_e, handover: bool = False) -> None:
-    """The collector's sums, the KV figures, the series' KV column and the scheduler's end state, from the log
-    (`handover`: the state `fastloop.loop_fast` goes on from, per-request lists as the scheduler keeps them)."""
+def _cell_number(key: tuple, cells: dict, cell_of, cnum: dict, clist: list) -> int:
+    """The number of StepTimer.cell's cell `key` (its figures from the timer's memo, priced where it lacks them)."""
+    ci = cnum.get(key)
+    if ci is None:
+        ci = cnum[key] = len(clist)
+        clist.append(cells.get(key) or cell_of(*key))
+    return ci
+
+
+def _over(heap: list, n: int, mb: np.ndarray, newcomers: list, total: int) -> bool:
+    """Whether the blocks the decoding requests (the heap's, less its sentinel) and the newcomers could hold exceed the
+    pool (`Scheduler`'s admission test where every request is admitted whole and none is preempted)."""
+    ids = [f % n for f in heap if f // n < 1 << 61] + newcomers
+    return int(mb[ids].sum()) > total
+
+
+def _area(col, ta: np.ndarray, end: np.ndarray, gone: np.ndarray) -> None:
+    """Collector.track's Little's-law sum over the run so far, from when requests came and left (`ta`: the admissible
+    arrivals' times, in order; `gone`: how many requests left at the end of each event, `end`): the number in the
+    system changes at each arrival (to those arrived so far less those gone before it) and at each instant requests
+    leave (after that instant's arrivals); each change adds n x (the overlap of the interval since the last change
+    with the window), in time order (`np.cumsum`: the loop's sequential `+=`)."""
+    fe = np.flatnonzero(gone)
+    ft = end[fe]  # the instants requests left (increasing)
+    cf = np.concatenate(([0], np.cumsum(gone[fe])))  # requests gone by each instant (none before the first)
+    ia = np.searchsorted(ft, ta, side="left")  # instants before each arrival
+    na = np.arange(1, ta.size + 1) - cf[ia]
+    jf = np.searchsorted(ta, ft, side="right")  # arrivals up to each instant
+    nf = jf - cf[1:]
+    m = ta.size + ft.size
+    if not m:
+        return
+    t = np.empty(m)
+    nn = np.empty(m, dtype=np.int64)
+    pa = np.arange(ta.size) + ia  # merged in time order, arrivals first at equal times
+    pf = np.arange(ft.size) + jf
+    t[pa], nn[pa] = ta, na
+    t[pf], nn[pf] = ft, nf
+    pt = np.concatenate(([col._t], t[:-1]))
+    pn = np.concatenate(([col._n], nn[:-1]))
+    lo = np.maximum(pt, col.w0)
+    hi = np.minimum(t, col.w1)
+    add = np.where(hi > lo, pn * (hi - lo), 0.0)
+    col.area = float(np.cumsum(np.concatenate(([col.area], add)))[-1])
+    col._t, col._n = float(t[-1]), int(nn[-1])
+
+
+def _bracket_w(grid: list[int], x: np.ndarray) -> np.ndarray:
+    """bracket(v, grid)'s weight for every v of x (ints or floats: the same IEEE operations)."""
+    g = np.asarray(grid, dtype=np.int64)
+    i = np.searchsorted(g, x, side="left")
+    ic = np.minimum(i, g.size - 1)
+    lo, hi = g[np.maximum(i - 1, 0)], g[ic]
+    span = (i > 0) & (g[ic] != x) & (hi > lo)
+    return np.where(span, (x - lo) / np.where(span, hi - lo, 1), 0.0)
+
+
+def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, okv, nxt, pending, heap, G, cn, cbase, E_k,
+            E_x, M, clist, idle, s_t, s_q, s_e, times, nkeys, wtabs, handover: bool = False) -> None:
+    """The collector's sums (Little's-law area included), the KV figures, the series' KV and running columns, the
+    requests' first-token, finish and join times and the scheduler's end state, from the log (`heap`: the decoding
+    requests' (finish step, id, base), in order; `clist`: the mixed steps' cells by number; `nkeys`: the decode
+    memo's key space; `wtabs`: the bracket weights of decode rows, prompt lengths and contexts by
+    value (the kernel's tables); `handover`: the state `fastloop.loop_fast` goes on from, per-request lists as the scheduler
+    keeps them)."""
     bs = sched.bs
     n = len(P)
-    okv = np.asarray(ok, dtype=bool)
-    ne = len(E_k)
-    kk = np.asarray(E_k, dtype=np.int64)
-    x = np.asarray(E_x, dtype=np.int64)
-    di = np.flatnonzero(x >= 0)  # the decode runs
-    mi = np.flatnonzero(x < 0)  # the mixed steps
-    M_d, M_np, M_ctx, M_v = M
-    nm = len(M_v)
+    M_e, M_d, M_ctx, M_c, M_multi = M
+    nm = len(M_c)
+    ne = len(E_k) + nm
+    mi = np.asarray(M_e, dtype=np.int64) + np.arange(nm)  # the mixed steps (by the decode runs before each)
+    isd = np.ones(ne, dtype=bool)
+    isd[mi] = False
+    di = np.flatnonzero(isd)  # the decode runs
+    kk = np.ones(ne, dtype=np.int64)
+    kdec = np.asarray(E_k, dtype=np.int64)
+    kk[di] = kdec
+    x = np.full(ne, -1, dtype=np.int64)
+    xd = np.asarray(E_x, dtype=np.int64)
+    x[di] = xd
+    npm = np.ones(nm, dtype=np.int64)
+    if M_multi:
+        j, c = zip(*M_multi)
+        npm[list(j)] = c
     # the admitted requests, in admission order (first come first served, each admitted whole): those that arrived,
     # were not rejected and are not still waiting
     handed = np.flatnonzero(okv[:nxt])
@@ -317,32 +447,34 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pe
     dt = np.empty(ne)
     gbf = np.empty(ne)
     d = np.empty(ne, dtype=np.int64)
-    # decode runs: figures by memo entry
-    keys, inv = np.unique(x[di], return_inverse=True)
+    # decode runs: figures by memo key (a table over the key space)
+    keys = np.asarray(sorted(dmemo), dtype=np.int64)
     tab = [dmemo[q] for q in keys.tolist()]
-    kdec = kk[di]
+    kt_dt, kt_gb = np.zeros(nkeys), np.zeros(nkeys)
+    kt_dt[keys] = [f[0] for f in tab]
+    kt_gb[keys] = [f[1] for f in tab]
     d_key = keys % kd
-    d[di] = d_key[inv]
-    dt[di] = np.asarray([f[0] for f in tab], dtype=float)[inv]
-    gbf[di] = np.asarray([f[1] for f in tab], dtype=float)[inv]
+    d[di] = xd % kd
+    dt[di] = kt_dt[xd]
+    gbf[di] = kt_gb[xd]
     # mixed steps: StepTimer.mixed's figures again, from the cell and the brackets (the kernel's arithmetic)
-    npm = np.asarray(M_np, dtype=np.int64)
     dm = np.asarray(M_d, dtype=np.int64)
     cpu_m = graph_m = np.zeros(0, dtype=bool)
     pad_m = T = nbs = nb1 = np.zeros(0, dtype=np.int64)
     if nm:
         off = np.concatenate(([0], np.cumsum(npm)[:-1]))
         ptok = np.add.reduceat(P[adm], off)
-        ids = np.fromiter(map(id, M_v), dtype=np.int64, count=nm)  # the cells (one tuple each, the timer's memo)
-        _, first, ci = np.unique(ids, return_index=True, return_inverse=True)
-        uv = [M_v[i] for i in first.tolist()]
-        sv = np.asarray([v[0] for v in uv], dtype=float)[ci].T
-        gv = np.asarray([v[1] for v in uv], dtype=float)[ci].T
-        cbm = np.asarray([v[2] for v in uv], dtype=bool)
-        wd = _weights(dm, lambda q: (bdl[q] if q < len(bdl) and bdl[q] is not None else bracket(q, D_GRID))[2])
-        m = int(npm.max()) + 1
-        wl = _weights(ptok * m + npm, lambda q: bracket(q // m if q % m == 1 else (q // m) / (q % m), L_GRID)[2])
-        wc = _weights(np.asarray(M_ctx, dtype=np.int64), lambda q: bracket(q, C_GRID)[2])
+        ci = np.asarray(M_c, dtype=np.int64)
+        sv = np.asarray([v[0] for v in clist], dtype=float).T[:, ci]
+        gv = np.asarray([v[1] for v in clist], dtype=float).T[:, ci]
+        cbm = np.asarray([v[2] for v in clist], dtype=bool)
+        w_d, w_l, w_c = wtabs
+        wd = w_d[dm]
+        wc = w_c[np.asarray(M_ctx, dtype=np.int64)]
+        multi = npm > 1
+        wl = w_l[np.where(multi, 0, ptok)]
+        if M_multi:
+            wl[multi] = _bracket_w(L_GRID, ptok[multi] / npm[multi])
         uc, ul, ud = 1.0 - wc, 1.0 - wl, 1.0 - wd
         dt[mi] = ((sv[0] * uc + sv[1] * wc) * ul + (sv[2] * uc + sv[3] * wc) * wl) * ud + \
                  ((sv[4] * uc + sv[5] * wc) * ul + (sv[6] * uc + sv[7] * wc) * wl) * wd
@@ -350,35 +482,54 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pe
                   ((gv[4] * uc + gv[5] * wc) * ul + (gv[6] * uc + gv[7] * wc) * wl) * wd
         cpu_m = cbm[ci, (wd >= 0.5) * 4 + (wl >= 0.5) * 2 + (wc >= 0.5)]
         T = dm + ptok
-        ts, tinv = np.unique(T, return_inverse=True)
-        rts = [mroutes[t] for t in ts.tolist()]
-        graph_m = np.asarray([r[0] != "none" for r in rts], dtype=bool)[tinv]
-        pad_m = np.asarray([r[1] for r in rts], dtype=np.int64)[tinv]
+        rtk = np.asarray(sorted(mroutes), dtype=np.int64)
+        rt_graph = np.zeros(int(max(rtk.max(), T.max())) + 1, dtype=bool)
+        rt_pad = np.zeros(rt_graph.size, dtype=np.int64)
+        rt_graph[rtk] = [mroutes[t][0] != "none" for t in rtk.tolist()]
+        rt_pad[rtk] = [mroutes[t][1] for t in rtk.tolist()]
+        graph_m = rt_graph[T]
+        pad_m = rt_pad[T]
         nbs = np.add.reduceat(nbl[adm], off)  # blocks of the prompts a mixed step admits
         nb1 = np.add.reduceat(np.where(O[adm] <= 1, nbl[adm], 0), off)  # ... of those that finish at once
     d[mi] = dm
-    # the steps' start times: the clock's sums again, `now + k * dt` from 0 or from the end of each wait
+    # the steps' start and end times: the clock's sums again, `now + k * dt` from 0 or from the end of each wait
     xs = kk * dt
     start = np.empty(ne)
+    end = np.empty(ne)
     marks = dict(zip(*idle))  # the last wait before each event
     if 0 not in marks:
         marks[0] = 0.0
     cuts = sorted(e for e in marks if e < ne)
     for a, b in zip(cuts, cuts[1:] + [ne]):
-        seg = np.concatenate(([marks[a]], xs[a:b - 1]))
-        start[a:b] = np.cumsum(seg)
+        c = np.cumsum(np.concatenate(([marks[a]], xs[a:b])))
+        start[a:b] = c[:-1]
+        end[a:b] = c[1:]
     gstep = np.where(d > 0, kk, 0)
     g_after = np.cumsum(gstep)
     g_before = g_after - gstep
+    # the requests' times: first token at the end of the mixed step that admits them, joining the cohort at its
+    # counter (outputs of 2 tokens or more), finishing at the end of the step whose counter reaches
+    # join + output - 1 (one-token outputs at their first token)
+    first = np.full(n, np.nan)
+    finish = np.full(n, np.nan)
+    joinv = np.zeros(n, dtype=np.int64)
+    am = np.repeat(mi, npm)  # the mixed step of each admitted request
+    first[adm] = end[am]
+    one = O[adm] <= 1
+    finish[adm[one]] = end[am[one]]
+    joined = adm[~one]
+    J = joinv[joined] = g_after[am[~one]]
+    Fs = J + O[joined] - 1
+    fe = np.searchsorted(g_after, Fs, side="left")
+    gone = fe < ne
+    finish[joined[gone]] = end[fe[gone]]
+    _area(col, np.asarray(times[:nxt])[okv[:nxt]], end, np.bincount(np.concatenate((am[one], fe[gone])), minlength=ne))
     # blocks of the decoding requests by step number g (the step that takes the counter from g - 1 to g): request i
     # joined at J (counter after its prefill) decodes steps J + 1 .. J + O - 1 holding ceil((P + g - J) / bs) blocks:
     # its blocks at J + 1, one more every bs steps (a difference array on bs strides), none after its last step.
     # Block counts are exact integers in float64 (far below 2 ** 53)
     Lp = (-(-(G + 2) // bs) + 1) * bs
-    joined = adm[O[adm] >= 2]
-    J = np.asarray(join, dtype=np.int64)[joined]
     Pj, Oj = P[joined], O[joined]
-    Fs = J + Oj - 1
     top = -(-(Pj + Oj - 1) // bs)  # its blocks at its last step
     c0 = -(-(Pj + 1) // bs) * bs  # the first context past prompt + 1 that fills a block
     g0 = J + 1 + c0 - Pj  # the step that takes the next one
@@ -415,7 +566,7 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pe
     e0, e1 = np.searchsorted(start, [col.w0, col.w1], side="left").tolist()
     a0, a1 = np.searchsorted(di, [e0, e1]).tolist()
     b0, b1 = np.searchsorted(mi, [e0, e1]).tolist()
-    per_key = np.bincount(inv[a0:a1], weights=kdec[a0:a1], minlength=keys.size).astype(np.int64)  # steps by entry
+    per_key = np.bincount(xd[a0:a1], weights=kdec[a0:a1], minlength=nkeys)[keys].astype(np.int64)  # steps by entry
     cpu_k = np.asarray([bool(f[2]) for f in tab], dtype=bool)
     graph_k = np.asarray([bool(f[3]) for f in tab], dtype=bool)
     rows_k = np.asarray([f[4] for f in tab], dtype=np.int64)
@@ -443,8 +594,12 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pe
     # the series (its KV column now that blocks are known)
     kv_div = max(1, kv_blocks)
     series["t"].extend(s_t)
-    series["running"].extend(s_run)
-    series["kv_used_frac"].extend(int(u) / kv_div for u in used_end(np.asarray(s_e, dtype=np.int64)).tolist())
+    se = np.asarray(s_e, dtype=np.int64)
+    run_e = d[se]
+    smx = x[se] < 0
+    run_e[smx] += npm[np.searchsorted(mi, se[smx])]
+    series["running"].extend(run_e.tolist())
+    series["kv_used_frac"].extend(int(u) / kv_div for u in used_end(se).tolist())
     series["queue"].extend(s_q)
     # the scheduler's end state (what summarize reads, and the rest kept consistent)
     sched.G = G
@@ -453,9 +608,8 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pe
     co.n, co.base_sum = cn, cbase
     for _, rid, b in heap:
         co.count[b % bs] += 1
-    sched.heap[:] = [(f, rid, 0) for f, rid, _ in heap]
+    sched.heap[:] = [(f, rid, 0) for f, rid, _ in heap]  # sorted: a heap
     alive = sorted(rid for _, rid, _ in heap)
-    sched.first_t, sched.finish_t = first_t, finish_t
     state = np.zeros(n, dtype=np.int64)  # WAITING
     rej = np.nonzero(~okv[:nxt])[0]
     state[rej] = REJECTED
@@ -472,11 +626,13 @@ def _settle(sched, col, series, kv_blocks, P, O, dmemo, kd, mroutes, ok, nxt, pe
         gen[av] = 1
         base = sched.base
         for rid in alive:
-            base[rid] = sched.P[rid] - join[rid]
+            base[rid] = sched.P[rid] - int(joinv[rid])
     if handover:
         sched.state, sched.gen, sched.comp, sched.target = state.tolist(), gen.tolist(), comp.tolist(), target.tolist()
+        sched.first_t, sched.finish_t = first.tolist(), finish.tolist()
     else:  # per-request arrays where the loops keep lists (metrics.summarize reads either; nothing else reads them)
         sched.state, sched.gen, sched.comp, sched.target, sched.O = state, gen, comp, target, O
-    sched.join = join
+        sched.first_t, sched.finish_t = first, finish
+    sched.join = joinv.tolist() if handover else joinv
     sched.running.update((rid, None) for rid in alive)
     sched.waiting.extend(pending)
