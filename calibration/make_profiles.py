@@ -128,6 +128,20 @@ def build_h200() -> tuple[dict, str]:
 
 H100_CALIB = MEASURED / "h100-calib" / "timing.json"
 H100_GEMM = MEASURED / "h100-round-ac"  # the H100's own GEMM tables and grid (round ac)
+H100_AE = MEASURED / "h100-round-ae"  # the H100's own Triton curves (round i's triton job, ri/) and row means (rt/)
+
+
+def add_h100_measured(q: dict) -> None:
+    """Replace h100-sxm's derived Triton curves and row-mean table by round ae's H100 measurements (the H200 profile's
+    own methods: calibration/build_compiled.add_triton_curves, calibration/build_row_mean.add_row_mean)."""
+    from .build_compiled import add_triton_curves
+    from .build_row_mean import add_row_mean
+
+    if (H100_AE / "ri" / "triton.json").exists():
+        add_triton_curves(q, H100_AE / "ri")
+    if (H100_AE / "rt" / "timing.json").exists():
+        add_row_mean(q, H100_AE / "rt", str((H100_AE / "rt").relative_to(ROOT.parent)))
+        q["device"]["source"] += f"; row_mean from {H100_AE.name}/rt (an H100)"
 
 
 def h100_copy_tbps() -> float | None:
@@ -149,6 +163,7 @@ def main() -> None:
     from .build_moe_fp8 import derive_h100_moe
 
     derive_h100_moe(q)
+    add_h100_measured(q)
     carry(q, p)  # H200 start-up / graph-memory constants, by assumption, with their source
     parse_profile(q, "h100-sxm")
     write_json_atomic(q, PROFILES / "h100-sxm.json")

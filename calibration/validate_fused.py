@@ -140,8 +140,9 @@ def markdown(res: dict) -> str:
          "bandwidth); `now` = h100-sxm as built now: its GEMM tables and grid measured on an H100 (round ac, "
          "calibration/measured/h100-round-ac: cuBLAS microbenchmarks), its eager byte curves and attention tables "
          "measured on an H100 (the H100 calibration round's timing process, calibration/measured/h100-calib), "
-         "nothing fitted on these rows; the Triton curves, row-mean and FP8/MoE tables derived "
-         "(calibration/build_profile.py derive_h100). The eager column launches through Triton's Python "
+         "its Triton curves and row-mean table measured on an H100 (round ae, calibration/measured/h100-round-ae), "
+         "nothing fitted on these rows; the roll curve and FP8/MoE tables derived (calibration/build_profile.py "
+         "derive_h100, calibration/make_profiles.py add_h100_measured). The eager column launches through Triton's Python "
          "launcher (not the C++ custom-op path `fused` prices): shown, not scored. Measured: "
          "calibration/measured/h100-round-ab (README there).", "",
          "Processes (canary at start -> end, us): " + "; ".join(
@@ -166,8 +167,9 @@ def markdown(res: dict) -> str:
                                              for f in ("kernels", "full", "piecewise", "eager"))
                  + f" | {_e(s['worst_full'])} |")
     L += ["", "Kernels: the measured decoder launches the recipe's nine a layer (counts_ab.json / counts_ab_names.json "
-          "by kernel name); where kernels differ, cuBLAS chose another split-K on the H100 than the H200's GEMM "
-          "tables record (one splitKreduce a layer more or less).", "",
+          "by kernel name). Where the derived figures differed, cuBLAS chose another split-K on the H100 than the "
+          "H200's GEMM tables record (one splitKreduce a layer more or less); `now` reads the H100's own counts "
+          "(round ac).", "",
           "Each fused kernel alone (device time per call, 50 calls in one graph, median over 5 replays):", "",
           "| model | kernel | tokens | measured us | shipped us (err) | now us (err) |", "|---|---|---:|---:|---:|---:|"]
     for k in res["kernels_alone"]:

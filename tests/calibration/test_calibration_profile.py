@@ -166,3 +166,22 @@ def test_h100_gemms_are_round_ac_measurements():
     grid = json.loads((d / "grid" / "timing.json").read_text())["gemm"]
     assert len(p.device.tables.gemm_grid.shapes) == len(grid) == 1024
     assert list(p.device.tables.gemm_grid.us[5]) == [round(u, 4) for u in grid[5]["graph_us"]]
+
+
+def test_h100_triton_curves_and_row_mean_are_round_ae_measurements():
+    """h100-sxm's Triton curves and row-mean table are round ae's H100 measurements, read by the H200 profile's own
+    builders (calibration/build_compiled.triton_curves, calibration/build_row_mean.section), not derived."""
+    import json
+    from pathlib import Path
+
+    from calibration.build_compiled import triton_curves
+    from calibration.build_row_mean import section
+
+    d = Path(__file__).resolve().parents[2] / "calibration" / "measured" / "h100-round-ae"
+    want = triton_curves(json.loads((d / "ri" / "triton.json").read_text()),
+                         json.loads((d / "ri" / "counts.json").read_text()))
+    p = load_profile("h100-sxm")
+    assert want and all(list(getattr(p.device.tables, k).us) == list(v["us"]) for k, v in want.items())
+    rm = section(d / "rt", "x")
+    assert [list(r) for r in p.device.tables.row_mean.us] == [list(r) for r in rm["us"]]
+    assert "h100-round-ae" in p.device.source
