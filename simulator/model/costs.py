@@ -469,9 +469,14 @@ class CostModel:
     def _fill_kernels(self, t, n: int, k: int, js, ms, kern) -> None:
         """`gemm_kernels` of the GEMMs at positions `js` (all of shape (n, k), sizes `ms`, table `t` or none) into
         `kern`, through the same memos the scalar path fills."""
-        if t is None:
+        if t is None:  # `_fallback_kernels` of each m: the new ones counted together
+            kc = self._kernels_cache
+            new = [m for m in dict.fromkeys(ms) if ("fb", n, k, m) not in kc]
+            if new:
+                for m, v in zip(new, self.gemm_fallback.kernels_many(n, k, new)):
+                    kc[("fb", n, k, m)] = v
             for j, m in zip(js, ms):
-                kern[j] = self._fallback_kernels(n, k, m)
+                kern[j] = kc[("fb", n, k, m)]
         elif t.kernels is None:
             for j in js:
                 kern[j] = 1

@@ -119,18 +119,11 @@ class Setup:
         return self.cache.routed(st, self.shape(b)).step_s
 
     def steps_s(self, pairs) -> np.ndarray:
-        """`step_s(b, sizes)` of each (b, sizes) pair, priced together (`StepCostCache.routed_seconds`: each step
-        routed by its own capture, the steps of one plan mode costed over the batch axis at once)."""
-        base = self.step.capture
-        caps: dict[tuple, Capture] = {}
-        captures = []
-        for _, sizes in pairs:
-            key = tuple(sizes)
-            c = caps.get(key)
-            if c is None:
-                c = caps[key] = base.with_graph(base.graph, key)
-            captures.append(c)
-        return self.cache.routed_seconds(self.step, [self.shape(b) for b, _ in pairs], captures)[2]
+        """`step_s(b, sizes)` of each (b, sizes) pair, priced together (`StepCostCache.routed_step_seconds`: each
+        step routed by the capture with its own sizes, the steps of one plan mode costed over the batch axis at
+        once)."""
+        each = [tuple(sorted({int(x) for x in sizes})) for _, sizes in pairs]  # Capture's sizes
+        return self.cache.routed_step_seconds(self.step, [self.shape(b) for b, _ in pairs], each)
 
     def graph_s(self, s: int) -> float:
         """The DP's alpha: a step of one sequence padded to captured size s (its padding rows attend to nothing,
@@ -298,7 +291,7 @@ def metrics(st: Setup, sizes: list[int]) -> dict:
     if st.inp.spec_tokens:
         return _spec_metrics(st, srt, b, w)
     e = st.cache.expected(st.step.with_capture(st.step.capture.with_graph(st.step.capture.graph, srt)), b, w,
-                          st.inp.ctx)
+                          st.inp.ctx, unpadded=False)  # the unpadded steps' figure is not reported
     mem, cap = st.memory(sizes)
     return {"graphs": len(sizes), "step_ms": e.step_s * 1e3, "padded_rows": e.padded_rows,
             "padding_waste": e.waste, "eager_share": e.eager_share, "memory_bytes": mem, "memory_mib": mem / MiB,
@@ -313,7 +306,7 @@ def prefetch(st: Setup, layouts: list) -> None:
     b, _ = st.inp.dist.as_arrays()
     cap = st.step.capture
     st.cache.prefetch_expected([st.step.with_capture(cap.with_graph(cap.graph, sorted(int(x) for x in lay)))
-                                for lay in layouts], b, st.inp.ctx)
+                                for lay in layouts], b, st.inp.ctx, unpadded=False)
 
 
 def _spec_metrics(st: Setup, srt: list[int], b, w) -> dict:
