@@ -259,6 +259,24 @@ class StartupModel:
         """Warm-up + capture seconds of one captured size (all its passes): what a capture budget counts."""
         return float(sum(p.warmup_s + p.capture_s for p in self.passes(batch)))
 
+    def sizes_s(self, batches) -> list[float]:
+        """`size_s(b)` of each batch, without a PassCost per pass (the same sums)."""
+        out = []
+        for batch in batches:
+            if not isinstance(batch, numbers.Integral) or isinstance(batch, bool) or batch <= 0:
+                raise StartupError(f"captured batch sizes must be positive integers, got {batch!r}")
+            if not self.modes:
+                out.append(0.0)
+                continue
+            b = int(batch)
+            step_s, host_s = self._eager(b)
+            x = self.warmup_runs * step_s + self._capture_one(b, host_s)
+            v: float = 0  # sum() over the passes, from 0
+            for _ in self.modes:
+                v += x
+            out.append(float(v))
+        return out
+
     def compile(self, mode: str = "static", cache: str = "cold") -> tuple[float, bool, str]:
         """(compile_s, measured, note) of torch.compile for this model (0 unless fusion is `compiled`); measured is
         False where the node count lies outside the measured rows' (an extrapolation of the fit)."""

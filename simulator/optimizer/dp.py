@@ -175,7 +175,9 @@ def _forward_tail(W, K, pen, A, arg, m: int, scale: float, B: int):
     or near-ties within tol, or hi < lo) is scanned in full."""
     n1 = W.shape[0]
     WT = np.ascontiguousarray((W if pen is None else W + pen[:, None]).T)  # rows: columns of W
-    bounds = np.unique(np.concatenate((np.arange(m, n1, B), [n1 - 1])))  # boundary columns, ascending
+    bounds = np.arange(m, n1, B)  # boundary columns, ascending, the last column included (no np.unique: it
+    if bounds[-1] != n1 - 1:  # imports numpy.ma)
+        bounds = np.append(bounds, n1 - 1)
     WB = WT[bounds]  # [boundary, row]
     nb = bounds.size
     rows = np.arange(n1)
