@@ -347,6 +347,7 @@ class CostModel:
             groups: dict[tuple[int, int], list[int]] = {}
             for j, nk in enumerate(zip(ns, ks)):
                 groups.setdefault(nk, []).append(j)
+            roof = self._roofline_at(o, values, n)
             for (nn, kk), js in groups.items():
                 mj = [ms[j] for j in js]
                 t = self.gemm_table(nn, kk)
@@ -356,7 +357,7 @@ class CostModel:
                     v = _loglog_many(mj, t.m, t.us)
                     ts = [None if x is None else x * US for x in v]
                 for j, x in zip(js, ts):
-                    out[j] = self.roofline_s(op_at(j)) if x is None else max(x, 0.0)
+                    out[j] = roof(j) if x is None else max(x, 0.0)
                 self._fill_kernels(t, nn, kk, js, mj, kern)
             return out, kern
         if o.op_class is OpClass.ATTENTION:
@@ -366,11 +367,27 @@ class CostModel:
         if c is None:
             return out, kern
         v = _curve_many(c, values("bytes"), _BELOW.get(key, REFUSE))
+        roof = self._roofline_at(o, values, n)
         for j, x in enumerate(v):
             x = None if x is None else x * US
-            out[j] = self.roofline_s(op_at(j)) if x is None else max(x, 0.0)
+            out[j] = roof(j) if x is None else max(x, 0.0)
             kern[j] = 1  # gemm_kernels of a kernel that is not a GEMM
         return out, kern
+
+    def _roofline_at(self, o: Op, values, n: int):
+        """j -> `roofline_s` of the j-th op of a column of template `o` (`prime_column`'s `values`), read from its
+        flops, bytes and fp8 flag (the same operations as `roofline_s`, no op made)."""
+        fl, by = values("flops"), values("bytes")
+        fp8 = values("fp8") if o.op_class is OpClass.GEMM else None
+        peak, bw, floor = self.peak_flops, self.bw, self.min_kernel_s
+        flop_bound = o.op_class in (OpClass.GEMM, OpClass.ATTENTION)
+
+        def roof(j: int) -> float:
+            if fp8 is not None and fp8[j]:  # fp8 tensor cores: twice the bf16 peak (datasheet)
+                return max(fl[j] / (2 * peak), by[j] / bw, floor)
+            return max(fl[j] / peak if flop_bound else 0.0, by[j] / bw, floor)
+
+        return roof
 
     def nearest_attention_table(self, heads: int, kv_heads: int, head_dim: int):
         """The decode (q_len 1) attention table nearest a shape the profile has no table for: nearest in head_dim,

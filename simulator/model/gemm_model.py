@@ -183,10 +183,18 @@ class GemmFallback:
         return self._floor_idx
 
     def _roofline_grid(self, t) -> np.ndarray:
-        """`roofline_s(t.n, t.k, m)` at each m of a table's grid, elementwise the same operations (float products
-        left to right; the int sum exact in int64, then rounded to float as Python's int -> float)."""
-        m = np.asarray(t.m, dtype=np.int64)
-        n, k = int(t.n), int(t.k)
+        """`roofline_s(t.n, t.k, m)` at each m of a table's grid."""
+        return self._roofline_array(int(t.n), int(t.k), np.asarray(t.m, dtype=np.int64))
+
+    def _roofline_ms(self, n: int, k: int, ms: list[int]) -> list[float]:
+        """`roofline_s(n, k, m)` of each m (ints), as floats."""
+        if all(type(m) is int for m in ms) and type(n) is int and type(k) is int:
+            return self._roofline_array(n, k, np.asarray(ms, dtype=np.int64)).tolist()
+        return [self.roofline_s(n, k, m) for m in ms]
+
+    def _roofline_array(self, n: int, k: int, m: np.ndarray) -> np.ndarray:
+        """`roofline_s(n, k, m)` over an int64 array of m, elementwise the same operations (float products left to
+        right; the int sum exact in int64, then rounded to float as Python's int -> float)."""
         return np.maximum(2.0 * m * n * k / self.peak_flops, 2.0 * (m * k + n * k + m * n) / self.bw)
 
     def roofline_s(self, n: int, k: int, m: int) -> float:
@@ -262,9 +270,9 @@ class GemmFallback:
             per_t = [[math.exp(v) for v in at(i, self._log_us[i])[new].tolist()] for i in self._floor_tables()]
             for c, j in enumerate(new):
                 self._floor[mm[j]] = min(col[c] for col in per_t) * 1e-6
-        out_in = []
-        for m, v in zip(mm, ls.tolist()):
-            out_in.append(max(math.exp(v) * self.roofline_s(n, k, m), self._floor[m]))
+        fl = self._floor
+        roof = self._roofline_ms(n, k, mm)
+        out_in = [max(math.exp(v) * r, fl[m]) for m, v, r in zip(mm, ls.tolist(), roof)]
         it = iter(out_in)
         return [next(it) if ok else None for ok in inside]
 
