@@ -330,6 +330,13 @@ def _distinct_rows(arrs: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarr
     for a in arrs:
         if a.shape != (n,) or a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and np.isnan(a).any()):
             return None
+    for a in arrs:
+        if n > 1 and bool(np.all(a[1:] > a[:-1])):  # strictly increasing (a batch or token axis): all distinct
+            every = np.arange(n)
+            return every, every
+    for a in arrs:
+        if n > 1 and bool(np.all(a[1:] == a[0])):  # one value for all shapes: no part in the numbering
+            continue
         u, c = np.unique(a, return_inverse=True)  # equal values (by ==) one code
         c = c.reshape(-1).astype(np.int64)
         if codes is None:
@@ -338,8 +345,8 @@ def _distinct_rows(arrs: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarr
         if int(codes.max()) >= (1 << 62) // max(u.size, 1):  # keep the combined codes in int64
             codes = np.unique(codes, return_inverse=True)[1].reshape(-1).astype(np.int64)
         codes = codes * u.size + c
-    if codes is None:
-        return None
+    if codes is None:  # every field constant: one distinct op
+        return np.zeros(n, dtype=np.int64), np.zeros(1, dtype=np.int64)
     _, first, inv = np.unique(codes, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")  # the distinct tuples by first appearance
     rank = np.empty(order.size, dtype=np.int64)

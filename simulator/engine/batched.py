@@ -83,19 +83,47 @@ def _figure(o, costs, figs: dict, ids: dict) -> list:
     return v
 
 
-def _column_figures(col, costs) -> list:
-    """`_figure`'s entries of a traced column's distinct ops (engine/batchbuild.py Column), not memoised by value:
-    GPU times and kernel counts from `CostModel.prime_column` where it prices them (bitwise `gpu_s` /
-    `gemm_kernels`), else from `gpu_s` / `gemm_kernels` of the op itself. The structure flags are the template's
-    (class, path and fixed GPU time are not symbolic)."""
+def _column_figures(col, costs) -> tuple[np.ndarray, np.ndarray, tuple, "_Entries"]:
+    """A traced column's distinct ops (engine/batchbuild.py Column), not memoised by value: (GPU s, extra kernels
+    as floats, the structure flags, `_figure`'s entries made on demand). GPU times and kernel counts from
+    `CostModel.prime_column` where it prices them (bitwise `gpu_s` / `gemm_kernels`), else from `gpu_s` /
+    `gemm_kernels` of the op itself. The structure flags are the template's (class, path and fixed GPU time are not
+    symbolic)."""
     o = col.tmpl
+    n = col.n
     lk = o.op_class is not OpClass.VIEW
     if not lk:
-        return [[0.0, 0, (False, False, False, o.path in _COMPILED_PATHS), None] for _ in range(col.n)]
+        flags = (False, False, False, o.path in _COMPILED_PATHS)
+        return np.zeros(n), np.zeros(n), flags, _Entries([0.0] * n, [0] * n, flags)
     flags = (True, o.in_attention, o.fixed_gpu_s is not None, o.path in _COMPILED_PATHS)
-    pg, pk = costs.prime_column(o, col.values, col.op, col.n)
-    return [[costs.gpu_s(col.op(j)) if g is None else g, (costs.gemm_kernels(col.op(j)) if k is None else k) - 1,
-             flags, None] for j, (g, k) in enumerate(zip(pg, pk))]
+    pg, pk = costs.prime_column(o, col.values, col.op, n)
+    if None in pg:
+        pg = [costs.gpu_s(col.op(j)) if g is None else g for j, g in enumerate(pg)]
+    if None in pk:
+        pk = [costs.gemm_kernels(col.op(j)) if k is None else k for j, k in enumerate(pk)]
+    xk = [k - 1 for k in pk]
+    return np.array(pg), np.array(xk, dtype=float), flags, _Entries(pg, xk, flags)
+
+
+class _Entries:
+    """`_figure`'s entries [gpu s, extra kernels, flags, host s (None until read)] of a traced column's distinct
+    ops, each made at its first read (a row's ops are materialised only where its launch structure or host
+    figures need them) and kept: later reads share it, as `_figure`'s memo does."""
+
+    __slots__ = ("_g", "_x", "_flags", "_made")
+
+    def __init__(self, g: list, x: list, flags: tuple):
+        self._g, self._x, self._flags = g, x, flags
+        self._made: dict[int, list] = {}
+
+    def __getitem__(self, j: int) -> list:
+        e = self._made.get(j)
+        if e is None:
+            e = self._made[j] = [self._g[j], self._x[j], self._flags, None]
+        return e
+
+    def __len__(self) -> int:
+        return len(self._g)
 
 
 class _Row:
@@ -452,14 +480,15 @@ def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
         for c, col in enumerate(cols):
             inv = col.inv
             if inv is None:  # the template's own op (no symbolic field): memoised as any op
-                ents = [_figure(col.tmpl, costs, figs, ids)]
+                e = _figure(col.tmpl, costs, figs, ids)
+                ecols.append([e])
+                G[:, c], X[:, c] = e[0], float(e[1])
+                flags.append(e[2])
             else:  # distinct ops of the shapes: figures as _figure computes them, the GPU time and kernels priced
-                ents = _column_figures(col, costs)  # over the batch axis at once where they can be
-            ecols.append(ents)
-            g, x = np.array([e[0] for e in ents]), np.array([e[1] for e in ents], dtype=float)
-            G[:, c], X[:, c] = (g[0], x[0]) if inv is None else (g[inv], x[inv])
-            f = {e[2] for e in ents}
-            flags.append(ents[0][2] if len(f) == 1 else None)
+                g, x, fl, ents = _column_figures(col, costs)  # over the batch axis at once where they can be
+                ecols.append(ents)
+                G[:, c], X[:, c] = g[inv], x[inv]
+                flags.append(fl)  # one template: every distinct op has its flags
         const = None if None in flags else (id(pat), tuple(flags))
         # host figures (CostModel.host_s) read an op's fixed host time, launch path, class and, for a collective,
         # its ranks: where none of these is symbolic, every op of a column has its first op's host figure

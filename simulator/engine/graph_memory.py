@@ -447,13 +447,14 @@ class GraphMemoryModel:
         if self.graph_mode == "none":
             return LayoutMemory(sizes, 0, tuple(0.0 for _ in sizes), 0.0, 0.0, 0.0, 0.0, shared_pool, "none", "none",
                                 self.retention, {})
-        pools = tuple(self.pool_bytes(s) for s in sizes)
-        formula = [s for s in sizes if any(self._graph_pool(s, m)[1] for m in self.modes)]
+        pools = tuple(self.pool_bytes_many(sizes).tolist())
+        meas = [self._measured.get(m) for m in self.modes]  # `_graph_pool`'s test: the formula where unmeasured
+        formula = [s for s in sizes if any(d is None or s not in d for d in meas)]
         w, csrc = self.constants.capture_workspace_bytes, self.constants_source
         psrc = lambda s: "formula" if s in formula else "measured"  # noqa: E731
         if shared_pool:
             floor, base = self.shared_terms(sizes[-1])
-            rest = sum(self.output_bytes(s) for s in sizes[:-1])
+            rest = sum(self.output_bytes_many(sizes[:-1]).tolist())
             total = max(floor, base + rest)
             p1 = self.largest_pool_bytes(sizes[-1])
             parts = {"largest_graph_pool": {"bytes": p1, "source": psrc(sizes[-1])},
@@ -472,7 +473,7 @@ class GraphMemoryModel:
             parts["prefill_graphs"] = {"bytes": pre, "source": "formula"}
         static = self.static_buffer_bytes(sizes[-1])
         parts["static_buffers"] = {"bytes": static, "source": "derived"}
-        cap = sum(self.capture_s(s) for s in sizes)
+        cap = sum(self.capture_s_many(sizes).tolist())
         if npre:
             cap += sum(p.warmup_s + p.capture_s for t in sorted({int(t) for t in prefill_sizes}) for p in self.startup.prefill_passes(t))
         src = "formula" if len(formula) == len(sizes) else (

@@ -79,7 +79,7 @@ def _tables(p: Problem):
     E = np.concatenate(([0.0], ce[pos]))
     a = np.concatenate(([0.0], p.alpha))
     W = a[None, :] * (P[None, :] - P[:, None]) + (Q[None, :] - Q[:, None])
-    W[np.tril_indices(W.shape[0])] = INF
+    W[np.tri(W.shape[0], dtype=bool)] = INF  # i >= j: the lower triangle and the diagonal (a mask, no index arrays)
     tail = ce[-1] - E
     return W, tail
 
