@@ -122,8 +122,11 @@ class Setup:
         """`step_s(b, sizes)` of each (b, sizes) pair, priced together (`StepCostCache.routed_step_seconds`: each
         step routed by the capture with its own sizes, the steps of one plan mode costed over the batch axis at
         once)."""
-        each = [tuple(sorted({int(x) for x in sizes})) for _, sizes in pairs]  # Capture's sizes
-        return self.cache.routed_step_seconds(self.step, [self.shape(b) for b, _ in pairs], each)
+        each = [(int(sizes[0]),) if len(sizes) == 1 else tuple(sorted({int(x) for x in sizes}))  # Capture's sizes
+                for _, sizes in pairs]
+        shapes: dict[int, object] = {}  # one shape object per batch (many pairs share one)
+        return self.cache.routed_step_seconds(
+            self.step, [shapes[b] if b in shapes else shapes.setdefault(b, self.shape(b)) for b, _ in pairs], each)
 
     def graph_s(self, s: int) -> float:
         """The DP's alpha: a step of one sequence padded to captured size s (its padding rows attend to nothing,
