@@ -26,15 +26,18 @@ def _optimize(given: dict, texts: dict, scenario: Optional[Path] = None, out: Op
               inline_plotly: bool = False, as_json: bool = False) -> None:
     """Exact best CUDA-graph capture sizes for a batch-size distribution (dynamic programming). Every option but
     --scenario, --out, --inline-plotly and --json is a field of the `buckets` kind."""
-    from simulator.common.outpaths import check_out_dir, out_lock
-    from simulator.report.html import set_inline_plotly
-    from simulator.studies.optimize import inputs_from_scenario, run, write_outputs
+    from simulator.studies.optimize import inputs_from_scenario, run
     from .checks import as_flags
 
-    set_inline_plotly(inline_plotly)
+    if out is not None:  # the report's modules load only where a report is written
+        from simulator.report.html import set_inline_plotly
+
+        set_inline_plotly(inline_plotly)
     if (given["distribution"] is None) == (scenario is None):
         raise UserError("give exactly one of --distribution CSV or --scenario FILE")
     if out is not None:
+        from simulator.common.outpaths import check_out_dir
+
         check_out_dir(out, "--out")
     sc = buckets_scenario(scenario, None, _given=given, _texts=texts)
     inp = inputs_from_scenario(sc)
@@ -46,6 +49,9 @@ def _optimize(given: dict, texts: dict, scenario: Optional[Path] = None, out: Op
             result = run(inp, frontier=False)
             result["wall_s"] = time.perf_counter() - t0
         else:
+            from simulator.common.outpaths import out_lock
+            from simulator.studies.optimize import write_outputs
+
             with out_lock(out, "--out"):
                 result = run(inp, frontier=True)
                 result["wall_s"] = time.perf_counter() - t0

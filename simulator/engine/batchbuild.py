@@ -309,8 +309,46 @@ def distinct_ops(tops, firsts: list[int], n: int, values) -> list[Column]:
             continue
         arrs = [np.asarray(values(getattr(o, f))) for f in dyn] + [np.asarray(values(o.shape[i][1])) for i in sdyn]
         # one distinct op per distinct combination of the fields' values, numbered in order of first appearance
-        # (a dict over the shapes' value tuples: Python numbers, as the ops hold them)
-        seen: dict[tuple, int] = {}
-        inv = np.fromiter((seen.setdefault(c, len(seen)) for c in zip(*[a.tolist() for a in arrs])), np.int64, n)
-        out.append(Column(o, dyn, sdyn, [list(col) for col in zip(*seen)], inv))
+        inv_first = _distinct_rows(arrs, n)
+        if inv_first is None:  # a dict over the shapes' value tuples: Python numbers, as the ops hold them
+            seen: dict[tuple, int] = {}
+            inv = np.fromiter((seen.setdefault(c, len(seen)) for c in zip(*[a.tolist() for a in arrs])), np.int64, n)
+            out.append(Column(o, dyn, sdyn, [list(col) for col in zip(*seen)], inv))
+            continue
+        inv, first = inv_first
+        out.append(Column(o, dyn, sdyn, [a[first].tolist() for a in arrs], inv))
     return out
+
+
+def _distinct_rows(arrs: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(inverse, first) of the distinct value tuples of `arrs` (n values each) numbered in order of first
+    appearance, as the dict of tuples numbers them: `first` the index of each one's first shape, `inverse` each
+    shape's number. Values compare as the tuples' numbers do (==: 0.0 equals -0.0, the first one kept); None where
+    a value is not an int or float array of n values, or a NaN (equal to itself only as the same object), for the
+    dict."""
+    codes = None
+    for a in arrs:
+        if a.shape != (n,) or a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and np.isnan(a).any()):
+            return None
+    for a in arrs:
+        if n > 1 and bool(np.all(a[1:] > a[:-1])):  # strictly increasing (a batch or token axis): all distinct
+            every = np.arange(n)
+            return every, every
+    for a in arrs:
+        if n > 1 and bool(np.all(a[1:] == a[0])):  # one value for all shapes: no part in the numbering
+            continue
+        u, c = np.unique(a, return_inverse=True)  # equal values (by ==) one code
+        c = c.reshape(-1).astype(np.int64)
+        if codes is None:
+            codes = c
+            continue
+        if int(codes.max()) >= (1 << 62) // max(u.size, 1):  # keep the combined codes in int64
+            codes = np.unique(codes, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        codes = codes * u.size + c
+    if codes is None:  # every field constant: one distinct op
+        return np.zeros(n, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    _, first, inv = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # the distinct tuples by first appearance
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank[inv.reshape(-1)], first[order]

@@ -83,19 +83,47 @@ def _figure(o, costs, figs: dict, ids: dict) -> list:
     return v
 
 
-def _column_figures(col, costs) -> list:
-    """`_figure`'s entries of a traced column's distinct ops (engine/batchbuild.py Column), not memoised by value:
-    GPU times and kernel counts from `CostModel.prime_column` where it prices them (bitwise `gpu_s` /
-    `gemm_kernels`), else from `gpu_s` / `gemm_kernels` of the op itself. The structure flags are the template's
-    (class, path and fixed GPU time are not symbolic)."""
+def _column_figures(col, costs) -> tuple[np.ndarray, np.ndarray, tuple, "_Entries"]:
+    """A traced column's distinct ops (engine/batchbuild.py Column), not memoised by value: (GPU s, extra kernels
+    as floats, the structure flags, `_figure`'s entries made on demand). GPU times and kernel counts from
+    `CostModel.prime_column` where it prices them (bitwise `gpu_s` / `gemm_kernels`), else from `gpu_s` /
+    `gemm_kernels` of the op itself. The structure flags are the template's (class, path and fixed GPU time are not
+    symbolic)."""
     o = col.tmpl
+    n = col.n
     lk = o.op_class is not OpClass.VIEW
     if not lk:
-        return [[0.0, 0, (False, False, False, o.path in _COMPILED_PATHS), None] for _ in range(col.n)]
+        flags = (False, False, False, o.path in _COMPILED_PATHS)
+        return np.zeros(n), np.zeros(n), flags, _Entries([0.0] * n, [0] * n, flags)
     flags = (True, o.in_attention, o.fixed_gpu_s is not None, o.path in _COMPILED_PATHS)
-    pg, pk = costs.prime_column(o, col.values, col.op, col.n)
-    return [[costs.gpu_s(col.op(j)) if g is None else g, (costs.gemm_kernels(col.op(j)) if k is None else k) - 1,
-             flags, None] for j, (g, k) in enumerate(zip(pg, pk))]
+    pg, pk = costs.prime_column(o, col.values, col.op, n)
+    if None in pg:
+        pg = [costs.gpu_s(col.op(j)) if g is None else g for j, g in enumerate(pg)]
+    if None in pk:
+        pk = [costs.gemm_kernels(col.op(j)) if k is None else k for j, k in enumerate(pk)]
+    xk = [k - 1 for k in pk]
+    return np.array(pg), np.array(xk, dtype=float), flags, _Entries(pg, xk, flags)
+
+
+class _Entries:
+    """`_figure`'s entries [gpu s, extra kernels, flags, host s (None until read)] of a traced column's distinct
+    ops, each made at its first read (a row's ops are materialised only where its launch structure or host
+    figures need them) and kept: later reads share it, as `_figure`'s memo does."""
+
+    __slots__ = ("_g", "_x", "_flags", "_made")
+
+    def __init__(self, g: list, x: list, flags: tuple):
+        self._g, self._x, self._flags = g, x, flags
+        self._made: dict[int, list] = {}
+
+    def __getitem__(self, j: int) -> list:
+        e = self._made.get(j)
+        if e is None:
+            e = self._made[j] = [self._g[j], self._x[j], self._flags, None]
+        return e
+
+    def __len__(self) -> int:
+        return len(self._g)
 
 
 class _Row:
@@ -275,6 +303,15 @@ def _recurrence(host, counts, gpu, gap, tail, Q: int) -> np.ndarray:
     out = np.empty(S)
     alone = np.ones(S, dtype=bool)
     single = gpu.shape[1] == n_l
+    if n_l == 1 and Q >= 1:  # one launch (a full-graph replay): only the last kernel's finish is read
+        c = gap + gpu
+        C = np.cumsum(c, axis=1)
+        D = C - c
+        sub = host[:, 0] + (0.0 - 0.0)
+        # the general path's e at the last kernel: C + max(max_k (sub - D_k), 0 - D_0); sub - D_k is exactly
+        # non-increasing in D_k, so its running maximum at the end is sub - min_k D_k
+        e = C[:, -1] + np.maximum(sub - D.min(axis=1), 0.0 - D[:, 0])
+        return np.maximum(sub + tail, e)
     if n_l <= 8 * Q:
         c = gap + gpu
         C = np.cumsum(c, axis=1)
@@ -443,14 +480,15 @@ def _build_many(setup, shapes, memo: dict, patterns: list, figs: dict) -> None:
         for c, col in enumerate(cols):
             inv = col.inv
             if inv is None:  # the template's own op (no symbolic field): memoised as any op
-                ents = [_figure(col.tmpl, costs, figs, ids)]
+                e = _figure(col.tmpl, costs, figs, ids)
+                ecols.append([e])
+                G[:, c], X[:, c] = e[0], float(e[1])
+                flags.append(e[2])
             else:  # distinct ops of the shapes: figures as _figure computes them, the GPU time and kernels priced
-                ents = _column_figures(col, costs)  # over the batch axis at once where they can be
-            ecols.append(ents)
-            g, x = np.array([e[0] for e in ents]), np.array([e[1] for e in ents], dtype=float)
-            G[:, c], X[:, c] = (g[0], x[0]) if inv is None else (g[inv], x[inv])
-            f = {e[2] for e in ents}
-            flags.append(ents[0][2] if len(f) == 1 else None)
+                g, x, fl, ents = _column_figures(col, costs)  # over the batch axis at once where they can be
+                ecols.append(ents)
+                G[:, c], X[:, c] = g[inv], x[inv]
+                flags.append(fl)  # one template: every distinct op has its flags
         const = None if None in flags else (id(pat), tuple(flags))
         # host figures (CostModel.host_s) read an op's fixed host time, launch path, class and, for a collective,
         # its ranks: where none of these is symbolic, every op of a column has its first op's host figure

@@ -89,6 +89,7 @@ CAPTURE_SEGMENT = 2 * 1024 * 1024  # a capture's own small segment (see the form
 BLOCK_SIZE = 16  # KV-cache block size (tokens) used for the block-table row width
 DEFAULT_WORKSPACE_BYTES = 1 * GiB  # cuBLAS/attention workspaces + eager activation peak outside graphs
 RETENTIONS = V.values(V.POOL_RETENTIONS)
+V_EAGER = V.EAGER_FUSIONS
 
 
 def check_weights_fit(model, profile) -> None:
@@ -156,6 +157,33 @@ def live_tensors(model: ModelSpec, batch: int, fusion: str) -> list[float]:
     if tp_of(model) > 1:  # lm_head's local vocab shard, before the all-gather
         out.append(T * model.vocab_size * e)
     return [float(x) for x in out] + [float(batch * logits_vocab(model) * e)]
+
+
+def _live_rows(model: ModelSpec, batches: np.ndarray, fusion: str) -> np.ndarray | None:
+    """`live_tensors(model, b, fusion)` of each batch b, as the rows of a float array (the same integer products,
+    exact in int64, then floats); None where a width is not an int (the scalar function then)."""
+    T, e, H, I = batches, model.dtype_bytes, model.hidden_size, model.intermediate_size
+    q, kv, V, Vl = model.q_dim, model.kv_dim, model.vocab_size, logits_vocab(model)
+    if not all(type(x) is int for x in (e, H, I, q, kv, V, Vl)):
+        return None
+    # live_tensors' choice, sum(mlp) >= sum(attn): both are T times a constant, so the same at every T > 0
+    mlp = 2 * I * e + I * e >= (q + 2 * kv) * e + q * e
+    cols = [T * H * e, T * H * e] + ([T * 2 * I * e, T * I * e] if mlp else [T * (q + 2 * kv) * e, T * q * e])
+    if fusion in V_EAGER:
+        cols += [T * H * 4, T * H * 4]
+    if tp_of(model) > 1:
+        cols.append(T * V * e)
+    cols.append(T * Vl * e)
+    return np.stack(cols, axis=1).astype(float)
+
+
+def _segment_rows(t: np.ndarray) -> np.ndarray:
+    """`segment_bytes` of each row of tensor sizes: every size and every partial sum an integer below 2**53 (bytes),
+    so the sums are exact in any order and each figure is the scalar one."""
+    small = np.where((t > 0) & (t < MiB), t, 0.0).sum(axis=1)
+    mid = np.where((t >= MiB) & (t < 10 * MiB), t, 0.0).sum(axis=1)
+    big = np.where(t >= 10 * MiB, LARGE_ROUND * np.ceil(t / LARGE_ROUND), 0.0).sum(axis=1)
+    return SMALL_SEGMENT * np.ceil(small / SMALL_SEGMENT) + MID_SEGMENT * np.ceil(mid / MID_SEGMENT) + big
 
 
 def piece_output_bytes(model: ModelSpec, batch: int) -> float:
@@ -299,6 +327,85 @@ class GraphMemoryModel:
             return 0.0
         return self.startup.size_s(int(batch))
 
+    # -- the same figures for many sizes at once (the optimizer's candidates): arrays, each element the scalar
+    # method's figure --------------------------------------------------------------------------------
+    def _sizes_array(self, sizes) -> np.ndarray:
+        for s in sizes:
+            _check_batch(s)
+        return np.fromiter((int(s) for s in sizes), np.int64)
+
+    def _pools_many(self, b: np.ndarray, mode: str) -> np.ndarray:
+        """`_graph_pool(s, mode)[0]` of each size: measured where the table has the size, else the formula."""
+        live = _live_rows(self.model, b, self.fusion)
+        if live is None:
+            out = np.array([segment_bytes(live_tensors(self.model, int(x), self.fusion)) + CAPTURE_SEGMENT
+                            for x in b.tolist()], dtype=float)
+        else:
+            out = _segment_rows(live) + CAPTURE_SEGMENT
+        d = self._measured.get(mode)
+        if d:
+            for i, x in enumerate(b.tolist()):
+                v = d.get(x)
+                if v is not None:
+                    out[i] = v
+        return out
+
+    def _retained_many(self, b: np.ndarray, mode: str) -> np.ndarray:
+        """`retained_bytes(model, s, mode, retention)` of each size (integer products, then floats)."""
+        m = self.model
+        if type(m.dtype_bytes) is not int:
+            return np.array([retained_bytes(m, int(x), mode, self.retention) for x in b.tolist()], dtype=float)
+        r = (b * logits_vocab(m) * m.dtype_bytes).astype(float) if self.retention == "keep" else np.zeros(b.size)
+        if mode == "piecewise":
+            r = r + (b * (m.dtype_bytes * (m.hidden_size + m.q_dim + 2 * m.kv_dim + 2 * m.head_dim))).astype(float)
+        else:
+            r = r + 0.0
+        return r
+
+    def pool_bytes_many(self, sizes) -> np.ndarray:
+        """`pool_bytes(s)` of each size."""
+        b = self._sizes_array(sizes)
+        out = np.zeros(b.size)
+        for m in self.modes:  # sum() from 0, in the modes' order
+            out = out + self._pools_many(b, m)
+        return out
+
+    def output_bytes_many(self, sizes) -> np.ndarray:
+        """`output_bytes(s)` of each size."""
+        b = self._sizes_array(sizes)
+        out = np.zeros(b.size)
+        for m in self.modes:
+            out = out + self._retained_many(b, m)
+        return out
+
+    def shared_terms_many(self, sizes) -> tuple[np.ndarray, np.ndarray]:
+        """`shared_terms(s)` of each size: (floors, bases)."""
+        b = self._sizes_array(sizes)
+        c = self.constants
+        p1 = np.zeros(b.size)
+        for i, m in enumerate(self.modes):  # largest_pool_bytes: max over the size's graphs
+            v = self._pools_many(b, m)
+            p1 = v if i == 0 else np.maximum(p1, v)
+        first = self._retained_many(b, self.modes[0])
+        floor = c.capture_workspace_bytes + c.slack_bytes + p1
+        return floor, floor - c.reuse_fraction * (p1 - first) + (self.output_bytes_many(sizes) - first)
+
+    def static_buffer_bytes_many(self, sizes) -> np.ndarray:
+        """`static_buffer_bytes(s)` of each size."""
+        b = self._sizes_array(sizes)
+        m = self.model
+        row = 8 + 8 + 8 + 4 + 4 * math.ceil(m.max_position_embeddings / BLOCK_SIZE)
+        if type(m.dtype_bytes) is not int:
+            return np.array([self.static_buffer_bytes(int(x)) for x in b.tolist()], dtype=float)
+        return (b * row + b * logits_vocab(m) * m.dtype_bytes).astype(float)
+
+    def capture_s_many(self, sizes) -> np.ndarray:
+        """`capture_s(s)` of each size."""
+        b = self._sizes_array(sizes)
+        if self.graph_mode == "none":
+            return np.zeros(b.size)
+        return np.asarray(self.startup.sizes_s(b.tolist()), dtype=float)
+
     def static_buffer_bytes(self, largest: int) -> float:
         m = self.model
         row = 8 + 8 + 8 + 4 + 4 * math.ceil(m.max_position_embeddings / BLOCK_SIZE)
@@ -340,13 +447,14 @@ class GraphMemoryModel:
         if self.graph_mode == "none":
             return LayoutMemory(sizes, 0, tuple(0.0 for _ in sizes), 0.0, 0.0, 0.0, 0.0, shared_pool, "none", "none",
                                 self.retention, {})
-        pools = tuple(self.pool_bytes(s) for s in sizes)
-        formula = [s for s in sizes if any(self._graph_pool(s, m)[1] for m in self.modes)]
+        pools = tuple(self.pool_bytes_many(sizes).tolist())
+        meas = [self._measured.get(m) for m in self.modes]  # `_graph_pool`'s test: the formula where unmeasured
+        formula = [s for s in sizes if any(d is None or s not in d for d in meas)]
         w, csrc = self.constants.capture_workspace_bytes, self.constants_source
         psrc = lambda s: "formula" if s in formula else "measured"  # noqa: E731
         if shared_pool:
             floor, base = self.shared_terms(sizes[-1])
-            rest = sum(self.output_bytes(s) for s in sizes[:-1])
+            rest = sum(self.output_bytes_many(sizes[:-1]).tolist())
             total = max(floor, base + rest)
             p1 = self.largest_pool_bytes(sizes[-1])
             parts = {"largest_graph_pool": {"bytes": p1, "source": psrc(sizes[-1])},
@@ -365,7 +473,7 @@ class GraphMemoryModel:
             parts["prefill_graphs"] = {"bytes": pre, "source": "formula"}
         static = self.static_buffer_bytes(sizes[-1])
         parts["static_buffers"] = {"bytes": static, "source": "derived"}
-        cap = sum(self.capture_s(s) for s in sizes)
+        cap = sum(self.capture_s_many(sizes).tolist())
         if npre:
             cap += sum(p.warmup_s + p.capture_s for t in sorted({int(t) for t in prefill_sizes}) for p in self.startup.prefill_passes(t))
         src = "formula" if len(formula) == len(sizes) else (

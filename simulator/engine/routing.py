@@ -165,14 +165,55 @@ def padded_shape(shape, r: Route):
     and serving."""
     if not r.padding:
         return shape
+    return with_padding(shape, r.padding)
+
+
+def with_padding(shape, n: int):
+    """`shape` with `n` more padding rows (`padded_shape` of a route padding it by n)."""
     cls = type(shape)
     if cls in (_PLAIN or _plain_shapes()):  # `replace` without re-running the dataclass __init__ (no __post_init__: the same value)
         out = object.__new__(cls)
         d = out.__dict__
         d.update(shape.__dict__)
-        d["padding"] = shape.padding + r.padding
+        d["padding"] = shape.padding + n
         return out
-    return replace(shape, padding=shape.padding + r.padding)
+    return replace(shape, padding=shape.padding + n)
+
+
+def route_decode(graph: str, sizes: Sequence[int] | None, rows, *, backend: str = DEFAULT_BACKEND, each=None):
+    """`route` of many decode-only steps (no prefill: `prefill_sizes` never applies) as arrays: `rows` their rows
+    (ints > 0), under the captured `sizes` (ascending; None: every size captured), or each step i under its own
+    ascending sizes `each[i]` (then `sizes` is not read). Returns (the plan mode of a step that fits a captured
+    size, the size each step pads to (0: none fits, the step runs eager in mode none), overflow per step), the same
+    rule as `route`: the smallest size >= rows (bisect_left), none above the largest, `sizes=None` no padding."""
+    import numpy as np
+
+    r = np.asarray(rows, dtype=np.int64)
+    bad = np.flatnonzero(r <= 0)
+    if bad.size:
+        raise RoutingError(f"a step needs a positive number of rows, got {int(r[bad[0]])!r}")
+    mode = plan_mode(graph, True, backend)
+    none = np.zeros(r.size, dtype=bool)
+    if mode == "none":
+        return mode, np.zeros(r.size, dtype=np.int64), none
+    if each is not None:
+        if all(len(x) <= 1 for x in each):  # one size or none per step (the optimizer's per-size steps)
+            top = np.fromiter((x[0] if x else 0 for x in each), np.int64, r.size)
+            padded = np.where(r <= top, top, 0)
+        else:
+            import bisect
+
+            padded = np.fromiter((x[j] if (j := bisect.bisect_left(x, v)) < len(x) else 0
+                                  for x, v in zip(each, r.tolist())), np.int64, r.size)
+        return mode, padded, padded == 0
+    if sizes is None:
+        return mode, r.copy(), none
+    if not len(sizes):
+        return mode, np.zeros(r.size, dtype=np.int64), ~none
+    sz = np.asarray(sizes, dtype=np.int64)
+    i = np.searchsorted(sz, r, side="left")
+    padded = np.where(i < sz.size, sz[np.minimum(i, sz.size - 1)], 0)
+    return mode, padded, padded == 0
 
 
 def _plain_shapes() -> frozenset:

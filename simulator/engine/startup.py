@@ -87,8 +87,8 @@ class StartupError(UserError):
 
 # --------------------------------------------------------------------------------------------- eager pass
 EagerFn = Callable[[int], tuple[float, float]]  # batch -> (step_s, host_s) of one eager pass
-# (model, id(profile), fusion, ctx) -> (profile, {batch: (step_s, host_s)})
-_EAGER: dict[tuple[ModelSpec, int, str, int], tuple[Profile, dict[int, tuple[float, float]]]] = {}
+# (model, id(profile), fusion, ctx) -> (profile, {batch: (step_s, host_s)}, [its cost model, made once])
+_EAGER: dict[tuple[ModelSpec, int, str, int], tuple[Profile, dict[int, tuple[float, float]], list]] = {}
 
 
 def _eager_point(model: ModelSpec, profile: Profile, fusion: str, ctx: int, batch: int) -> tuple[float, float]:
@@ -98,14 +98,16 @@ def _eager_point(model: ModelSpec, profile: Profile, fusion: str, ctx: int, batc
     if ent is None or ent[0] is not profile:
         if len(_EAGER) > 256:
             _EAGER.clear()
-        ent = _EAGER[key] = (profile, {})  # the profile is held so its id is not reused
+        ent = _EAGER[key] = (profile, {}, [])  # the profile is held so its id is not reused
     pts = ent[1]
     if batch not in pts:
         from simulator.model.costs import CostModel
         from simulator.engine.predict import simulate
         from simulator.model.workload import build_step, decode
 
-        res, _ = simulate(build_step(model, decode(batch, ctx), fusion), CostModel(profile), "none")
+        if not ent[2]:  # one cost model for the points (its memos hold the same figures a fresh one computes)
+            ent[2].append(CostModel(profile))
+        res, _ = simulate(build_step(model, decode(batch, ctx), fusion), ent[2][0], "none")
         pts[batch] = (float(res.step_s), float(res.cpu_busy_s))
     return pts[batch]
 
@@ -258,6 +260,24 @@ class StartupModel:
     def size_s(self, batch: int) -> float:
         """Warm-up + capture seconds of one captured size (all its passes): what a capture budget counts."""
         return float(sum(p.warmup_s + p.capture_s for p in self.passes(batch)))
+
+    def sizes_s(self, batches) -> list[float]:
+        """`size_s(b)` of each batch, without a PassCost per pass (the same sums)."""
+        out = []
+        for batch in batches:
+            if not isinstance(batch, numbers.Integral) or isinstance(batch, bool) or batch <= 0:
+                raise StartupError(f"captured batch sizes must be positive integers, got {batch!r}")
+            if not self.modes:
+                out.append(0.0)
+                continue
+            b = int(batch)
+            step_s, host_s = self._eager(b)
+            x = self.warmup_runs * step_s + self._capture_one(b, host_s)
+            v: float = 0  # sum() over the passes, from 0
+            for _ in self.modes:
+                v += x
+            out.append(float(v))
+        return out
 
     def compile(self, mode: str = "static", cache: str = "cold") -> tuple[float, bool, str]:
         """(compile_s, measured, note) of torch.compile for this model (0 unless fusion is `compiled`); measured is

@@ -259,49 +259,93 @@ class StepCostCache:
             out[idx] = self.step_seconds(setup, mode, [routed[i][1] for i in idx])
         return [r for r, _ in routed], [x for _, x in routed], out
 
+    def routed_step_seconds(self, setup, shapes: Sequence[StepShape], each: Sequence[tuple]) -> np.ndarray:
+        """`routed_seconds(setup, shapes, captures)[2]` where capture i is `setup.capture` with the sizes `each[i]`
+        (ascending, unique): decode-only steps routed at once (`_route_many`), then priced per plan mode."""
+        modes, runs = self._route_many(setup.capture, shapes, each)[:2]
+        out = np.empty(len(shapes))
+        by_mode: dict[str, list[int]] = {}
+        for i, m in enumerate(modes):
+            by_mode.setdefault(m, []).append(i)
+        for mode, idx in by_mode.items():
+            out[idx] = self.step_seconds(setup, mode, [runs[i] for i in idx])
+        return out
+
+    @staticmethod
+    def _route_many(cap, shapes: Sequence[StepShape], each: Sequence[tuple] | None = None) -> tuple:
+        """The routes of `shapes` under capture `cap` (step i under `cap` with sizes `each[i]`, ascending and
+        unique, where given), as `cap.padded` gives them: (plan mode per step, padded shapes, executed rows, padding
+        rows, 1.0 where no graph runs else 0.0, 1.0 where it overflows the largest size else 0.0, padding / executed
+        rows). Decode-only steps without padding are routed together (`routing.route_decode`, the same rule),
+        other steps one by one."""
+        from simulator.engine.routing import route_decode, with_padding
+
+        if all(type(x) is StepShape and not x.prefill_seqs and not x.padding and type(x.decode_seqs) is int
+               and type(x.q_len) is int for x in shapes):
+            rows = np.fromiter((x.decode_seqs * x.q_len for x in shapes), np.int64, len(shapes))  # routing.step_rows
+            mode, padded, over = route_decode(cap.graph, cap.sizes, rows, backend=cap.backend, each=each)
+            graphed = padded > 0
+            executed = np.where(graphed, padded, rows)
+            pad = executed - rows
+            runs = [x if not p else with_padding(x, p) for x, p in zip(shapes, pad.tolist())]
+            modes = [mode if g else "none" for g in graphed.tolist()]
+            return (modes, runs, executed.astype(float).tolist(), pad.astype(float).tolist(),
+                    (~graphed).astype(float).tolist(), over.astype(float).tolist(), (pad / executed).tolist())
+        if each is not None:
+            caps = {}
+            for e in set(map(tuple, each)):
+                caps[e] = cap.with_graph(cap.graph, e)
+            routed = [caps[tuple(e)].padded(x) for e, x in zip(each, shapes)]
+        else:
+            routed = [cap.padded(x) for x in shapes]
+        return ([r.mode for r, _ in routed], [x for _, x in routed], [float(r.executed) for r, _ in routed],
+                [float(r.padding) for r, _ in routed], [float(r.padded is None) for r, _ in routed],
+                [float(r.overflow) for r, _ in routed], [r.padding / r.executed for r, _ in routed])
+
     def routed(self, setup, shape: StepShape) -> RoutedStep:
         """`setup.capture` routes the step (once), then the padded step's cost in the routed plan mode."""
         r, run = setup.capture.padded(shape)
         return RoutedStep(r, run, self.step_time(setup, r.mode, run))
 
-    def _fill(self, setup, memo: dict, bs: list[int], shapes: list[StepShape]) -> None:
+    def _fill(self, setup, memo: dict, bs: list[int], shapes: list[StepShape], unpadded: bool = True) -> None:
         """memo[b] = the _COLUMNS of each batch's step: routed and costed as `routed` does it (the padded step in
-        its routed plan mode; the same mode at its own rows for `unpad`), priced together (`step_seconds`)."""
-        self._fill_many([(setup, memo, bs, shapes)])
+        its routed plan mode; the same mode at its own rows for `unpad`, NaN without `unpadded`), priced together
+        (`step_seconds`)."""
+        self._fill_many([(setup, memo, bs, shapes)], unpadded)
 
-    def _fill_many(self, items: list[tuple]) -> None:
-        """`_fill` of several (setup, memo, batches, shapes) at once: each step routed once by its setup's capture,
-        the steps of one (cost key, plan mode) priced in one `step_seconds` call whichever setup asked (a step's
-        cost does not depend on the capture that routed it)."""
-        routed = [[st.capture.padded(x) for x in shapes] for st, _, _, shapes in items]
+    def _fill_many(self, items: list[tuple], unpadded: bool = True) -> None:
+        """`_fill` of several (setup, memo, batches, shapes) at once: each step routed once by its setup's capture
+        (`_route_many`), the steps of one (cost key, plan mode) priced in one `step_seconds` call whichever setup
+        asked (a step's cost does not depend on the capture that routed it)."""
+        routed = [self._route_many(st.capture, shapes) for st, _, _, shapes in items]
         # the steps wanted per (cost key, plan mode); the cost keys (the model's every field) hashed once per item:
         # each item's by-mode dicts are looked up by mode
         keys: dict[tuple, dict[str, tuple]] = {}
         by_item = []
-        for (st, _, _, shapes), rs in zip(items, routed):
-            modes = keys.setdefault(st.cost_key, {})
-            by_item.append(modes)
-            for x, (r, run) in zip(shapes, rs):
-                e = modes.get(r.mode)
+        for (st, _, _, shapes), (modes, runs, _, pads, *_) in zip(items, routed):
+            by_mode = keys.setdefault(st.cost_key, {})
+            by_item.append(by_mode)
+            for x, m, run, p in zip(shapes, modes, runs, pads):
+                e = by_mode.get(m)
                 if e is None:
-                    e = modes[r.mode] = (st, {}, {})
+                    e = by_mode[m] = (st, {}, {})
                 d = e[1]
                 d[run] = None
-                if r.padding:
+                if p and unpadded:
                     d[x] = None
-        for modes in keys.values():
-            for mode, (st, d, g) in modes.items():
+        for by_mode in keys.values():
+            for mode, (st, d, g) in by_mode.items():
                 todo = list(d)
                 g.update(zip(todo, self.step_seconds(st, mode, todo).tolist()))
-        for (st, memo, bs, shapes), rs, modes in zip(items, routed, by_item):
-            for b, x, (r, run) in zip(bs, shapes, rs):
-                g = modes[r.mode][2]
+        nan = math.nan
+        for (st, memo, bs, shapes), (modes, runs, ex, pads, eag, ovf, waste), by_mode in zip(items, routed, by_item):
+            for b, x, m, run, e, p, z, o, w in zip(bs, shapes, modes, runs, ex, pads, eag, ovf, waste):
+                g = by_mode[m][2]
                 v = g[run]
-                memo[b] = (float(r.executed), float(r.padding), float(r.padded is None), float(r.overflow), v,
-                           g[x] if r.padding else v, r.padding / r.executed)
+                memo[b] = (e, p, z, o, v, (g[x] if p else v) if unpadded else nan, w)
 
-    def _axis_memo(self, setup, ctx: int, pre) -> dict:
-        key = (setup, ctx, pre)
+    def _axis_memo(self, setup, ctx: int, pre, unpadded: bool = True) -> dict:
+        key = (setup, ctx, pre) if unpadded else (setup, ctx, pre, "padded only")
         memo = self._axis.get(key)
         if memo is None:
             if len(self._axis) > 4096:
@@ -309,22 +353,24 @@ class StepCostCache:
             memo = self._axis[key] = {}
         return memo
 
-    def prefetch_expected(self, setups: Sequence, batches: Sequence[int], ctx: int) -> None:
-        """Route and price, together, the decode steps `expected(setup, batches, ..., ctx)` will read for each of
-        `setups` (the optimizer's layouts side by side): later `expected` calls find them memoised (the same
-        figures: `_fill_many`)."""
+    def prefetch_expected(self, setups: Sequence, batches: Sequence[int], ctx: int, *, unpadded: bool = True) -> None:
+        """Route and price, together, the decode steps `expected(setup, batches, ..., ctx, unpadded=unpadded)` will
+        read for each of `setups` (the optimizer's layouts side by side): later `expected` calls find them memoised
+        (the same figures: `_fill_many`)."""
         bs = [int(x) for x in batches]
         items = []
+        shapes: dict[int, StepShape] = {}
         for st in setups:
-            memo = self._axis_memo(st, ctx, None)
+            memo = self._axis_memo(st, ctx, None, unpadded)
             miss = list(dict.fromkeys(b for b in bs if b not in memo))
             if miss:
-                items.append((st, memo, miss, [decode(b, ctx) for b in miss]))
+                items.append((st, memo, miss, [shapes[b] if b in shapes else shapes.setdefault(b, decode(b, ctx))
+                                               for b in miss]))
         if items:
-            self._fill_many(items)
+            self._fill_many(items, unpadded)
 
     def expected(self, setup, batches: Sequence[int], weights: Sequence[float], ctx: int,
-                 mixed: tuple[float, int, int] | None = None, *, sizes=None) -> Expected:
+                 mixed: tuple[float, int, int] | None = None, *, sizes=None, unpadded: bool = True) -> Expected:
         """Expected step time and padding of steps whose batch sizes follow (`batches`, `weights`: probabilities).
 
         Every step is routed by `setup.capture` and costed exactly as `routed` does it: a decode step of
@@ -341,7 +387,8 @@ class StepCostCache:
           eager_share   = sum of w over steps without a graph; overflow_share: those above the largest size
         The sweep (`sweep/grid.py`) and the optimizer (`studies/optimize.py`) both report these figures from here.
         Per-batch figures are memoised by (setup, ctx, step kind). `sizes`: the capture's sizes in the order the
-        caller gave them (only part of the memo key: routing uses the setup's sorted sizes)."""
+        caller gave them (only part of the memo key: routing uses the setup's sorted sizes). `unpadded=False`:
+        the unpadded steps are not priced (`unpadded_s` is NaN; every other figure the same)."""
         share, ps, pl = mixed if mixed else (0.0, 0, 0)
         kinds = [(1.0 - share, None)] + ([(share, (int(ps), int(pl)))] if share > 0 else [])
         w = np.asarray(weights, dtype=float)
@@ -350,12 +397,12 @@ class StepCostCache:
         for wk, pre in kinds:
             if wk <= 0:
                 continue
-            memo = self._axis_memo(setup, ctx, pre)
+            memo = self._axis_memo(setup, ctx, pre, unpadded)
             get = memo.get
             miss = list(dict.fromkeys(b for b in bs if b not in memo))
             if miss:
                 self._fill(setup, memo, miss, [decode(b, ctx) if pre is None else StepShape(b, ctx, pre[0], pre[1])
-                                               for b in miss])
+                                               for b in miss], unpadded)
             rows = [get(b) for b in bs]
             ww = wk * w
             parts.append(ww[:, None] * np.array(rows))

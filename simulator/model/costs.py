@@ -65,6 +65,29 @@ def _loglog_many(x: list, xs, ys) -> list[float | None]:
     return out
 
 
+def _loglog_arr(x: list, xs, ys) -> tuple[np.ndarray, np.ndarray]:
+    """`_loglog_many(x, xs, ys)` as arrays: (the values, anything where refused; where they are not refused), the
+    same numpy operations on the same arrays, so each value is bitwise the list's."""
+    a = np.asarray(x, dtype=float)
+    ok = (a >= xs[0]) & (a <= xs[-1])  # ints below 2**53 compare with the grid exactly as floats
+    if len(xs) == 1:
+        return np.full(a.size, float(ys[0])), ok
+    grid_pos = min(xs) > 0 and min(ys) > 0
+    pos = a > 0
+    lin = np.interp(a, xs, ys)
+    if not grid_pos:
+        return lin, ok
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lg = np.exp(np.interp(np.log(np.where(pos, a, 1.0)), np.log(xs), np.log(ys)))
+    return np.where(pos, lg, lin), ok
+
+
+def _seconds(vals: np.ndarray) -> list[float]:
+    """us values -> seconds floored at 0 (`max(v * US, 0.0)` of each, as floats)."""
+    x = vals * US
+    return np.where(0.0 > x, 0.0, x).tolist()
+
+
 def _interp_curve(c: Curve, x: float, below: str = REFUSE) -> float | None:
     """Time of a byte curve at x bytes: refused above the grid (the roofline), below it as `below` says."""
     return loglog(x, c.bytes, c.us, below=below, above=REFUSE)
@@ -345,18 +368,23 @@ class CostModel:
             ks = ks or [0] * n
             ms = ms or [0] * n
             groups: dict[tuple[int, int], list[int]] = {}
-            for j, nk in enumerate(zip(ns, ks)):
-                groups.setdefault(nk, []).append(j)
+            if ns.count(ns[0]) == n and ks.count(ks[0]) == n:  # one (n, k): m varies
+                groups[(ns[0], ks[0])] = list(range(n))
+            else:
+                for j, nk in enumerate(zip(ns, ks)):
+                    groups.setdefault(nk, []).append(j)
+            roof = self._roofline_at(o, values, n)
             for (nn, kk), js in groups.items():
                 mj = [ms[j] for j in js]
                 t = self.gemm_table(nn, kk)
                 if t is None:
                     ts = self.gemm_fallback.time_many(nn, kk, mj)
-                else:
-                    v = _loglog_many(mj, t.m, t.us)
-                    ts = [None if x is None else x * US for x in v]
-                for j, x in zip(js, ts):
-                    out[j] = self.roofline_s(op_at(j)) if x is None else max(x, 0.0)
+                    for j, x in zip(js, ts):
+                        out[j] = roof(j) if x is None else max(x, 0.0)
+                else:  # the table's log-log reading over all m at once (`_loglog_many`'s values)
+                    vals, ok = _loglog_arr(mj, t.m, t.us)
+                    for j, x, inside in zip(js, _seconds(vals), ok.tolist()):
+                        out[j] = x if inside else roof(j)
                 self._fill_kernels(t, nn, kk, js, mj, kern)
             return out, kern
         if o.op_class is OpClass.ATTENTION:
@@ -365,12 +393,31 @@ class CostModel:
         c = self._curves.get(key)
         if c is None:
             return out, kern
-        v = _curve_many(c, values("bytes"), _BELOW.get(key, REFUSE))
-        for j, x in enumerate(v):
-            x = None if x is None else x * US
-            out[j] = self.roofline_s(op_at(j)) if x is None else max(x, 0.0)
-            kern[j] = 1  # gemm_kernels of a kernel that is not a GEMM
-        return out, kern
+        bs = values("bytes")
+        below = _BELOW.get(key, REFUSE)
+        vals, ok = _loglog_arr(bs, c.bytes, c.us)  # `_curve_many`: the grid's reading, the scalar one below it
+        roof = self._roofline_at(o, values, n)
+        out = _seconds(vals)
+        lo = c.bytes[0]
+        for j in np.flatnonzero(~ok).tolist():
+            v = _interp_curve(c, bs[j], below) if below != REFUSE and bs[j] < lo else None
+            out[j] = roof(j) if v is None else max(v * US, 0.0)
+        return out, [1] * n  # gemm_kernels of a kernel that is not a GEMM
+
+    def _roofline_at(self, o: Op, values, n: int):
+        """j -> `roofline_s` of the j-th op of a column of template `o` (`prime_column`'s `values`), read from its
+        flops, bytes and fp8 flag (the same operations as `roofline_s`, no op made)."""
+        fl, by = values("flops"), values("bytes")
+        fp8 = values("fp8") if o.op_class is OpClass.GEMM else None
+        peak, bw, floor = self.peak_flops, self.bw, self.min_kernel_s
+        flop_bound = o.op_class in (OpClass.GEMM, OpClass.ATTENTION)
+
+        def roof(j: int) -> float:
+            if fp8 is not None and fp8[j]:  # fp8 tensor cores: twice the bf16 peak (datasheet)
+                return max(fl[j] / (2 * peak), by[j] / bw, floor)
+            return max(fl[j] / peak if flop_bound else 0.0, by[j] / bw, floor)
+
+        return roof
 
     def nearest_attention_table(self, heads: int, kv_heads: int, head_dim: int):
         """The decode (q_len 1) attention table nearest a shape the profile has no table for: nearest in head_dim,
@@ -469,9 +516,14 @@ class CostModel:
     def _fill_kernels(self, t, n: int, k: int, js, ms, kern) -> None:
         """`gemm_kernels` of the GEMMs at positions `js` (all of shape (n, k), sizes `ms`, table `t` or none) into
         `kern`, through the same memos the scalar path fills."""
-        if t is None:
+        if t is None:  # `_fallback_kernels` of each m: the new ones counted together
+            kc = self._kernels_cache
+            new = [m for m in dict.fromkeys(ms) if ("fb", n, k, m) not in kc]
+            if new:
+                for m, v in zip(new, self.gemm_fallback.kernels_many(n, k, new)):
+                    kc[("fb", n, k, m)] = v
             for j, m in zip(js, ms):
-                kern[j] = self._fallback_kernels(n, k, m)
+                kern[j] = kc[("fb", n, k, m)]
         elif t.kernels is None:
             for j in js:
                 kern[j] = 1

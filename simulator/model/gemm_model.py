@@ -88,6 +88,49 @@ def grid_tables(grid) -> dict[tuple[int, int], object]:
             for i, (n, k) in enumerate(grid.shapes)}
 
 
+class _PerTable:
+    """A list of per-table arrays, each made by `make(i)` at its first read."""
+
+    __slots__ = ("_make", "_v")
+
+    def __init__(self, make, n: int):
+        self._make, self._v = make, [None] * n
+
+    def __getitem__(self, i: int):
+        v = self._v[i]
+        if v is None:
+            v = self._v[i] = self._make(i)
+        return v
+
+    def __len__(self) -> int:
+        return len(self._v)
+
+
+def _front(y: np.ndarray, chunk: int = 64) -> list[int]:
+    """The rows of `y` (tables x grid points) taken in order of their totals (stable) that no row taken before is
+    below by more than 1e-9 at every point: by total, a row can only be below rows of a larger total. Rows are
+    checked a chunk at a time against the rows kept before the chunk, and the few that pass, one by one, against
+    those kept within it: the same rows as checking each in turn."""
+    order = np.argsort(y.sum(axis=1), kind="stable").tolist()
+    front: list[int] = []
+    for c0 in range(0, len(order), chunk):
+        rows = order[c0:c0 + chunk]
+        lim = y[rows] - 1e-9  # (chunk, points)
+        if front:
+            below = (y[front][:, None, :] <= lim[None, :, :]).all(axis=2).any(axis=0)
+        else:
+            below = np.zeros(len(rows), dtype=bool)
+        start = len(front)
+        for q, r in enumerate(rows):
+            if below[q]:
+                continue
+            new = front[start:]
+            if new and (y[new] <= lim[q]).all(axis=1).any():
+                continue
+            front.append(r)
+    return front
+
+
 def _coord(n: int, k: int, w: float) -> tuple[float, float]:
     return math.log(n * k), w * math.log(k / n)
 
@@ -102,14 +145,17 @@ class GemmFallback:
         if self.tables:
             self.m_lo = max(min(t.m) for t in self.tables)
             self.m_hi = min(max(t.m) for t in self.tables)
-        self._log_s = [np.log(np.asarray(t.us, float) * 1e-6 /
-                              np.array([self.roofline_s(t.n, t.k, m) for m in t.m])) for t in self.tables]
+        tabs = self.tables
+        # per table, made at its first use (a run reads a few tables' slowdowns and the floor tables' times):
+        # log slowdown over the roofline at each grid M, log M, log time
+        self._log_s = _PerTable(lambda i: np.log(np.asarray(tabs[i].us, float) * 1e-6 / self._roofline_grid(tabs[i])),
+                                len(tabs))
         self._x = [_coord(t.n, t.k, W) for t in self.tables]
         self._xk = [_coord(t.n, t.k, W_K) for t in self._counted]
         # memos of what does not depend on m (the neighbours of an (n, k), its nearest counted table) and of the
         # floor at an m: the same figures, computed once (a step grid prices the same shapes at many m)
-        self._log_m = [np.log(np.asarray(t.m, float)) for t in self.tables]  # each table's log M grid, once
-        self._log_us = [np.log(np.asarray(t.us, float)) for t in self.tables]
+        self._log_m = _PerTable(lambda i: np.log(np.asarray(tabs[i].m, float)), len(tabs))  # each table's log M grid
+        self._log_us = _PerTable(lambda i: np.log(np.asarray(tabs[i].us, float)), len(tabs))
         self._near: dict[tuple[int, int], tuple] = {}
         self._floor: dict[float, float] = {}
         self._count_at: dict[tuple[int, int], object] = {}
@@ -124,21 +170,32 @@ class GemmFallback:
         them at each new m cost half of an `optimize` run)."""
         if self._floor_idx is None:
             groups: dict[tuple, list[int]] = {}
-            for i, lm in enumerate(self._log_m):
-                groups.setdefault(tuple(lm.tolist()), []).append(i)
+            for i, t in enumerate(self.tables):  # tables of one M grid (equal grids: equal log grids)
+                groups.setdefault(tuple(t.m), []).append(i)
             keep: list[int] = []
             for key, idx in groups.items():
                 if len(key) == 1 or len(idx) == 1:
                     keep += idx
                     continue
                 y = np.stack([self._log_us[i] for i in idx])  # (tables, grid points)
-                front: list[int] = []  # rows of y no kept row is below at every point; by total, a row can only
-                for r in np.argsort(y.sum(axis=1), kind="stable").tolist():  # be below rows of a larger total
-                    if not front or not (y[front] <= y[r] - 1e-9).all(axis=1).any():
-                        front.append(r)
-                keep += [idx[r] for r in front]
+                keep += [idx[r] for r in _front(y)]
             self._floor_idx = sorted(keep)
         return self._floor_idx
+
+    def _roofline_grid(self, t) -> np.ndarray:
+        """`roofline_s(t.n, t.k, m)` at each m of a table's grid."""
+        return self._roofline_array(int(t.n), int(t.k), np.asarray(t.m, dtype=np.int64))
+
+    def _roofline_ms(self, n: int, k: int, ms: list[int]) -> list[float]:
+        """`roofline_s(n, k, m)` of each m (ints), as floats."""
+        if all(type(m) is int for m in ms) and type(n) is int and type(k) is int:
+            return self._roofline_array(n, k, np.asarray(ms, dtype=np.int64)).tolist()
+        return [self.roofline_s(n, k, m) for m in ms]
+
+    def _roofline_array(self, n: int, k: int, m: np.ndarray) -> np.ndarray:
+        """`roofline_s(n, k, m)` over an int64 array of m, elementwise the same operations (float products left to
+        right; the int sum exact in int64, then rounded to float as Python's int -> float)."""
+        return np.maximum(2.0 * m * n * k / self.peak_flops, 2.0 * (m * k + n * k + m * n) / self.bw)
 
     def roofline_s(self, n: int, k: int, m: int) -> float:
         return max(2.0 * m * n * k / self.peak_flops, 2.0 * (m * k + n * k + m * n) / self.bw)
@@ -213,11 +270,38 @@ class GemmFallback:
             per_t = [[math.exp(v) for v in at(i, self._log_us[i])[new].tolist()] for i in self._floor_tables()]
             for c, j in enumerate(new):
                 self._floor[mm[j]] = min(col[c] for col in per_t) * 1e-6
-        out_in = []
-        for m, v in zip(mm, ls.tolist()):
-            out_in.append(max(math.exp(v) * self.roofline_s(n, k, m), self._floor[m]))
+        fl = self._floor
+        roof = self._roofline_ms(n, k, mm)
+        out_in = [max(math.exp(v) * r, fl[m]) for m, v, r in zip(mm, ls.tolist(), roof)]
         it = iter(out_in)
         return [next(it) if ok else None for ok in inside]
+
+    def kernels_many(self, n: int, k: int, ms: list[int]) -> list[int]:
+        """`kernels(n, k, m)` for each m: the nearest grid M of all new m at once (np.log over the array; where the
+        nearest two grid points are within 1e-9 in |log| of each other, whose order a last-ulp difference between
+        np.log and math.log could swap, the scalar reading), so each count is `kernels`'."""
+        if not ms:
+            return []
+        v0 = self.kernels(n, k, ms[0])  # the (n, k) -> nearest counted table memo, and the degenerate cases
+        t = self._count_at.get((n, k))
+        if t is None:
+            return [v0] * len(ms)
+        tid, memo = id(t), self._count_m
+        todo = sorted({m for m in ms if (tid, m) not in memo})
+        if todo:
+            grid = np.asarray(t.m, dtype=float)
+            if grid.size == 1:
+                g = [0] * len(todo)
+            else:
+                d = np.abs(np.log(np.maximum(np.asarray(todo, dtype=float), 1.0)[:, None] / grid[None, :]))
+                two = np.partition(d, 1, axis=1)
+                g = d.argmin(axis=1).tolist()
+                for q in np.flatnonzero(two[:, 1] - two[:, 0] <= 1e-9).tolist():
+                    dd = [abs(math.log(max(todo[q], 1) / mm)) for mm in t.m]
+                    g[q] = min(range(len(dd)), key=dd.__getitem__)
+            for m, gi in zip(todo, g):
+                memo[(tid, m)] = int(t.kernels[gi])
+        return [memo[(tid, m)] for m in ms]
 
     def kernels(self, n: int, k: int, m: int) -> int:
         """cuBLAS kernels per call (2: split-K plus its reduce) of the nearest table recording counts; else 1."""

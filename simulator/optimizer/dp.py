@@ -79,12 +79,13 @@ def _tables(p: Problem):
     E = np.concatenate(([0.0], ce[pos]))
     a = np.concatenate(([0.0], p.alpha))
     W = a[None, :] * (P[None, :] - P[:, None]) + (Q[None, :] - Q[:, None])
-    W[np.tril_indices(W.shape[0])] = INF
+    W[np.tri(W.shape[0], dtype=bool)] = INF  # i >= j: the lower triangle and the diagonal (a mask, no index arrays)
     tail = ce[-1] - E
     return W, tail
 
 
-def _forward(W: np.ndarray, K: int, pen: np.ndarray | None = None, monotone: bool = False):
+def _forward(W: np.ndarray, K: int, pen: np.ndarray | None = None, monotone: bool = False,
+             tail: tuple[int, float] | None = None):
     """A[n, j]: least cost of batches <= c_j using exactly n sizes, the largest c_j; arg[n, j]: previous.
 
     The cost of interval (i, j] is W[i, j] (+ pen[i]: a Lagrangian penalty of size i). `monotone`: the caller
@@ -92,7 +93,12 @@ def _forward(W: np.ndarray, K: int, pen: np.ndarray | None = None, monotone: boo
     W[i, j] + W[i', j'] - W[i, j'] - W[i', j] = (alpha_j - alpha_j') (P_i' - P_i) <= 0 for i < i', j < j', and
     adding A[n-1, i] + pen[i] keeps it Monge. The leftmost minimising i then never decreases with j, so each
     layer scans only rows between the minimisers of block-boundary columns: about N * (N / B + B) cells instead
-    of N^2 / 2, the same minima and the same leftmost argmins (np.argmin's ties) as the full scan."""
+    of N^2 / 2, the same minima and the same leftmost argmins (np.argmin's ties) as the full scan.
+
+    `tail` = (m, S) (`monotone_tail`): alpha is non-decreasing over the columns m.. only (small sizes often cost
+    a little less than smaller ones). Columns below m are scanned in full; the columns from m on are block-scanned
+    as above, each block's narrow scan taken only where a rounding certificate at its boundary columns proves it
+    the full scan's (`_forward_tail`), else scanned in full: the same minima and leftmost argmins, bitwise."""
     n1 = W.shape[0]
     A = np.full((K + 1, n1), INF)
     arg = np.zeros((K + 1, n1), dtype=np.int64)
@@ -102,6 +108,9 @@ def _forward(W: np.ndarray, K: int, pen: np.ndarray | None = None, monotone: boo
         return A, arg
     if monotone and n1 > MONOTONE_MIN:
         return _forward_monotone(W, K, pen, A, arg, MONOTONE_BLOCK)
+    if (tail is not None and n1 - tail[0] > MONOTONE_MIN
+            and (pen is None or bool(np.all(np.isfinite(pen))))):
+        return _forward_tail(W, K, pen, A, arg, tail[0], tail[1], TAIL_BLOCK)
     WT = np.ascontiguousarray((W if pen is None else W + pen[:, None]).T)  # reductions along contiguous rows
     buf = np.empty_like(WT)
     # column j's interval starts i < j only (W[i, j] is +inf for i >= j): the rows of a block of columns
@@ -123,6 +132,7 @@ FORWARD_BLOCK = 128  # columns per block of the full scan
 
 
 MONOTONE_MIN, MONOTONE_BLOCK = 64, 32  # the block scan from this many candidates on; columns per block
+TAIL_BLOCK = 64  # columns per block of the tail's certified block scan (`_forward_tail`)
 
 
 def _forward_monotone(W, K, pen, A, arg, B: int):
@@ -146,6 +156,82 @@ def _forward_monotone(W, K, pen, A, arg, B: int):
             arg[n, j0:j1] = a + lo
             A[n, j0:j1] = blk[a, np.arange(j1 - j0)]
     return A, arg
+
+
+def _forward_tail(W, K, pen, A, arg, m: int, scale: float, B: int):
+    """`_forward`'s layers 2..K where alpha is non-decreasing over the columns m.. (1 <= m < N): bitwise the full
+    scan's minima and leftmost argmins.
+
+    Columns below m: the full scan. Boundary columns m, m + B, ..., N: the full scan. Between boundaries b < b':
+    for j in (b, b') with alpha_b <= alpha_j <= alpha_b', the interval costs of columns {b, j, b'} are Monge in
+    exact arithmetic ((alpha_j - alpha_j')(P_i' - P_i) <= 0 for i < i', j < j'; a row's A[n-1, i] + pen[i]
+    cancels). Let lo, hi be the leftmost minimisers of b and b', and V the float sums the full scan compares. If
+    every row r < lo of column b exceeds V[lo, b] by more than `tol`, and every row r > hi of column b' exceeds
+    V[hi, b'] by more than `tol`, then for every j in between every row r < lo exceeds V[lo, j] and every row
+    r > hi exceeds V[hi, j] (the Monge inequality, less the rounding of V and of W itself, both within tol / 2:
+    W = alpha_j (P_j - P_i) + (Q_j - Q_i) rounds within 3.01 u S with S = `scale` >= max|alpha| (P_N - P_0) +
+    (max Q - min Q), and each sum V within u (2 |W| + 2 |pen| + |A|)(1 + u)); so the full scan's leftmost
+    minimiser of j lies in [lo, hi] and the narrow scan finds it. A block whose boundaries do not certify it (ties
+    or near-ties within tol, or hi < lo) is scanned in full."""
+    n1 = W.shape[0]
+    WT = np.ascontiguousarray((W if pen is None else W + pen[:, None]).T)  # rows: columns of W
+    bounds = np.arange(m, n1, B)  # boundary columns, ascending, the last column included (no np.unique: it
+    if bounds[-1] != n1 - 1:  # imports numpy.ma)
+        bounds = np.append(bounds, n1 - 1)
+    WB = WT[bounds]  # [boundary, row]
+    nb = bounds.size
+    rows = np.arange(n1)
+    pmax = 0.0 if pen is None else float(np.max(np.abs(pen)))
+    head = [(j0, min(j0 + FORWARD_BLOCK, m)) for j0 in range(0, m, FORWARD_BLOCK)]
+    blocks = [(int(bounds[t]) + 1, int(bounds[t + 1]), t) for t in range(nb - 1) if bounds[t] + 1 < bounds[t + 1]]
+    ib = np.arange(nb)
+    for n in range(2, K + 1):
+        prev = A[n - 1]
+        fin = prev[np.isfinite(prev)]
+        tol = 2.0 ** -44 * (scale + pmax + (float(np.max(np.abs(fin))) if fin.size else 0.0))
+        for j0, j1 in head:
+            b = WT[j0:j1, :j1] + prev[None, :j1]
+            a = b.argmin(axis=1)
+            arg[n, j0:j1] = a
+            A[n, j0:j1] = b[np.arange(j1 - j0), a]
+        vb = WB + prev[None, :]
+        ab = vb.argmin(axis=1)
+        val = vb[ib, ab]
+        arg[n, bounds] = ab
+        A[n, bounds] = val
+        # certificates: the gap from each boundary's minimum to its rows left of (right of) its minimiser
+        # (a boundary with no finite cell has no rows to exclude: certified)
+        inf = ~np.isfinite(val)
+        val0 = np.where(inf, 0.0, val)
+        okl = inf | (np.where(rows[None, :] < ab[:, None], vb, INF).min(axis=1) - val0 > tol)
+        okr = inf | (np.where(rows[None, :] > ab[:, None], vb, INF).min(axis=1) - val0 > tol)
+        for j0, j1, t in blocks:
+            lo, hi = int(ab[t]), int(ab[t + 1])
+            if okl[t] and okr[t + 1] and lo <= hi:
+                b = WT[j0:j1, lo:hi + 1] + prev[None, lo:hi + 1]
+                a = b.argmin(axis=1)
+                arg[n, j0:j1] = a + lo
+            else:  # the full scan (rows below j1: the cells from j on are +inf)
+                b = WT[j0:j1, :j1] + prev[None, :j1]
+                a = b.argmin(axis=1)
+                arg[n, j0:j1] = a
+            A[n, j0:j1] = b[np.arange(j1 - j0), a]
+    return A, arg
+
+
+def monotone_tail(p: "Problem") -> tuple[int, float] | None:
+    """(m, S) for `_forward`'s `tail`: W's columns m.. (candidates m..N, 1-based) are those over which alpha is
+    non-decreasing, and S >= max|alpha| (P_N - P_0) + (max Q - min Q) bounds the terms of W (its rounding);
+    None where the weights are not all >= 0 or a figure is not finite (no certificate then)."""
+    a = np.asarray(p.alpha, dtype=float)
+    w = np.asarray(p.weights, dtype=float)
+    bq = w * np.asarray(p.beta, dtype=float)
+    if a.size < 2 or not (np.all(np.isfinite(a)) and np.all(np.isfinite(bq)) and np.all(w >= 0)):
+        return None
+    bad = np.flatnonzero(~(np.diff(a) >= 0))
+    m = int(bad[-1]) + 2 if bad.size else 1
+    q = np.concatenate(([0.0], np.cumsum(bq)))
+    return m, float(np.max(np.abs(a)) * np.sum(w) * (1 + 1e-12) + (q.max() - q.min()) * (1 + 1e-12))
 
 
 def monotone(p: "Problem") -> bool:

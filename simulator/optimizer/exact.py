@@ -22,7 +22,7 @@ Either way the future of a partial layout (built from the largest size down) dep
 at each (count, size) state with dominance pruning are exact.
 
 Algorithm. (1) The classic O(K N^2) partition DP (vectorised over sizes; a block scan of the Monge array when
-alpha is non-decreasing, see `_forward`) gives, for every (count, largest
+alpha is non-decreasing, or over its tail of non-decreasing alpha, see `_forward`) gives, for every (count, largest
 size), the best layout ignoring memory and capture; if the overall best fits the budgets it is the answer
 (a capture cost equal for all sizes is folded into K first). (2) Otherwise a branch and bound over Pareto
 labels, from the largest size down, with exact prunes only: budgets; obj + a lower bound on the best
@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.optimizer.dp import (INF, Infeasible, Problem, Solution, _backtrack, _forward, _tables, monotone,
-                                    resources)
+                                    monotone_tail, resources)
 from simulator.optimizer.dp import objective  # noqa: F401  (the optimizer's front door: opt.objective for callers)
 from simulator.optimizer.search import FIRST_LIMIT, SearchTooLarge, _Search
 
@@ -98,7 +98,7 @@ def solve(p: Problem, seeds: list[list[int]] = ()) -> Solution:
     if K < 1:
         raise Infeasible("no layout meets the budgets", {"capture": float(p.capture.min())})
     W, tail = _tables(p)
-    A, arg = _forward(W, K, monotone=monotone(p))
+    A, arg = _forward(W, K, monotone=monotone(p), tail=monotone_tail(p))
     fin = np.concatenate(([False], p.final_ok))
     tot = A + np.where(fin, tail, INF)[None, :]
     by_count = np.minimum.accumulate(tot.min(axis=1)[1:]).tolist()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.optimizer.dp import INF, _backtrack, _forward, _path_value, monotone, resources
+from simulator.optimizer.dp import INF, _backtrack, _forward, _path_value, monotone, monotone_tail, resources
 from simulator.optimizer.pareto import beam_keep, dominance_keep
 
 
@@ -37,6 +37,7 @@ class _Search:
         self.p, self.W, self.tail, self.A, self.arg, self.K = p, W, tail, A, arg, K
         self.WT = np.ascontiguousarray(W.T)
         self.monotone = monotone(p)
+        self.monotone_tail = monotone_tail(p)  # (m, S): _forward's certified scan of a monotone tail
         self.track_mem, self.track_cap = p.memory_budget is not None, track_cap
         self.Bm = p.memory_budget if self.track_mem else INF
         self.Bc = p.capture_budget if track_cap else INF
@@ -73,7 +74,7 @@ class _Search:
         for (_, pe, stc, _), l in zip(self.dims, lam):
             pen[1:] += l * pe
             top[1:] += l * (stc + pe)
-        A, arg = _forward(W, self.K, pen, self.monotone)
+        A, arg = _forward(W, self.K, pen, self.monotone, self.monotone_tail)
         fin = np.concatenate(([False], p.final_ok))
         tot = A + np.where(fin, self.tail + top, INF)[None, :]
         n, j = np.unravel_index(int(np.argmin(tot)), tot.shape)

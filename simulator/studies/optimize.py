@@ -119,18 +119,14 @@ class Setup:
         return self.cache.routed(st, self.shape(b)).step_s
 
     def steps_s(self, pairs) -> np.ndarray:
-        """`step_s(b, sizes)` of each (b, sizes) pair, priced together (`StepCostCache.routed_seconds`: each step
-        routed by its own capture, the steps of one plan mode costed over the batch axis at once)."""
-        base = self.step.capture
-        caps: dict[tuple, Capture] = {}
-        captures = []
-        for _, sizes in pairs:
-            key = tuple(sizes)
-            c = caps.get(key)
-            if c is None:
-                c = caps[key] = base.with_graph(base.graph, key)
-            captures.append(c)
-        return self.cache.routed_seconds(self.step, [self.shape(b) for b, _ in pairs], captures)[2]
+        """`step_s(b, sizes)` of each (b, sizes) pair, priced together (`StepCostCache.routed_step_seconds`: each
+        step routed by the capture with its own sizes, the steps of one plan mode costed over the batch axis at
+        once)."""
+        each = [(int(sizes[0]),) if len(sizes) == 1 else tuple(sorted({int(x) for x in sizes}))  # Capture's sizes
+                for _, sizes in pairs]
+        shapes: dict[int, object] = {}  # one shape object per batch (many pairs share one)
+        return self.cache.routed_step_seconds(
+            self.step, [shapes[b] if b in shapes else shapes.setdefault(b, self.shape(b)) for b, _ in pairs], each)
 
     def graph_s(self, s: int) -> float:
         """The DP's alpha: a step of one sequence padded to captured size s (its padding rows attend to nothing,
@@ -245,14 +241,14 @@ def build_problem(st: Setup, budget: float | None, max_graphs: int | None = None
     inp, gm, sizes = st.inp, st.gm, st.sizes
     b, w = inp.dist.as_arrays()
     rows = st.rows(b)  # what sizes are compared with (tokens under speculation); b stays the sequence count
-    static = np.array([gm.static_buffer_bytes(int(s)) for s in sizes])
+    static = gm.static_buffer_bytes_many(sizes)  # per size, arrays (graph_memory.py: the scalar figures)
     floor = None
     if inp.shared_pool:  # memory = static + max(floor, base + outputs of the other sizes): graph_memory.py
-        terms = np.array([gm.shared_terms(int(s)) for s in sizes])
-        chk = inc = np.array([gm.output_bytes(int(s)) for s in sizes])
-        floor, static = static + terms[:, 0], static + terms[:, 1] - inc
+        t_floor, t_base = gm.shared_terms_many(sizes)
+        chk = inc = gm.output_bytes_many(sizes)
+        floor, static = static + t_floor, static + t_base - inc
     else:  # memory = static + W + sum of pools
-        chk = inc = np.array([gm.pool_bytes(int(s)) for s in sizes])
+        chk = inc = gm.pool_bytes_many(sizes)
         static = static + gm.constants.capture_workspace_bytes
     if inp.objective == "step-time":
         top = int(sizes[-1])
@@ -271,7 +267,7 @@ def build_problem(st: Setup, budget: float | None, max_graphs: int | None = None
         final_ok = sizes == sizes[-1]
     return opt.Problem(sizes, rows, w, alpha, beta, eager, max_graphs or inp.max_graphs, final_ok,
                        static=static, mem_chk=chk, mem_inc=inc, mem_floor=floor,
-                       capture=np.array([gm.capture_s(int(s)) for s in sizes]), memory_budget=budget,
+                       capture=gm.capture_s_many(sizes), memory_budget=budget,
                        capture_budget=inp.capture_budget)
 
 
@@ -298,7 +294,7 @@ def metrics(st: Setup, sizes: list[int]) -> dict:
     if st.inp.spec_tokens:
         return _spec_metrics(st, srt, b, w)
     e = st.cache.expected(st.step.with_capture(st.step.capture.with_graph(st.step.capture.graph, srt)), b, w,
-                          st.inp.ctx)
+                          st.inp.ctx, unpadded=False)  # the unpadded steps' figure is not reported
     mem, cap = st.memory(sizes)
     return {"graphs": len(sizes), "step_ms": e.step_s * 1e3, "padded_rows": e.padded_rows,
             "padding_waste": e.waste, "eager_share": e.eager_share, "memory_bytes": mem, "memory_mib": mem / MiB,
@@ -313,7 +309,7 @@ def prefetch(st: Setup, layouts: list) -> None:
     b, _ = st.inp.dist.as_arrays()
     cap = st.step.capture
     st.cache.prefetch_expected([st.step.with_capture(cap.with_graph(cap.graph, sorted(int(x) for x in lay)))
-                                for lay in layouts], b, st.inp.ctx)
+                                for lay in layouts], b, st.inp.ctx, unpadded=False)
 
 
 def _spec_metrics(st: Setup, srt: list[int], b, w) -> dict:
@@ -374,11 +370,12 @@ def preset_objective(st: Setup, p: opt.Problem, sizes: list[int]) -> float:
         if x not in cand:
             cand[x] = st.graph_s(x) if st.inp.objective == "step-time" else float(x)
     arr = np.asarray(used, dtype=np.int64)
-    total = 0.0
-    for b, w, be, ea in zip(p.batches, p.weights, p.beta, p.eager):
-        i = int(np.searchsorted(arr, b, side="left"))
-        total += w * (ea if i >= len(arr) else cand[int(arr[i])] + be)
-    return float(total)
+    if not arr.size or not len(p.batches):
+        return float(sum(w * ea for w, ea in zip(p.weights, p.eager)))
+    i = np.searchsorted(arr, p.batches, side="left")
+    a = np.asarray([cand[x] for x in used], dtype=float)[np.minimum(i, arr.size - 1)]
+    terms = np.asarray(p.weights, dtype=float) * np.where(i >= arr.size, p.eager, a + p.beta)
+    return float(np.cumsum(terms)[-1])  # the batches' terms added in order from 0.0, as a loop adds them
 
 
 def _cover_note(lay: list[int], max_batch: int) -> str:
