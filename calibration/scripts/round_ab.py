@@ -276,13 +276,15 @@ def us_by_name(evs) -> dict:
     return out
 
 
-def combine(out_dir) -> dict:
+def combine(out_dir, prefix: str = "time_ab", out_name: str = "rows_ab.json") -> dict:
     """rows_ab.json: per (model, batch, keys) the median over timing processes of full / piecewise, and eager
-    over fast-host passes (both canaries <= FAST_CANARY_US) and over all passes; kernels from the counts file."""
+    over fast-host passes (both canaries <= FAST_CANARY_US) and over all passes; kernels from the counts file.
+    `prefix`: the timing processes' file names (a later round's, e.g. round af's time_af*); `out_name`: the file
+    written in `out_dir`."""
     import statistics
 
     procs = [json.load(open(os.path.join(out_dir, f))) for f in sorted(os.listdir(out_dir))
-             if f.startswith("time_ab") and f.endswith(".json") and "quick" not in f]
+             if f.startswith(prefix) and f.endswith(".json") and "quick" not in f]
     by: dict = {}
     for pr in procs:
         for r in pr["rows"]:
@@ -317,7 +319,7 @@ def combine(out_dir) -> dict:
         {"name": pr.get("kind"), "canary_start_us": pr["canary_start"]["host_tiny_op_us"]["p50"],
          "canary_end_us": (pr.get("canary_end") or {}).get("host_tiny_op_us", {}).get("p50")} for pr in procs],
         "rows": rows, "kernels_alone": kern}
-    _dump(out, os.path.join(out_dir, "rows_ab.json"))
+    _dump(out, os.path.join(out_dir, out_name))
     return out
 
 

@@ -34,11 +34,9 @@ import time
 DIMS = tuple(range(256, 4097, 256)) + tuple(range(4608, 8193, 512)) + tuple(range(9216, 16385, 1024))
 
 
-SET = "grid"  # which shapes: "grid" (DIMS x DIMS) or "named" (the profile's GEMM tables' shapes); set by --set
-
-
-def shapes(quick: bool) -> list[tuple[int, int]]:
-    if SET == "named":  # the two fit models' GEMMs at every fusion level (calibration/tables.gemm_shapes: needs
+def shapes(quick: bool, which: str = "grid") -> list[tuple[int, int]]:
+    """`which`: "grid" (DIMS x DIMS) or "named" (the profile's GEMM tables' shapes)."""
+    if which == "named":  # the two fit models' GEMMs at every fusion level (calibration/tables.gemm_shapes: needs
         from calibration.tables import gemm_shapes  # simulator's pydantic models, carried as wheels)
 
         return gemm_shapes()[:3] if quick else gemm_shapes()
@@ -64,7 +62,7 @@ def _dump(obj, path):
     os.replace(tmp, path)
 
 
-def job_timing(out: str, quick: bool, deadline: float) -> int:
+def job_timing(out: str, quick: bool, deadline: float, which: str = "grid") -> int:
     import torch
 
     from calibration.hygiene import canary, check_canary, exit_code, forbid_profiler
@@ -77,7 +75,7 @@ def job_timing(out: str, quick: bool, deadline: float) -> int:
     t0 = time.time()
     res = {"kind": "launchsim-round-k-gemm-timing", "quick": quick, "environment": H.env(), "canary_start": canary(),
            "dims": list(DIMS), "m": list(m_grid(quick)), "gemm": [], "errors": []}
-    todo = shapes(quick)
+    todo = shapes(quick, which)
     for i, (n, k) in enumerate(todo):
         if time.time() - t0 > deadline:
             res["errors"].append({"what": f"({n}, {k}) and {len(todo) - i - 1} later shapes", "error": "deadline"})
@@ -116,7 +114,7 @@ def _count(chunk, ms) -> dict:
             for ((n, k, m), _, _), g in zip(calls, groups)}
 
 
-def job_counts(out: str, quick: bool, deadline: float) -> int:
+def job_counts(out: str, quick: bool, deadline: float, which: str = "grid") -> int:
     import torch
 
     from calibration.scripts import round_h as H
@@ -125,7 +123,7 @@ def job_counts(out: str, quick: bool, deadline: float) -> int:
     t0 = time.time()
     res = {"kind": "launchsim-round-k-gemm-counts", "quick": quick, "environment": H.env(), "m": list(m_grid(quick)),
            "calls": {}, "errors": []}
-    todo = shapes(quick)
+    todo = shapes(quick, which)
     by_n: dict[int, list] = {}
     for n, k in todo:
         by_n.setdefault(n, []).append((n, k))
@@ -167,12 +165,10 @@ def main(argv=None) -> int:
     ap.add_argument("--set", choices=("grid", "named"), default="grid",
                     help="grid: DIMS x DIMS (round k); named: the GEMM tables' shapes (round ac, an H100's own tables)")
     a = ap.parse_args(argv)
-    global SET
-    SET = a.set
     if a.job == "timing":
-        return job_timing(a.out, a.quick, a.deadline)
+        return job_timing(a.out, a.quick, a.deadline, a.set)
     if a.job == "counts":
-        return job_counts(a.out, a.quick, a.deadline)
+        return job_counts(a.out, a.quick, a.deadline, a.set)
     os.makedirs(a.out, exist_ok=True)
     t0 = time.time()
     rc = 0

@@ -45,11 +45,7 @@ def test_h100_is_derived_and_marked():
     assert p.device.peak_bf16_tflops == h.device.peak_bf16_tflops  # same compute
     # the attention tables are the H100 calibration round's own (calibration/measured/h100-calib), point for point:
     # a bandwidth-bound point (decode attention at a long context) is slower than the H200's, the floor is not
-    import json
-    from pathlib import Path
-
-    raw = json.loads((Path(__file__).resolve().parents[2] / "calibration" / "measured" / "h100-calib" /
-                      "timing.json").read_text())["attention"]
+    raw = json.loads((ROOT / "calibration" / "measured" / "h100-calib" / "timing.json").read_text())["attention"]
     a, b = p.device.tables.attention[0], h.device.tables.attention[0]
     assert [list(r) for r in a.us] == [list(r) for r in raw[0]["graph_us"]]
     assert a.us[-1][-1] > b.us[-1][-1] * 1.3
@@ -143,10 +139,8 @@ def test_h100_gemms_are_round_ac_measurements():
     the H200's moved by bandwidth: qwen3-0.6b's o_proj (1024, 2048) at M 1 is 12.8 us on the H200's cuBLAS and about
     6 on the H100's."""
     import gzip
-    import json
-    from pathlib import Path
 
-    d = Path(__file__).resolve().parents[2] / "calibration" / "measured" / "h100-round-ac"
+    d = ROOT / "calibration" / "measured" / "h100-round-ac"
     named = {(r["n"], r["k"]): r for r in json.loads((d / "named" / "timing.json").read_text())["gemm"]}
     with gzip.open(d / "named" / "counts.json.gz", "rt") as f:
         calls = json.load(f)["calls"]
@@ -171,13 +165,10 @@ def test_h100_gemms_are_round_ac_measurements():
 def test_h100_triton_curves_and_row_mean_are_round_ae_measurements():
     """h100-sxm's Triton curves and row-mean table are round ae's H100 measurements, read by the H200 profile's own
     builders (calibration/build_compiled.triton_curves, calibration/build_row_mean.section), not derived."""
-    import json
-    from pathlib import Path
-
     from calibration.build_compiled import triton_curves
     from calibration.build_row_mean import section
 
-    d = Path(__file__).resolve().parents[2] / "calibration" / "measured" / "h100-round-ae"
+    d = ROOT / "calibration" / "measured" / "h100-round-ae"
     want = triton_curves(json.loads((d / "ri" / "triton.json").read_text()),
                          json.loads((d / "ri" / "counts.json").read_text()))
     p = load_profile("h100-sxm")

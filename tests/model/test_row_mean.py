@@ -175,11 +175,11 @@ def test_h100_points_no_faster_than_their_bytes():
     point no faster than its bytes at the H100's bandwidth. (The shipped h100-sxm reads round ae's measured table:
     tests/calibration/test_calibration_profile.py.)"""
     import json
-    from pathlib import Path
 
     from calibration.build_profile import derive_h100
+    from tests.paths import ROOT
 
-    raw = json.loads((Path(__file__).resolve().parents[2] / "simulator" / "profiles" / "h200.json").read_text())
+    raw = json.loads((ROOT / "simulator" / "profiles" / "h200.json").read_text())
     q = derive_h100(raw, copy_tbps=3.03)
     t, d = q["device"]["tables"]["row_mean"], q["device"]
     bw = d["hbm_tbps"] * d["bw_efficiency"] * 1e12
