@@ -327,6 +327,22 @@ class StepSetup:
                           compile_inputs=self.compile_inputs if self.dynamic else None)
         return _dynamic_wrapped(step) if self.dynamic else step
 
+    @property
+    def fusion_levels(self) -> tuple[str, ...]:
+        """The fusion levels this setup's model and implementation build (model/workload.py fusion_levels)."""
+        from simulator.model.workload import fusion_levels
+
+        return fusion_levels(self.model, self.impl)
+
+    def kernels_per_layer(self) -> int:
+        """Kernels launched per decoder layer of this setup's op list (the preamble and head excluded), at batch 1
+        and context 128 with the cache at its default length: the third layer's, as model/workload.py
+        kernels_per_layer counts them, with every knob of the setup applied."""
+        from simulator.model.workload import decode
+
+        s = replace(self, max_cache_len=None)
+        return s.with_layers(3).build(decode(1, 128)).kernels - s.with_layers(2).build(decode(1, 128)).kernels
+
     def with_layers(self, layers: int) -> "StepSetup":
         return replace(self, model=replace(self.model, num_hidden_layers=layers))
 

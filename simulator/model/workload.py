@@ -348,6 +348,13 @@ def impl_of(fusion: str, impl: str | None) -> str:
     return impl
 
 
+def fusion_levels(model: ModelSpec, impl: str | None) -> tuple[str, ...]:
+    """The fusion levels `build_step` builds for `model` under implementation `impl` (None: every level, each its
+    implied recipe): the recipe's, less `compiled` for an MoE model (refused: not measured)."""
+    levels = FUSION_LEVELS if impl is None else R.FUSIONS_OF[impl]
+    return tuple(f for f in levels if not (model.is_moe and f == "compiled"))
+
+
 def _check_options(impl: str, cache: str, max_cache_len: int | None, shape: StepShape) -> int:
     if cache not in R.CACHES:
         raise WorkloadError(f"unknown cache '{cache}': use one of {', '.join(R.CACHES)}")

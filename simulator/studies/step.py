@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.common import vocab as V
 from simulator.report import charts
 from simulator.config.step import StepScenario
 from simulator.config.toy import ToyScenario
@@ -15,8 +14,7 @@ from simulator.engine.predict import host_band, run_engine
 from simulator.report.html import table_html, write_html
 from simulator.common.jsonfile import write_json
 from simulator.engine.timeline import summarize
-from simulator.model.recipes import FUSIONS_OF
-from simulator.model.workload import decode, kernels_per_layer
+from simulator.model.workload import decode
 
 
 def _grid(sc: StepScenario, base, advance) -> list[dict]:
@@ -67,10 +65,7 @@ def run_step_scenario(sc: StepScenario, out: Path | None) -> dict:
     tl = predict_setup(base.with_fusion(tl_spec.fusion).with_capture(Capture(tl_spec.graph)),
                        decode(tl_spec.batch, sc.ctx), "des").timeline
     # the scenario's implementation (impl hf: its levels none / compiled and its cache), not always the reference's
-    levels = V.values(V.Fusion) if base.impl is None else FUSIONS_OF[base.impl]
-    kpl = {f: kernels_per_layer(model, f, base.impl, cache=base.cache, compile_dynamic=base.with_fusion(f).dynamic,
-                                compile_inputs=base.compile_inputs if base.with_fusion(f).dynamic else None)
-           for f in levels}
+    kpl = {f: base.with_fusion(f).kernels_per_layer() for f in base.fusion_levels}
     result = {
         "scenario": sc.model_dump(mode="json"),
         "profile": {"name": prof.name, "source": prof.source, "date": prof.date},
