@@ -2,6 +2,7 @@
 resumability from the on-disk cache, local processes == inline == Ray, and the `sweep` scenario kind."""
 
 import json
+from dataclasses import fields
 
 import numpy as np
 from hypothesis import given, settings
@@ -16,7 +17,7 @@ from simulator.model.models import load_model
 from simulator.engine.plan import build_plan
 from simulator.engine.predict import simulate
 from simulator.model.profile import load_profile
-from simulator.sweep.grid import CACHE_FILE, evaluate_point, load_cache, point_for, run_points
+from simulator.sweep.grid import CACHE_FILE, Point, evaluate_point, load_cache, point_for, run_points
 from simulator.engine.tiling import tiled_plan
 from simulator.model.workload import StepShape, build_step, decode
 from tests.paths import ROOT
@@ -228,20 +229,30 @@ def test_point_key_is_the_documented_hash(budget, ctx, util, shared, mixed, name
               replace(p, compile_dynamic=True, compile_inputs="module")):
         d = asdict(q)
         routing = {k: d.pop(k) for k in ("attention_backend", "prefill_sizes")}
-        # the recipe fields (config/stepopts.py) sit outside base_key like the routing fields; off their
-        # defaults they follow the routing fields in the suffix's JSON
-        # (and so do the speculative axes: issue 21 item 4)
-        recipe = {k: d.pop(k) for k in ("impl", "kv_cache", "max_cache_len", "host_canary_us", "spec_tokens",
-                                         "acceptance", "draft", "spec_engine", "decode_sizes",
-                                         "compile_dynamic", "compile_inputs")}
-        off = {k: v for k, v in recipe.items()
-               if v != {"impl": None, "kv_cache": "static", "max_cache_len": None, "host_canary_us": None,
-                        "spec_tokens": 0, "acceptance": None, "draft": "eagle", "spec_engine": "vllm",
-                        "decode_sizes": None, "compile_dynamic": None, "compile_inputs": None}[k]}
+        # the recipe fields (config/stepopts.py: every field declared after prefill_sizes, so a new step knob is
+        # covered here as declared) sit outside base_key like the routing fields; off their defaults they follow the
+        # routing fields in the suffix's JSON (and so do the speculative axes: issue 21 item 4)
+        recipe = {k: d.pop(k) for k in _RECIPE_FIELDS}
+        off = {k: v for k, v in recipe.items() if v != _POINT_DEFAULTS[k]}
         want = hashlib.sha256(json.dumps({**d, "v": CACHE_VERSION}, sort_keys=True).encode()).hexdigest()[:24]
         if routing != {"attention_backend": "flashinfer", "prefill_sizes": None} or off:  # see Point.key
             want = hashlib.sha256((want + json.dumps({**routing, **off})).encode()).hexdigest()[:24]
         assert q.key() == want
+
+
+_POINT_FIELDS = [f.name for f in fields(Point)]
+_RECIPE_FIELDS = _POINT_FIELDS[_POINT_FIELDS.index("prefill_sizes") + 1:]
+_POINT_DEFAULTS = {f.name: f.default for f in fields(Point)}
+
+
+def test_the_recipe_fields_are_the_ones_documented():
+    """What the hash test above pops: the fields before the step knobs were added stay in base_key."""
+    assert _RECIPE_FIELDS[:11] == ["impl", "kv_cache", "max_cache_len", "host_canary_us", "spec_tokens", "acceptance",
+                                   "draft", "spec_engine", "decode_sizes", "compile_dynamic", "compile_inputs"]
+    assert {k: _POINT_DEFAULTS[k] for k in _RECIPE_FIELDS[:11]} == {
+        "impl": None, "kv_cache": "static", "max_cache_len": None, "host_canary_us": None, "spec_tokens": 0,
+        "acceptance": None, "draft": "eagle", "spec_engine": "vllm", "decode_sizes": None, "compile_dynamic": None,
+        "compile_inputs": None}
 
 
 def test_point_of_equals_the_constructor():
