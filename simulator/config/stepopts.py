@@ -70,6 +70,12 @@ class StepOptions(Strict):
                           "specialises: transformers, gpt-fast, vLLM; the kernels are dynamic=False's); default: "
                           "the implementation's own (reference arguments, hf module)")
 
+    lora_rank: int = Field(0, ge=0, le=512, description="a LoRA adapter of this rank on every linear projection of "
+                           "each layer (q, k, v, o, gate, up, down; packed levels: qkv and gate_up), PEFT's forward "
+                           "base(x) + lora_B(lora_A(x)) * scaling: two GEMMs, the scaling and the add a projection "
+                           "(compiled: Inductor fuses the last two); implementations reference and hf, dense models, "
+                           "one GPU (simulator/model/workload.py lora_delta); 0: none")
+
     spec_tokens: int = Field(0, ge=0, le=64, description="speculative decoding: k draft tokens verified per sequence "
                                                        "per step (the target runs 1 + k query tokens; capture sizes "
                                                        "count tokens: simulator/layouts/spec.py); 0: plain decode")
@@ -107,6 +113,12 @@ class StepOptions(Strict):
             raise ValueError("kv_cache and max_cache_len are options of impl hf (transformers' caches)")
         if self.kv_cache == "dynamic" and self.max_cache_len is not None:
             raise ValueError("max_cache_len sizes a static cache: leave it out with kv_cache dynamic")
+        fusions = getattr(self, "fusion", None)
+        if self.lora_rank and (self.impl in ("fused", "vllm") or "fused" in ([fusions] if isinstance(fusions, str)
+                                                                              else list(fusions or ()))):
+            raise ValueError("lora_rank is modelled for implementations reference and hf (PEFT's forward); fusion "
+                             "fused / impl fused or vllm would run vLLM's punica LoRA kernels, which are not "
+                             "modelled: leave fused out")
         return self
 
     @model_validator(mode="after")

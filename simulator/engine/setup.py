@@ -252,6 +252,7 @@ class StepSetup:
     spec: SpecSetup | None = None  # speculative decoding (engine/spec.py); None: plain decode
     compile_dynamic: bool | None = None  # fusion compiled: torch.compile dynamic=True/False (None: vLLM's, False)
     compile_inputs: str | None = None  # with dynamic: weights/cache as "arguments" or "module" state (workload.py)
+    lora_rank: int = 0  # a LoRA adapter of this rank on every layer projection (workload.py lora_delta); 0: none
     recipe: str = field(default="", init=False, compare=False)  # the implementation built: impl, or the implied one
 
     def __post_init__(self):
@@ -264,11 +265,11 @@ class StepSetup:
     def of(cls, model: ModelSpec, profile=None, fusion: str = "none", capture: Capture | None = None,
            impl: str | None = None, cache: str = "static", max_cache_len: int | None = None,
            spec: SpecSetup | None = None, compile_dynamic: bool | None = None,
-           compile_inputs: str | None = None) -> "StepSetup":
+           compile_inputs: str | None = None, lora_rank: int = 0) -> "StepSetup":
         """A setup from a model and a profile name / path / Profile / CostModel (None: the default profile)."""
         _, costs, digest = _resolve(profile)  # the digest made when a memo key first needs it
         return cls(model, costs, digest, fusion, impl, capture or Capture(), cache, max_cache_len, spec,
-                   compile_dynamic, compile_inputs)
+                   compile_dynamic, compile_inputs, lora_rank)
 
     @classmethod
     def from_options(cls, opts, model, profile, fusion: str, graph: str = "none",
@@ -293,7 +294,7 @@ class StepSetup:
         return cls.of(m, profile, fusion, Capture.of(graph, sizes, pre, opts.attention_backend), impl=opts.impl,
                       cache=opts.kv_cache, max_cache_len=opts.max_cache_len, spec=spec,
                       compile_dynamic=getattr(opts, "compile_dynamic", None),
-                      compile_inputs=getattr(opts, "compile_inputs", None))
+                      compile_inputs=getattr(opts, "compile_inputs", None), lora_rank=opts.lora_rank)
 
     @property
     def profile(self):
@@ -306,25 +307,27 @@ class StepSetup:
         return bool(self.compile_dynamic) and self.fusion == V.Fusion.COMPILED.value
 
     @property
-    def _dynamic_key(self) -> tuple:
-        return (("dynamic",) + ((self.compile_inputs,) if self.compile_inputs else ())) if self.dynamic else ()
+    def _options_key(self) -> tuple:
+        """The knobs past the recipe's that decide the op list, in the memo keys (absent at their defaults)."""
+        return ((("dynamic",) + ((self.compile_inputs,) if self.compile_inputs else ())) if self.dynamic else ()) + (
+            (("lora", self.lora_rank),) if self.lora_rank else ())
 
     @property
     def build_key(self) -> tuple:
         """What decides the op list of a step of a given shape."""
-        return (self.model, self.fusion, self.recipe, self.cache, self.max_cache_len) + self._dynamic_key
+        return (self.model, self.fusion, self.recipe, self.cache, self.max_cache_len) + self._options_key
 
     @property
     def cost_key(self) -> tuple:
         """What decides a step's cost under a given plan mode (the capture does not: it decides the mode)."""
-        return (self.model, self.digest, self.fusion, self.recipe, self.cache, self.max_cache_len) + self._dynamic_key
+        return (self.model, self.digest, self.fusion, self.recipe, self.cache, self.max_cache_len) + self._options_key
 
     def build(self, shape: StepShape) -> Step:
         """The step's ordered host ops (model/workload.py); compiled with dynamic=True, every compiled launch
         carries shape key `DYNAMIC_WRAPPER` (CostModel.host_s adds the dynamic wrapper's extra cost to it)."""
         step = build_step(self.model, shape, self.fusion, self.recipe, cache=self.cache,
                           max_cache_len=self.max_cache_len, compile_dynamic=self.dynamic,
-                          compile_inputs=self.compile_inputs if self.dynamic else None)
+                          compile_inputs=self.compile_inputs if self.dynamic else None, lora_rank=self.lora_rank)
         return _dynamic_wrapped(step) if self.dynamic else step
 
     @property
@@ -332,7 +335,7 @@ class StepSetup:
         """The fusion levels this setup's model and implementation build (model/workload.py fusion_levels)."""
         from simulator.model.workload import fusion_levels
 
-        return fusion_levels(self.model, self.impl)
+        return fusion_levels(self.model, self.impl, self.lora_rank)
 
     def kernels_per_layer(self) -> int:
         """Kernels launched per decoder layer of this setup's op list (the preamble and head excluded), at batch 1

@@ -137,6 +137,13 @@ _FEEDS: dict[str, tuple[str, ...]] = {
     "down_proj": ("mul",),
     "lm_head": ("final_norm",), "logit_softcap": ("lm_head",),
 }
+# a LoRA adapter on a projection (workload._Builder.lora_delta): the shrink GEMM reads the projection's input, the
+# expand GEMM the shrink, the scaling the expand; the add (in the projection's group, so its readers read the sum)
+# reads the projection's GEMM and the scaling
+_FEEDS.update({k: v for p in ("q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "gate_proj", "up_proj",
+                              "gate_up_proj", "down_proj")
+               for k, v in ((f"lora_A.{p}", _FEEDS[p]), (f"lora_B.{p}", (f"lora_A.{p}",)),
+                            (f"lora_scale.{p}", (f"lora_B.{p}",)), (f"{p}.lora_add", (p, f"lora_scale.{p}")))})
 # steps of one module that read an earlier step of the same run besides the previous one (RMSNorm's x * rsqrt
 # reads the fp32 x; RoPE's sum reads x * cos)
 _STEP_READS = {"mul": ("to_fp32",), "add": ("mul_cos",)}

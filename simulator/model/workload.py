@@ -100,12 +100,19 @@ def _float(x):
     return x.as_float() if isinstance(x, Traced) else float(x)
 
 
+# the layer projections a LoRA adapter wraps (build_step's `lora_rank`): every linear layer of a decoder layer, as
+# PEFT's target_modules="all-linear" (the lm_head excluded) and vLLM's LoRA layers; packed levels wrap the packed GEMM
+LORA_TARGETS = frozenset(("q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "gate_proj", "up_proj", "gate_up_proj",
+                          "down_proj"))
+
+
 class _Builder:
-    def __init__(self, m: ModelSpec, shape: StepShape):
+    def __init__(self, m: ModelSpec, shape: StepShape, lora_rank: int = 0):
         self.m, self.s, self.ops = m, shape, []
         self.e = m.dtype_bytes
         self.tp = tp_of(m)  # tensor parallelism: `m` is one GPU's shard (simulator/model/parallel.py)
         self.quant_fusion: str | None = None
+        self.lora = lora_rank
 
     def add(self, name, cls, path, flops=0.0, nbytes=0.0, *, fixed_gpu_s=None, fixed_host_s=None, **shape):
         ops = self.ops
@@ -131,9 +138,25 @@ class _Builder:
         if self.m.weight_dtype == "fp8" and name in FP8_GEMMS:  # simulator/model/dtype.py: 1-byte A and B
             self.add(name, OpClass.GEMM, path, 2.0 * m * n * k + bf, m * k + n * k + e * m * n + bb, m=m, n=n, k=k,
                      fp8=1, **bx)
-            return
-        self.add(name, OpClass.GEMM, path, 2.0 * m * n * k + bf, e * (m * k + n * k + m * n) + bb, m=m, n=n, k=k,
-                 **bx)
+        else:
+            self.add(name, OpClass.GEMM, path, 2.0 * m * n * k + bf, e * (m * k + n * k + m * n) + bb, m=m, n=n, k=k,
+                     **bx)
+        if self.lora and name in LORA_TARGETS:
+            self.lora_delta(name, m, n, k)
+
+    def lora_delta(self, name, m, n, k):
+        """PEFT's LoRA forward after a wrapped projection, `result + lora_B(lora_A(x)) * scaling` (peft/tuners/
+        lora/layer.py Linear.forward, dropout 0: nn.Identity): the shrink GEMM (m x k) @ (k x r), the expand GEMM
+        (m x r) @ (r x n), the scaling multiply and the add, 4 kernels in bf16 (an fp8 model's adapter too). Names:
+        `lora_A.<proj>`, `lora_B.<proj>`, `lora_scale.<proj>`, `<proj>.lora_add` (Inductor's name table reads the
+        data flow from them: model/inductor.py)."""
+        r, e = self.lora, 2
+        self.add(f"lora_A.{name}", OpClass.GEMM, P.EAGER_GEMM, 2.0 * m * r * k, e * (m * k + r * k + m * r), m=m, n=r,
+                 k=k)
+        self.add(f"lora_B.{name}", OpClass.GEMM, P.EAGER_GEMM, 2.0 * m * n * r, e * (m * r + n * r + m * n), m=m, n=n,
+                 k=r)
+        self.ew(f"lora_scale.{name}", m * n, e, e)
+        self.ew(f"{name}.lora_add", m * n, 2 * e, e)
 
     def quant(self, site, rows, k, fusion):
         # fp8 only (simulator/model/dtype.py); `quant_fusion`: the level whose quant kernels the step launches (the
@@ -348,11 +371,12 @@ def impl_of(fusion: str, impl: str | None) -> str:
     return impl
 
 
-def fusion_levels(model: ModelSpec, impl: str | None) -> tuple[str, ...]:
+def fusion_levels(model: ModelSpec, impl: str | None, lora_rank: int = 0) -> tuple[str, ...]:
     """The fusion levels `build_step` builds for `model` under implementation `impl` (None: every level, each its
-    implied recipe): the recipe's, less `compiled` for an MoE model (refused: not measured)."""
+    implied recipe): the recipe's, less `compiled` for an MoE model (refused: not measured) and `fused` with a LoRA
+    adapter (vLLM's punica kernels: not modelled)."""
     levels = FUSION_LEVELS if impl is None else R.FUSIONS_OF[impl]
-    return tuple(f for f in levels if not (model.is_moe and f == "compiled"))
+    return tuple(f for f in levels if not (model.is_moe and f == "compiled") and not (lora_rank and f == "fused"))
 
 
 def _check_options(impl: str, cache: str, max_cache_len: int | None, shape: StepShape) -> int:
@@ -374,7 +398,7 @@ def _check_options(impl: str, cache: str, max_cache_len: int | None, shape: Step
 
 def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None = None, *, cache: str = "static",
                max_cache_len: int | None = None, positions: str = "given", compile_dynamic: bool = False,
-               compile_inputs: str | None = None) -> Step:
+               compile_inputs: str | None = None, lora_rank: int = 0) -> Step:
     """The ordered host ops of one forward step of `model` over `shape` at fusion level `fusion` of implementation
     `impl` (simulator/model/recipes.py: reference: none / packed / compiled; hf: none / compiled; fused: fused;
     None: fused for `fused`, else reference). hf's options: `cache` "static" (StaticCache of `max_cache_len` slots,
@@ -382,8 +406,12 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
     position_ids, as generate() does) or "computed" (transformers derives them: 2 kernels more); `compile_dynamic`
     for its `compiled` level. `compile_inputs` (with `compile_dynamic`): how the compiled code receives the weights and
     the KV cache, "arguments" (dynamic=True's symbolic sizes reach them) or "module" (parameters and buffers of the
-    compiled module, which Dynamo specialises); None: the recipe's own (reference arguments, hf module)."""
+    compiled module, which Dynamo specialises); None: the recipe's own (reference arguments, hf module).
+    `lora_rank` > 0: a LoRA adapter of that rank on every projection of each layer (`_Builder.lora_delta`, PEFT's
+    forward), implementations reference and hf, dense models, one GPU."""
     impl = impl_of(fusion, impl)
+    if lora_rank:
+        _check_lora(model, impl, lora_rank)
     if compile_inputs is not None and compile_inputs not in V.values(V.CompileInputs):
         raise WorkloadError(f"unknown compile_inputs '{compile_inputs}': use one of "
                             f"{', '.join(V.values(V.CompileInputs))}")
@@ -413,8 +441,8 @@ def build_step(model: ModelSpec, shape: StepShape, fusion: str, impl: str | None
         raise WorkloadError(f"fusion 'compiled' is not modelled for the MoE model {model.name} (torch.compile of "
                             "an MoE layer was not measured): use none, packed or fused")
     if impl == "hf":
-        return _build_hf(model, shape, fusion, cache, slots, compile_dynamic, positions, compile_inputs)
-    b = _Builder(model, shape)
+        return _build_hf(model, shape, fusion, cache, slots, compile_dynamic, positions, compile_inputs, lora_rank)
+    b = _Builder(model, shape, lora_rank)
     T, H = shape.tokens, model.hidden_size
     # reference `compiled`: the `none` list of the same step, then Inductor's fusion pass (simulator/model/inductor.py
     # compile_ops, checked against Inductor's kernels on the H200: calibration/validation/inductor.md); its fp8
@@ -504,15 +532,28 @@ def _layers(b: _Builder, model: ModelSpec, shape: StepShape, layer, fresh_first:
             continue
 
 
+def _check_lora(model: ModelSpec, impl: str, rank: int) -> None:
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        raise WorkloadError(f"lora_rank must be a non-negative integer, got {rank!r}")
+    if impl not in ("reference", "hf"):
+        raise WorkloadError(f"lora_rank: implementation '{impl}' runs vLLM's punica LoRA kernels, which are not "
+                            "modelled; LoRA is modelled for implementations reference and hf (PEFT's forward)")
+    if model.is_moe:
+        raise WorkloadError(f"lora_rank: LoRA on the MoE model {model.name}'s experts is not modelled")
+    if tp_of(model) > 1:
+        raise WorkloadError("lora_rank: LoRA under tensor parallelism (sharded adapters and their collectives) is "
+                            "not modelled: use tensor_parallel_size 1")
+
+
 def _build_hf(model: ModelSpec, shape: StepShape, fusion: str, cache: str, slots: int, compile_dynamic: bool,
-              positions: str = "given", compile_inputs: str | None = None) -> Step:
+              positions: str = "given", compile_inputs: str | None = None, lora_rank: int = 0) -> Step:
     """transformers' own decoder (simulator/model/recipes.py, recipes_hf.py); `compiled`: Inductor's pass over it."""
     if shape.prefill_seqs:
         raise WorkloadError("implementation 'hf' models decode steps only (a mixed prefill batch is a serving "
                             "engine's step): use implementation 'reference' or 'fused'")
     if shape.padding:
         raise WorkloadError("implementation 'hf' has no padded graph rows (transformers runs the batch it is given)")
-    b = _Builder(model, shape)
+    b = _Builder(model, shape, lora_rank)
     if b.tp > 1:
         raise WorkloadError(f"implementation 'hf' runs transformers on one GPU; {model.name} is a tensor-parallel "
                             f"shard (tp {b.tp}): use implementation 'reference' or 'fused'")

@@ -80,6 +80,8 @@ def run_predict(sc: PredictScenario, out: Path | None = None) -> dict:
         d.update(compile_dynamic=setup.dynamic)
         if setup.dynamic and setup.compile_inputs:
             d.update(compile_inputs=setup.compile_inputs)
+    if setup.lora_rank:  # the adapter the step carries (workload.py lora_delta)
+        d.update(lora_rank=setup.lora_rank)
     if setup.recipe == "vllm":  # an op list read from vLLM's source, not profiled: said in every prediction
         from simulator.model.recipes import RECIPES
 

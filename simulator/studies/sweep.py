@@ -49,7 +49,7 @@ def build_points(sc: SweepScenario) -> list[Point]:
                                      dist.sizes, dist.weights, None, sc.ctx, mixed, sc.shared_pool, sc.gpu_util,
                                      sc.workspace_bytes, sc.attention_backend, prefill, sc.impl, sc.kv_cache,
                                      sc.max_cache_len, sc.host_canary_us, *spec, sc.compile_dynamic,
-                                     sc.compile_inputs), sc.budgets)
+                                     sc.compile_inputs, sc.lora_rank), sc.budgets)
     return pts
 
 

@@ -76,6 +76,7 @@ class Point:
     decode_sizes: tuple[int, ...] | None = None
     compile_dynamic: bool | None = None  # fusion compiled: torch.compile dynamic=True/False (config/stepopts.py)
     compile_inputs: str | None = None  # with compile_dynamic: weights/cache as arguments or module state
+    lora_rank: int = 0  # a LoRA adapter's rank on every layer projection (config/stepopts.py); 0: none
 
     @classmethod
     def of(cls, *values) -> "Point":
@@ -116,7 +117,8 @@ class Point:
         cap = Capture(mode, sizes if graphed else (), self.prefill_sizes if graphed else None,
                       self.attention_backend)
         return StepSetup(self.spec, costs, digest, fusion, self.impl, cap, self.kv_cache, self.max_cache_len,
-                         compile_dynamic=self.compile_dynamic, compile_inputs=self.compile_inputs)
+                         compile_dynamic=self.compile_dynamic, compile_inputs=self.compile_inputs,
+                         lora_rank=self.lora_rank)
 
     def key(self) -> str:
         """`base_key`, or with a routing or recipe field off its default, sha256 of it followed by JSON of the
@@ -191,7 +193,7 @@ _FIELD_NAMES = tuple(f.name for f in fields(Point))
 _FAMILY_FIELDS = itemgetter(*[f for f in _FIELD_NAMES if f != "budget_bytes"])  # a point's fields but its budget
 _ROUTING_FIELDS = ("attention_backend", "prefill_sizes", "impl", "kv_cache", "max_cache_len", "host_canary_us",
                    "spec_tokens", "acceptance", "draft", "spec_engine", "decode_sizes", "compile_dynamic",
-                   "compile_inputs")  # outside base_key
+                   "compile_inputs", "lora_rank")  # outside base_key
 _DEFAULTS = {f.name: f.default for f in fields(Point) if f.name in _ROUTING_FIELDS}
 _KEY_FIELDS = tuple((k, ("" if i == 0 else ", ") + json.dumps(k) + ": ")
                     for i, k in enumerate(sorted([f.name for f in fields(Point) if f.name not in _ROUTING_FIELDS]
@@ -227,7 +229,7 @@ def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> Ex
     (`stepcost.expected_step`: the optimizer reports the same figures from the same function)."""
     key = (p.model, p.profile_digest, fusion, mode, sizes if mode != "none" else (), p.dist_sizes,
            p.dist_weights, p.ctx, p.mixed, p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len,
-           p.host_canary_us, p.compile_dynamic, p.compile_inputs)
+           p.host_canary_us, p.compile_dynamic, p.compile_inputs, p.lora_rank)
     hit = _EXPECT.get(key)
     if hit is None:
         if len(_EXPECT) > 100_000:
@@ -246,7 +248,8 @@ def evaluate_point(p: Point) -> dict:
     bkey = (p.model, p.profile, p.profile_digest, p.fusion, p.graph, p.layout, p.sizes, p.distribution, p.dist_sizes,
             p.dist_weights, p.ctx, p.mixed, p.shared_pool, p.gpu_util, p.workspace_bytes,
             p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len, p.host_canary_us, type(p.ctx), type(p.shared_pool), type(p.gpu_util), type(p.workspace_bytes),  # 1 == 1.0 == True
-            p.spec_tokens, p.acceptance, p.draft, p.spec_engine, p.decode_sizes, p.compile_dynamic, p.compile_inputs)
+            p.spec_tokens, p.acceptance, p.draft, p.spec_engine, p.decode_sizes, p.compile_dynamic, p.compile_inputs,
+            p.lora_rank)
     base = _ROWS.get(bkey)
     if base is None:
         if len(_ROWS) > 20_000:
