@@ -55,9 +55,10 @@ class Weights:
     layers: list  # dicts: ln1, ln2, qkv, q, k, v, o, gate_up, gate, up, down, qn, kn
 
 
-def make_weights(m: ModelSpec, device="cuda", seed=0) -> Weights:
+def make_weights(m: ModelSpec, device="cuda", seed=0, lora_rank: int = 0) -> Weights:
     """Random bf16 weights (std 0.02). Packed and unpacked projections share storage: the
-    unpacked q/k/v and gate/up weights are contiguous row slices of the packed ones."""
+    unpacked q/k/v and gate/up weights are contiguous row slices of the packed ones. `lora_rank` > 0: every
+    layer also carries a LoRA adapter per projection (`_lin`), drawn after the base weights (which stay the same)."""
     import torch
 
     g = torch.Generator(device=device).manual_seed(seed)
@@ -79,6 +80,11 @@ def make_weights(m: ModelSpec, device="cuda", seed=0) -> Weights:
         })
     embed = rnd(m.vocab_size, H)
     lm_head = embed if m.tie_word_embeddings else rnd(m.vocab_size, H)
+    if lora_rank:  # PEFT's shapes: lora_A.weight [r, in], lora_B.weight [out, r]; scaling lora_alpha / r (alpha 2r)
+        r, dims = lora_rank, {"q": (q, H), "k": (kv, H), "v": (kv, H), "qkv": (q + 2 * kv, H), "o": (H, q),
+                              "gate": (I, H), "up": (I, H), "gate_up": (2 * I, H), "down": (H, I)}
+        for L in layers:
+            L["lora"] = {key: (rnd(r, k_in), rnd(n_out, r), 2.0) for key, (n_out, k_in) in dims.items()}
     inv_freq = 1.0 / (1e6 ** (torch.arange(0, hd, 2, device=device, dtype=torch.float32) / hd))
     return Weights(embed, lm_head, inv_freq, torch.ones(H, device=device, dtype=bf), layers)
 
@@ -107,20 +113,32 @@ def _rotary(m: ModelSpec, w: Weights, position_ids, dtype):
     return cos.to(dtype), sin.to(dtype)
 
 
+def _lin(h, L: dict, key: str):
+    """F.linear(h, L[key]); with an adapter, PEFT's LoRA forward (peft/tuners/lora/layer.py Linear.forward, dropout
+    0): result + lora_B(lora_A(x)) * scaling, four kernels: two GEMMs, the multiply, the add."""
+    import torch.nn.functional as F
+
+    y = F.linear(h, L[key])
+    lo = L.get("lora")
+    if lo is None:
+        return y
+    a, b, scaling = lo[key]
+    return y + F.linear(F.linear(h, a), b) * scaling
+
+
 def _pre_attention(m: ModelSpec, L: dict, x, cos, sin, kc, vc, cache_pos, packed: bool):
     """Norm, q/k/v projections, q/k-norm, RoPE and the KV-cache write of one layer: (q, k_all, v_all)."""
-    import torch.nn.functional as F
 
     B = x.shape[0]
     nq, nkv, hd = m.num_attention_heads, m.num_key_value_heads, m.head_dim
     h = _rmsnorm(x, L["ln1"])
     if packed:
-        qkv = F.linear(h, L["qkv"])
+        qkv = _lin(h, L, "qkv")
         q, k, v = qkv.split([m.q_dim, m.kv_dim, m.kv_dim], dim=-1)
     else:
-        q = F.linear(h, L["q"])
-        k = F.linear(h, L["k"])
-        v = F.linear(h, L["v"])
+        q = _lin(h, L, "q")
+        k = _lin(h, L, "k")
+        v = _lin(h, L, "v")
     q = q.view(B, 1, nq, hd)
     k = k.view(B, 1, nkv, hd)
     v = v.view(B, 1, nkv, hd)
@@ -150,16 +168,16 @@ def _post_attention(m: ModelSpec, L: dict, a, residual, packed: bool):
     B = a.shape[0]
     a = a.transpose(1, 2).contiguous()
     a = a.reshape(B, 1, m.q_dim)
-    x = residual + F.linear(a, L["o"])
+    x = residual + _lin(a, L, "o")
     residual = x
     h = _rmsnorm(x, L["ln2"])
     if packed:
-        gu = F.linear(h, L["gate_up"])
+        gu = _lin(h, L, "gate_up")
         g, u = gu.chunk(2, dim=-1)
     else:
-        g = F.linear(h, L["gate"])
-        u = F.linear(h, L["up"])
-    return residual + F.linear(F.silu(g) * u, L["down"])
+        g = _lin(h, L, "gate")
+        u = _lin(h, L, "up")
+    return residual + _lin(F.silu(g) * u, L, "down")
 
 
 def _head(w: Weights, x):
@@ -247,14 +265,14 @@ class Runner:
     _compiled: dict = {}
 
     def __init__(self, model: str | ModelSpec, fusion: str, batch: int, ctx: int, weights: Weights | None = None,
-                 cache=None, device="cuda", dynamic: bool = True):
+                 cache=None, device="cuda", dynamic: bool = True, lora_rank: int = 0):
         import torch
 
         self.m = PRESETS[model] if isinstance(model, str) else model
         if fusion not in ("none", "packed", "compiled"):
             raise ValueError(f"reference decoder has no fusion level '{fusion}'")
         self.fusion, self.batch, self.ctx, self.dynamic = fusion, batch, ctx, dynamic
-        self.w = weights if weights is not None else make_weights(self.m, device)
+        self.w = weights if weights is not None else make_weights(self.m, device, lora_rank=lora_rank)
         self.cache = cache if cache is not None else make_cache(self.m, batch, ctx, device)
         g = torch.Generator(device=device).manual_seed(batch * 7919 + ctx)
         self.ids = torch.randint(0, self.m.vocab_size, (batch, 1), device=device, generator=g)
@@ -272,7 +290,7 @@ class Runner:
     def _fn(self):
         m = self.m
         if self.fusion == "compiled":
-            key = (m.name, m.num_hidden_layers, self.dynamic)
+            key = (m.name, m.num_hidden_layers, self.dynamic, "lora" in self.w.layers[0])
             if key not in Runner._compiled:
                 def f(w, cache, ids, pos, cpos):
                     return decode_step(m, w, cache, ids, pos, cpos, packed=False)

@@ -1,0 +1,66 @@
+"""Round ag: launchsim's figures for round ag's rows (the reference decoder with a LoRA adapter, lora_rank), written
+and committed before the rows were measured (calibration/scripts/round_ag.py).
+
+    python -m calibration.scripts.round_ag_predict [--profile h100-sxm] [--out FILE]
+    # default FILE: calibration/measured/round-ag/predicted_<profile>.json
+
+Per row (the step attends `keys` keys: launchsim's ctx = keys - 1): kernels per step, the eager step on the profile's
+fast host, the full graph and the piecewise graph; fusion compiled as vLLM's torch.compile (dynamic=False).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+
+from simulator.engine.plan import PlanError
+from simulator.engine.predict import simulate
+from simulator.model.costs import CostModel
+from simulator.model.profile import load_profile
+from simulator.model.workload import build_step, decode
+
+from calibration.scripts.round_ag import KEYS, ROWS, label, spec
+
+
+def predict_rows(cm) -> list[dict]:
+    out = []
+    for name, layers, fusion, ranks, batches in ROWS:
+        m = spec(name, layers)
+        for r in ranks:
+            for b in batches:
+                st = build_step(m, decode(b, KEYS - 1), fusion, lora_rank=r)
+                row = {"model": label(name, layers), "fusion": fusion, "lora_rank": r, "batch": b, "keys": KEYS,
+                       "ctx": KEYS - 1}
+                e, _ = simulate(st, cm, "none")
+                row["kernels"], row["eager_ms"] = e.kernels, round(e.step_s * 1e3, 4)
+                for mode in ("full", "piecewise"):
+                    try:
+                        res, _ = simulate(st, cm, mode)
+                    except PlanError as x:
+                        row[f"{mode}_refused"] = str(x)[:100]
+                        continue
+                    row[f"{mode}_ms"] = round(res.step_s * 1e3, 4)
+                out.append(row)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile", default="h100-sxm")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    out = a.out or f"calibration/measured/round-ag/predicted_{a.profile}.json"
+    rows = predict_rows(CostModel(load_profile(a.profile)))
+    for r in rows:
+        print(r)
+    commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True).strip()
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump({"kind": "launchsim-round-ag-predictions", "made_before_measuring": True, "commit": commit,
+                   "profile": a.profile, "impl": "reference", "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
