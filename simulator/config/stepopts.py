@@ -74,7 +74,9 @@ class StepOptions(Strict):
                            "each layer (q, k, v, o, gate, up, down; packed levels: qkv and gate_up), PEFT's forward "
                            "base(x) + lora_B(lora_A(x)) * scaling: two GEMMs, the scaling and the add a projection "
                            "(compiled: Inductor fuses the last two); implementations reference and hf, dense models, "
-                           "one GPU (simulator/model/workload.py lora_delta); 0: none")
+                           "one GPU (simulator/model/workload.py lora_delta). Step time only: the adapter's "
+                           "weights (r x (k + n) bf16 a projection: 19 MiB for qwen3-0.6b at rank 16) are not added "
+                           "to the memory and KV-capacity figures; 0: none")
 
     spec_tokens: int = Field(0, ge=0, le=64, description="speculative decoding: k draft tokens verified per sequence "
                                                        "per step (the target runs 1 + k query tokens; capture sizes "
