@@ -373,9 +373,31 @@ def _evaluate_plain(p: Point) -> dict:
 def evaluate_chunk(points: list[Point]) -> tuple[list[dict], dict]:
     """A worker's task: rows of `points`, plus this process's memo statistics for the chunk."""
     s0, l0 = STATS["simulated"], STATS["lookups"]
+    _prebuild(points)
     rows = [evaluate_point(p) for p in points]
     return rows, {"simulated": STATS["simulated"] - s0, "lookups": STATS["lookups"] - l0,
                   "evals": sum(r["step_evals"] for r in rows)}
+
+
+def _prebuild(points: list[Point]) -> None:
+    """Tell the step-cost memo which decode steps the plain points' expectations will price
+    (`StepCostCache.prebuild`: their steps built over the batch axis at once, a task's batch sizes together instead
+    of one distribution at a time; the same figures)."""
+    items: dict[tuple, dict] = {}
+    for p in points:
+        if p.spec_tokens:
+            continue
+        sizes = tuple(p.sizes)
+        for fusion, mode in ((p.fusion, p.graph), (p.fusion, "none"), ("none", "none")):
+            k = (p.model, p.profile, p.host_canary_us, fusion, mode, sizes if mode != "none" else (), p.ctx,
+                 p.prefill_sizes, p.attention_backend, p.impl, p.kv_cache, p.max_cache_len, p.compile_dynamic,
+                 p.compile_inputs)
+            e = items.get(k)
+            if e is None:
+                e = items[k] = {"p": p, "fusion": fusion, "mode": mode, "b": {}}
+            e["b"].update(dict.fromkeys(p.dist_sizes))
+    DEFAULT.prebuild([(e["p"].step_setup(e["fusion"], e["mode"], tuple(e["p"].sizes)), list(e["b"]), e["p"].ctx)
+                      for e in items.values()])
 
 
 # -- the cache ------------------------------------------------------------------------------------
