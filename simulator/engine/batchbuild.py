@@ -6,10 +6,12 @@ shape:
 
 1. The builder runs once on a shape whose `decode_seqs` and `padding` are symbols (`Sym`): every size it derives
    from them (tokens, flops, bytes, GEMM m, attention batch) is an expression recorded with the Python operation
-   that made it (+, -, *, /, //, float(), unary -). Each symbol carries its value at a probe shape, so every
-   comparison the builder makes (a validity check, `max(1, seqs)`, `attn_tokens == seqs`) is answered as the probe
-   answers it and recorded as a guard. Anything else a size meets (bool(), int(), a math function, hashing by
-   value) makes the trace give up: those shapes are built one by one as before.
+   that made it (+, -, *, /, //, unary -, and float(x), int(x), int(round(x)) where the code asks the size for
+   them: `kernels.Traced`). Each symbol carries its value at a probe shape, so every comparison the builder makes
+   (a validity check, `max(1, seqs)`, `attn_tokens == seqs`) is answered as the probe answers it and recorded as a
+   guard. Anything else a size meets (bool(), a bare int(), a math function, hashing by value) makes the trace give
+   up: those shapes are built one by one as before. A compiled step's trace runs through Inductor's pass
+   (model/inductor.py): the plan that fits the probe's list, its fit and its kernels' sizes recorded the same way.
 2. The recorded expressions are evaluated over the shapes' arrays with the matching numpy operations (int64 for
    Python ints, float64 for floats: the same IEEE operations elementwise, so each value is the one the scalar
    build computes; ints stay far below 2**53). Shapes whose guards all come out as at the probe took the probe's

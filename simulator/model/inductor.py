@@ -58,7 +58,9 @@ a fixed time, which are kept unchanged as barriers.
 Memo: the scheduling decisions of an op list are kept as a `_Plan` per list structure and reused for a list whose
 fusion-relevant sizes are the plan's times one factor (the same decisions, proved in `_Plan`'s docstring; checked
 against fresh schedules by tests/model/test_inductor_plans.py): a sweep's compiled steps over the batch axis are
-scheduled once and priced per size (`_emit`).
+scheduled once and priced per size (`_emit`). A traced list (engine/batchbuild.py: sizes that are symbols,
+`kernels.Traced`) takes the same path: the fit test and `_emit` make the same comparisons on the symbols (the
+trace's guards), so one traced build prices many batch sizes.
 """
 
 from __future__ import annotations
@@ -345,7 +347,7 @@ def _row_length(ops: tuple[Op, ...], i: int, readers) -> int:
 
 
 # int(x), int(round(x)) and float(x) of a size, which in a traced build (engine/batchbuild.py) is a symbol
-# (`workload.Traced`): `_emit` prices a traced step's kernels with the same code (the comparisons it makes are the
+# (`kernels.Traced`): `_emit` prices a traced step's kernels with the same code (the comparisons it makes are the
 # trace's guards), so a sweep's compiled steps are built over the batch axis at once
 def _int(x):
     return x.as_int() if isinstance(x, Traced) else int(x)
