@@ -6,10 +6,12 @@ shape:
 
 1. The builder runs once on a shape whose `decode_seqs` and `padding` are symbols (`Sym`): every size it derives
    from them (tokens, flops, bytes, GEMM m, attention batch) is an expression recorded with the Python operation
-   that made it (+, -, *, /, //, float(), unary -). Each symbol carries its value at a probe shape, so every
-   comparison the builder makes (a validity check, `max(1, seqs)`, `attn_tokens == seqs`) is answered as the probe
-   answers it and recorded as a guard. Anything else a size meets (bool(), int(), a math function, hashing by
-   value) makes the trace give up: those shapes are built one by one as before.
+   that made it (+, -, *, /, //, unary -, and float(x), int(x), int(round(x)) where the code asks the size for
+   them: `kernels.Traced`). Each symbol carries its value at a probe shape, so every comparison the builder makes
+   (a validity check, `max(1, seqs)`, `attn_tokens == seqs`) is answered as the probe answers it and recorded as a
+   guard. Anything else a size meets (bool(), a bare int(), a math function, hashing by value) makes the trace give
+   up: those shapes are built one by one as before. A compiled step's trace runs through Inductor's pass
+   (model/inductor.py): the plan that fits the probe's list, its fit and its kernels' sizes recorded the same way.
 2. The recorded expressions are evaluated over the shapes' arrays with the matching numpy operations (int64 for
    Python ints, float64 for floats: the same IEEE operations elementwise, so each value is the one the scalar
    build computes; ints stay far below 2**53). Shapes whose guards all come out as at the probe took the probe's
@@ -36,12 +38,18 @@ from simulator.model.workload import StepShape
 _PY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
        "floordiv": operator.floordiv, "neg": operator.neg, "float": float,
        "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
-       "ne": operator.ne}
+       "ne": operator.ne, "trunc": int, "rint": lambda v: int(round(v))}
 _NP = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide, "floordiv": np.floor_divide,
        "neg": np.negative, "float": lambda a: np.asarray(a, dtype=np.float64),
        "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
-       "ne": np.not_equal}
+       "ne": np.not_equal, "trunc": lambda a: _as_int64(a, np.trunc), "rint": lambda a: _as_int64(a, np.rint)}
 _MARK = "\x00sym\x00"  # what a symbol formats as: an op name holding it cannot be traced
+
+
+def _as_int64(a, to_int):
+    """int(x) (`to_int` np.trunc) or int(round(x)) (np.rint: ties to even, as round) of each value, as int64."""
+    a = np.asarray(a)
+    return a if a.dtype.kind in "iu" else to_int(a).astype(np.int64)
 
 
 class Untraceable(Exception):
@@ -92,6 +100,12 @@ class Sym(W.Traced):
 
     def as_float(self):
         return Sym("float", self, None, float(self.v))
+
+    def as_int(self):
+        return Sym("trunc", self, None, int(self.v))
+
+    def round_int(self):
+        return Sym("rint", self, None, int(round(self.v)))
 
     def _cmp(self, op, o):
         tr = _ACTIVE[0]
@@ -173,8 +187,9 @@ def _trace(setup, probe: StepShape):
 
 
 def traceable(setup, shape: StepShape) -> bool:
-    """Whether `shape`'s builds can be traced: pure decode of a non-compiled reference / fused recipe."""
-    return (shape.prefill_seqs == 0 and setup.fusion != "compiled" and setup.recipe in ("reference", "fused")
+    """Whether `shape`'s builds can be traced: pure decode of the reference (its compiled level included: Inductor's
+    pass, model/inductor.py, prices a traced op list with its plan for the probe's list) or fused recipe."""
+    return (shape.prefill_seqs == 0 and setup.recipe in ("reference", "fused")
             and type(shape.decode_seqs) is int and type(shape.padding) is int)
 
 

@@ -437,6 +437,15 @@ def _priced_syncing(setup, mode: str, shapes: Sequence[StepShape], rows: dict | 
     return out, g_s, c_s, x_s
 
 
+def build_rows(setup, shapes: Sequence[StepShape], rows: dict, figs: dict) -> None:
+    """Build ahead the rows of `shapes` that can be built over the batch axis (traced: `_build_many`) into the
+    memo `rows` (with `figs`) that a later `step_seconds(setup, mode, ..., rows, figs)` reads: the same rows it
+    would build, so the same step times."""
+    if _may_sync(setup):
+        return
+    _build_many(setup, shapes, rows, rows.setdefault(_PATTERNS, []), figs)
+
+
 _MIN_TRACE = 8  # fewer missing shapes of one group than this: built one by one (a trace costs a few builds)
 
 

@@ -369,6 +369,33 @@ class StepCostCache:
         if items:
             self._fill_many(items, unpadded)
 
+    def prebuild(self, items: Sequence[tuple]) -> None:
+        """Build ahead, over the batch axis at once, the steps that `expected(setup, batches, ..., ctx)` of each
+        (setup, batches, ctx) of `items` will price (decode steps, routed as `expected` routes them, of the batches
+        its memo lacks): a hint from a caller that knows its coming calls (a sweep's task), so that one traced
+        build (engine/batchbuild.py) serves them all instead of one per call. Only the batch-axis pricer's built
+        rows are kept (engine/batched.py build_rows): no figure, memo of figures or count changes, and a step
+        time is the same whenever it is priced."""
+        from simulator.engine.batched import build_rows
+
+        todo: dict[tuple, tuple] = {}  # cost key -> (a setup of it, its shapes)
+        for setup, batches, ctx in items:
+            if setup.recipe == "hf":  # not traced (engine/batchbuild.py traceable)
+                continue
+            memo = self._axis.get((setup, ctx, None)) or {}
+            miss = [b for b in dict.fromkeys(int(x) for x in batches) if b not in memo]
+            if not miss:
+                continue
+            shapes = [decode(b, ctx) for b in miss]
+            _, runs, _, pads, *_ = self._route_many(setup.capture, shapes)
+            want = todo.setdefault(setup.cost_key, (setup, {}))[1]
+            for x, run, p in zip(shapes, runs, pads):
+                want[run] = None
+                if p:
+                    want[x] = None
+        for setup, want in todo.values():
+            build_rows(setup, list(want), *self._memos(setup))
+
     def expected(self, setup, batches: Sequence[int], weights: Sequence[float], ctx: int,
                  mixed: tuple[float, int, int] | None = None, *, sizes=None, unpadded: bool = True) -> Expected:
         """Expected step time and padding of steps whose batch sizes follow (`batches`, `weights`: probabilities).

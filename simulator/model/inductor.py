@@ -58,7 +58,9 @@ a fixed time, which are kept unchanged as barriers.
 Memo: the scheduling decisions of an op list are kept as a `_Plan` per list structure and reused for a list whose
 fusion-relevant sizes are the plan's times one factor (the same decisions, proved in `_Plan`'s docstring; checked
 against fresh schedules by tests/model/test_inductor_plans.py): a sweep's compiled steps over the batch axis are
-scheduled once and priced per size (`_emit`).
+scheduled once and priced per size (`_emit`). A traced list (engine/batchbuild.py: sizes that are symbols,
+`kernels.Traced`) takes the same path: the fit test and `_emit` make the same comparisons on the symbols (the
+trace's guards), so one traced build prices many batch sizes.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from simulator.common.errors import UserError
-from simulator.model.kernels import MARKER_KEYS, LaunchPath, Op, OpClass
+from simulator.model.kernels import MARKER_KEYS, LaunchPath, Op, OpClass, Traced
 
 REALIZE_READS_THRESHOLD = 4  # torch._inductor.config.realize_reads_threshold: a reused value reading more is stored
 REALIZE_ACC_READS_THRESHOLD = 8  # config.realize_acc_reads_threshold: a value reading more is stored, reused or not
@@ -255,7 +257,7 @@ def _out_bytes(op: Op, n_in: int, kind: str, act_bytes: int) -> float:
         return op.bytes  # the gathered rows (eager counts them once)
     if kind == "reduction" and op.flops > 0:
         per = op.bytes / op.flops  # in_b + out_b / rnumel per input element: the fraction is the output
-        return op.bytes - op.flops * int(per)
+        return op.bytes - op.flops * _int(per)
     return op.bytes / (n_in + 1)  # the output as wide as each input
 
 
@@ -348,7 +350,22 @@ def _row_length(ops: tuple[Op, ...], i: int, readers) -> int:
     no consumer has fewer elements."""
     cons = [ops[u].flops for u in readers if ops[u].flops > 0]
     rows = min(cons) if cons else 0
-    return int(round(ops[i].flops / rows)) if rows and rows < ops[i].flops else 0
+    return _round_int(ops[i].flops / rows) if rows != 0 and rows < ops[i].flops else 0
+
+
+# int(x), int(round(x)) and float(x) of a size, which in a traced build (engine/batchbuild.py) is a symbol
+# (`kernels.Traced`): `_emit` prices a traced step's kernels with the same code (the comparisons it makes are the
+# trace's guards), so a sweep's compiled steps are built over the batch axis at once
+def _int(x):
+    return x.as_int() if isinstance(x, Traced) else int(x)
+
+
+def _round_int(x):
+    return x.round_int() if isinstance(x, Traced) else int(round(x))
+
+
+def _float(x):
+    return x.as_float() if isinstance(x, Traced) else float(x)
 
 
 def _integer_flops(ops: tuple[Op, ...], idx: tuple[int, ...]) -> np.ndarray | None:
@@ -417,7 +434,10 @@ class _Plan:
         """`fits(ops)` where `repeats(ops)`: the scaled ops' flops read at their first occurrences."""
         if self.flops is None or self.scaled_at is None:
             return False
-        a = np.fromiter((ops[i].flops for i in self.scaled_firsts), np.float64, len(self.scaled_firsts))
+        vals = [ops[i].flops for i in self.scaled_firsts]
+        if any(isinstance(v, Traced) for v in vals):
+            return self._fits_traced(vals, self.scaled_at.tolist())
+        a = np.fromiter(vals, np.float64, len(vals))
         if not np.array_equal(a, np.floor(a)):
             return False
         return self._fits_flops(a[self.scaled_at])
@@ -425,7 +445,38 @@ class _Plan:
     def fits(self, ops: tuple[Op, ...]) -> bool:
         if self.flops is None:
             return False
+        vals = [ops[i].flops for i in self.scaled]
+        if any(isinstance(v, Traced) for v in vals):
+            return self._fits_traced(vals, range(len(vals)))
         return self._fits_flops(_integer_flops(ops, self.scaled))
+
+    def _fits_traced(self, vals: list, at) -> bool:
+        """`_fits_flops` of the flops `vals[k]` for k in `at` where some are symbols of a traced build
+        (engine/batchbuild.py): the same test as comparisons the trace records as its guards (each answered at the
+        probe shape, then checked per shape), every one exact: each flops an exact integer (x // 1 == x), the first
+        nonzero scaled op's positive, and new * a == old * b (a, b: the old and new flops of that op) where both
+        products are below 2**53, so the float products are the exact ones (`_fits_flops` compares exact integers,
+        its a and b reduced by their gcd: the same equality)."""
+        old = self.flops
+        if old is None:
+            return False
+        for v in vals:
+            if not v // 1 == v:
+                return False
+        new = [vals[k] for k in at]
+        nz = np.flatnonzero(old)
+        if not nz.size:
+            return all(v == 0 for v in new)
+        a = int(old[nz[0]])
+        b = new[nz[0]]
+        if not b > 0:
+            return False
+        lim = 2.0 ** 53
+        for k, o in dict.fromkeys(zip(at, old.tolist())):
+            v = vals[k]
+            if not (v * a < lim and b * o < lim and v * a == b * o):
+                return False
+        return True
 
     def _fits_flops(self, new: np.ndarray | None) -> bool:
         old = self.flops
@@ -801,12 +852,12 @@ def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes:
         eager_b = sum([o.bytes for o in home])
         rn = max([_row_length(ops, i, red_users[i]) for i in gr.red], default=0)
         top = max([ops[i].flops for i in mem])
-        rows = top / rn if rn else 0
+        rows = top / rn if rn != 0 else 0
         bound = (PERSISTENT_RNUMEL_DYNAMIC if sym else
                  PERSISTENT_RNUMEL_OTHER if (rows > 1 and gr.gathers) else PERSISTENT_RNUMEL_INNER)
         persistent = int(bool(gr.red) and 0 < rn <= bound)
         tag = ("per" if persistent else "red") if gr.red else "poi"
-        shape = {"numel": int(top), "rnumel": rn, "persistent": persistent}
+        shape = {"numel": _int(top), "rnumel": rn, "persistent": persistent}
         if gr.verify:
             # parts of transformers' verify-attention block (recipes.verify_part: repeat_kv, SDPA's mask): the block's
             # measured table prices them where it covers the shape (CostModel.gpu_s), compiled as in eager
@@ -816,7 +867,7 @@ def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes:
         # Op(...) without the frozen dataclass's per-field __setattr__ (every field given; Op has no post-init)
         k = new_op(Op)
         k.__dict__.update(name=f"triton_{tag}:{gr.names}", op_class=gr.op_class, path=LaunchPath.COMPILED,
-                          flops=float(sum([o.flops for o in home])), bytes=float(min(rd + wr, eager_b)),
+                          flops=_float(sum([o.flops for o in home])), bytes=_float(min(rd + wr, eager_b)),
                           shape=tuple(sorted(shape.items())), fixed_gpu_s=None, fixed_host_s=None)
         return k
 
@@ -835,7 +886,7 @@ def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes:
             # transformers' .float() copy of it is a Triton kernel that writes the expanded buffer instead.
             elems = op.dim("m") * op.dim("n")
             return Op(f"{_prefix(op)}.expand_copy", OpClass.COPY, LaunchPath.COMPILED_EXTERN,
-                      0.0, float(elems * 4 + op.dim("n") * 4), (("numel", elems),))
+                      0.0, _float(elems * 4 + op.dim("n") * 4), (("numel", elems),))
         return None
 
     if shared is None:

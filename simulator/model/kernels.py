@@ -63,6 +63,23 @@ SDPA_MASK = "sdpa_mask"
 TRITON_LIKE = "triton_like"
 
 
+class Traced:
+    """Base of a symbolic size (engine/batchbuild.py's Sym, which an op's sizes hold in a traced build):
+    `as_float()` stands for float(x), `as_int()` for int(x) and `round_int()` for int(round(x)) (the builders,
+    model/workload.py, and Inductor's pass, model/inductor.py, call them on a size that may be one)."""
+
+    __slots__ = ()
+
+    def as_float(self):
+        raise NotImplementedError
+
+    def as_int(self):
+        raise NotImplementedError
+
+    def round_int(self):
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
 class Op:
     """One host operation. `flops` and `bytes` describe its GPU kernel (zero for views).

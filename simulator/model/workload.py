@@ -23,7 +23,7 @@ from simulator.common.errors import UserError
 from simulator.model import recipes as R
 from simulator.model.dtype import FP8_GEMMS, quant_ops
 from simulator.model.kernels import LaunchPath as P
-from simulator.model.kernels import SDPA_CALL, TRITON_LIKE, Op, OpClass, Step
+from simulator.model.kernels import SDPA_CALL, TRITON_LIKE, Op, OpClass, Step, Traced
 from simulator.model.models import ModelSpec
 from simulator.model.parallel import logits_vocab, tp_of
 
@@ -82,15 +82,6 @@ def decode(batch: int, ctx: int) -> StepShape:
 # Op; the position keeps two equal ops of one step distinct objects, as before. Bounded: cleared when full.
 _INTERN: dict[tuple, Op] = {}
 _INTERN_MAX = 200_000
-
-
-class Traced:
-    """Base of a symbolic size (engine/batchbuild.py's Sym): `as_float()` stands for float(x)."""
-
-    __slots__ = ()
-
-    def as_float(self):
-        raise NotImplementedError
 
 
 TRACING = [False]  # set while engine/batchbuild.py traces a build: `_Builder.add` keeps symbolic sizes

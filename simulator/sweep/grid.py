@@ -191,6 +191,11 @@ class Point:
 
 _FIELD_NAMES = tuple(f.name for f in fields(Point))
 _FAMILY_FIELDS = itemgetter(*[f for f in _FIELD_NAMES if f != "budget_bytes"])  # a point's fields but its budget
+# fields a step setup (`Point.step_setup`) and the decode steps priced for it do not read, besides the fusion, graph
+# mode and sizes it is given
+_NOT_SETUP = ("fusion", "graph", "layout", "sizes", "distribution", "dist_sizes", "dist_weights", "budget_bytes",
+              "mixed", "shared_pool", "gpu_util", "workspace_bytes")
+_SETUP_FIELDS = itemgetter(*[f for f in _FIELD_NAMES if f not in _NOT_SETUP])
 _ROUTING_FIELDS = ("attention_backend", "prefill_sizes", "impl", "kv_cache", "max_cache_len", "host_canary_us",
                    "spec_tokens", "acceptance", "draft", "spec_engine", "decode_sizes", "compile_dynamic",
                    "compile_inputs", "lora_rank")  # outside base_key
@@ -376,9 +381,30 @@ def _evaluate_plain(p: Point) -> dict:
 def evaluate_chunk(points: list[Point]) -> tuple[list[dict], dict]:
     """A worker's task: rows of `points`, plus this process's memo statistics for the chunk."""
     s0, l0 = STATS["simulated"], STATS["lookups"]
+    _prebuild(points)
     rows = [evaluate_point(p) for p in points]
     return rows, {"simulated": STATS["simulated"] - s0, "lookups": STATS["lookups"] - l0,
                   "evals": sum(r["step_evals"] for r in rows)}
+
+
+def _prebuild(points: list[Point]) -> None:
+    """Tell the step-cost memo which decode steps the plain points' expectations will price
+    (`StepCostCache.prebuild`: their steps built over the batch axis at once, a task's batch sizes together instead
+    of one distribution at a time; the same figures). Points are grouped by every field but those a step setup does
+    not read (`_NOT_SETUP`), so a setup is made once per group."""
+    items: dict[tuple, list] = {}
+    for p in points:
+        if p.spec_tokens:
+            continue
+        rest = _SETUP_FIELDS(p.__dict__)
+        for fusion, mode in ((p.fusion, p.graph), (p.fusion, "none"), ("none", "none")):
+            k = (fusion, mode, p.sizes if mode != "none" else (), rest)
+            e = items.get(k)
+            if e is None:
+                e = items[k] = [p, fusion, mode, {}]
+            e[3].update(dict.fromkeys(p.dist_sizes))
+    DEFAULT.prebuild([(q.step_setup(fusion, mode, tuple(q.sizes)), list(bs), q.ctx)
+                      for q, fusion, mode, bs in items.values()])
 
 
 # -- the cache ------------------------------------------------------------------------------------

@@ -92,7 +92,8 @@ def test_hand_computed_traced_gemm_sizes():
 
 
 def test_untraceable_builds_fall_back():
-    # the symbols refuse what they cannot replay; a compiled or hf recipe is never traced
+    # the symbols refuse what they cannot replay; an hf recipe (compiled or not) and a mixed step are never traced
+    # (the reference recipe's compiled level is: tests/engine/test_batchbuild_compiled.py)
     x = BB.Sym("leaf", "decode_seqs", None, 3)
     with pytest.raises(BB.Untraceable):
         bool(x)
@@ -100,7 +101,8 @@ def test_untraceable_builds_fall_back():
         int(x)
     assert (2 * x + 1).v == 7 and (x / 2).v == 1.5 and (x // 2).v == 1
     s = StepShape(4, 128)
-    assert not BB.traceable(StepSetup.of(MODELS["qwen3-0.6b"], PROFILE, "compiled"), s)
+    assert not BB.traceable(StepSetup.of(MODELS["qwen3-0.6b"], PROFILE, "compiled", impl="hf"), s)
+    assert not BB.traceable(StepSetup.of(MODELS["qwen3-0.6b"], PROFILE, "none", impl="hf"), s)
     assert not BB.traceable(StepSetup.of(MODELS["qwen3-0.6b"], PROFILE, "fused"), StepShape(4, 128, 1, 16))
 
 
