@@ -137,3 +137,22 @@ def test_sweep_point_and_step_study(tmp_path):
     f.write_text("kind: step\nname: x\nmodel: qwen3-0.6b\nfusion: [none, fused]\nlora_rank: 16\n")
     with pytest.raises(ConfigError, match="lora_rank is modelled for implementations reference and hf"):
         load_scenario(f)
+
+
+@settings(max_examples=10, deadline=None)
+@given(fusion=hs.sampled_from(["none", "packed", "compiled"]), mode=hs.sampled_from(["none", "full", "piecewise"]),
+       sizes=hs.lists(hs.integers(1, 300), min_size=4, max_size=16, unique=True), r=hs.sampled_from([8, 64]))
+def test_batch_priced_adapter_steps_equal_the_scalar_path(fusion, mode, sizes, r):
+    """The batch axis (engine/batchbuild.py traces one build; Inductor's pass over symbolic sizes for compiled)
+    prices adapted steps bitwise as one build and plan per shape does."""
+    import numpy as np
+
+    from simulator.engine import batched
+    from simulator.engine.stepcost import StepCostCache
+    from simulator.model.workload import StepShape
+
+    setup = StepSetup.of(QWEN, "h200", fusion, lora_rank=r)
+    shapes = [StepShape(b, 512) for b in sizes]
+    c = StepCostCache()
+    want = np.array([c.step_time(setup, mode, s).step_s for s in shapes])
+    assert np.array_equal(batched.step_seconds(setup, mode, shapes, {}, {}), want)
