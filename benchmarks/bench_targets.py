@@ -34,8 +34,8 @@ Targets (issue 24):
 
     python benchmarks/bench_targets.py [--repeats 3] [--only run,predict] [--write-shipped]
 
-The table goes to stdout and to out/benchmarks/targets_<UTC date>.txt (untracked); with --write-shipped to
-benchmarks/results/targets_<UTC date>.txt instead (the committed record).
+The table goes to stdout and to out/benchmarks/targets_<UTC date>_<HHMM>.txt (untracked); with --write-shipped to
+benchmarks/results/targets_<UTC date>_<HHMM>.txt instead (the committed record).
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ def main() -> None:
     print(tail)
     folder = ROOT / ("benchmarks/results" if a.write_shipped else "out/benchmarks")
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"targets_{now:%Y-%m-%d}.txt"
+    path = folder / f"targets_{now:%Y-%m-%d_%H%M}.txt"  # several runs a day keep their own record
     path.write_text("\n".join(lines) + "\n")
     print(f"wrote {path.relative_to(ROOT)}")
 
