@@ -116,8 +116,8 @@ class StepOptions(Strict):
         if self.kv_cache == "dynamic" and self.max_cache_len is not None:
             raise ValueError("max_cache_len sizes a static cache: leave it out with kv_cache dynamic")
         fusions = getattr(self, "fusion", None)
-        if self.lora_rank and (self.impl in ("fused", "vllm") or "fused" in ([fusions] if isinstance(fusions, str)
-                                                                              else list(fusions or ()))):
+        if self.lora_rank and (self.impl not in (None, *_lora_impls()) or "fused" in (
+                [fusions] if isinstance(fusions, str) else list(fusions or ()))):
             raise ValueError("lora_rank is modelled for implementations reference and hf (PEFT's forward); fusion "
                              "fused / impl fused or vllm would run vLLM's punica LoRA kernels, which are not "
                              "modelled: leave fused out")
@@ -174,6 +174,12 @@ class StepOptions(Strict):
 
         sizes = parse_prefill_layout(self.prefill_layout)
         return None if sizes is None else tuple(sizes)
+
+
+def _lora_impls() -> tuple[str, ...]:
+    from simulator.model.workload import LORA_IMPLS  # read only where a scenario sets lora_rank
+
+    return LORA_IMPLS
 
 
 class ShardedStepOptions(StepOptions):

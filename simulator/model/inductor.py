@@ -72,7 +72,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from simulator.common.errors import UserError
-from simulator.model.kernels import MARKER_KEYS, LaunchPath, Op, OpClass, Traced
+from simulator.model.kernels import LORA_TARGETS, MARKER_KEYS, LaunchPath, Op, OpClass, Traced
 
 REALIZE_READS_THRESHOLD = 4  # torch._inductor.config.realize_reads_threshold: a reused value reading more is stored
 REALIZE_ACC_READS_THRESHOLD = 8  # config.realize_acc_reads_threshold: a value reading more is stored, reused or not
@@ -142,8 +142,7 @@ _FEEDS: dict[str, tuple[str, ...]] = {
 # a LoRA adapter on a projection (workload._Builder.lora_delta): the shrink GEMM reads the projection's input, the
 # expand GEMM the shrink, the scaling the expand; the add (in the projection's group, so its readers read the sum)
 # reads the projection's GEMM and the scaling
-_FEEDS.update({k: v for p in ("q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "gate_proj", "up_proj",
-                              "gate_up_proj", "down_proj")
+_FEEDS.update({k: v for p in LORA_TARGETS
                for k, v in ((f"lora_A.{p}", _FEEDS[p]), (f"lora_B.{p}", (f"lora_A.{p}",)),
                             (f"lora_scale.{p}", (f"lora_B.{p}",)), (f"{p}.lora_add", (p, f"lora_scale.{p}")))})
 # steps of one module that read an earlier step of the same run besides the previous one (RMSNorm's x * rsqrt
@@ -497,6 +496,20 @@ class _Plan:
         return all(int(x) * b == int(y) * a for x, y in zip(old, new))
 
 
+def _repeat_runs(src: Sequence[int]) -> tuple[tuple[int, int, int], ...]:
+    """Where `src[i]` is the first index holding what index i holds: the runs (i, j, length) in which indices
+    i .. i + length - 1 repeat j .. j + length - 1 (first occurrences, src[i] == i, are in no run)."""
+    runs: list[list[int]] = []
+    for i, c in enumerate(src):
+        if c == i:
+            continue
+        if runs and runs[-1][0] + runs[-1][2] == i and runs[-1][1] + runs[-1][2] == c:
+            runs[-1][2] += 1
+        else:
+            runs.append([i, c, 1])
+    return tuple((i, c, k) for i, c, k in runs)
+
+
 def _schedule(ops: tuple[Op, ...], sym: bool, reads, feeds) -> _Plan:
     """Phases 1 and 2 of the module docstring over `ops`: the plan `_emit` prices."""
     n = len(ops)
@@ -758,15 +771,7 @@ def _schedule(ops: tuple[Op, ...], sym: bool, reads, feeds) -> _Plan:
     first: dict[int, int] = {}
     for i, o in enumerate(ops):
         canon.append(first.setdefault(id(o), i))
-    runs: list[list[int]] = []  # (i, j, length): ops[i:i + length] were ops[j:j + length] (a repeated layer)
-    for i, c in enumerate(canon):
-        if c == i:
-            continue
-        if runs and runs[-1][0] + runs[-1][2] == i and runs[-1][1] + runs[-1][2] == c:
-            runs[-1][2] += 1
-        else:
-            runs.append([i, c, 1])
-    same = tuple((i, c, k) for i, c, k in runs)
+    same = _repeat_runs(canon)  # (i, j, length): ops[i:i + length] were ops[j:j + length] (a repeated layer)
 
     def out_sig(idx) -> tuple:
         return tuple((canon[j], len(R[j]), kind[j]) for j in idx)
@@ -788,21 +793,13 @@ def _schedule(ops: tuple[Op, ...], sym: bool, reads, feeds) -> _Plan:
     ekey = [("g", rep[i]) if w == "g" else (w, canon[i]) for w, i in order]
     efirst: dict[tuple, int] = {}
     src = [efirst.setdefault(k, t) for t, k in enumerate(ekey)]
-    eruns: list[list[int]] = []
-    for t, s0 in enumerate(src):
-        if s0 == t:
-            continue
-        if eruns and eruns[-1][0] + eruns[-1][2] == t and eruns[-1][1] + eruns[-1][2] == s0:
-            eruns[-1][2] += 1
-        else:
-            eruns.append([t, s0, 1])
     return _Plan(R=R, kind=tuple(kind), red_users={i: tuple(users[i]) for i in range(n) if kind[i] == "reduction"},
                  scaled=scaled, flops=_integer_flops(ops, scaled), groups=tuple(plan_groups),
                  rep=tuple(rep), same=same, order=order, firsts=firsts,
                  first_structures=tuple(ops[i].structure for i in firsts), scaled_firsts=scaled_firsts,
                  scaled_at=np.asarray([at[canon[i]] for i in scaled], dtype=np.intp),
                  emit_firsts=tuple(t for t, s0 in enumerate(src) if s0 == t),
-                 emit_runs=tuple((t, s0, k) for t, s0, k in eruns))
+                 emit_runs=_repeat_runs(src))
 
 
 new_op = object.__new__

@@ -50,6 +50,12 @@ ROLL = "roll"  # shape key (1): aten's roll of a KV cache (a full sliding window
 HOST_SYNC = "host_sync"
 
 
+# the layer projections a LoRA adapter wraps (workload.py's `lora_rank`; Inductor's name table reads its ops' data flow
+# from them): every linear layer of a decoder layer, as PEFT's target_modules="all-linear" (the lm_head excluded) and
+# vLLM's LoRA layers; packed levels wrap the packed GEMM
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "gate_proj", "up_proj", "gate_up_proj", "down_proj")
+
+
 ATTENTION_PART = "attention_part"  # shape key (1): a kernel the attention call launches besides its own
 # shape key (1): a kernel of its own cost that the SDPA call itself launches before attending (aten's conversion of a
 # boolean mask: two scalar fills and a where): eager with the attention call when a piecewise graph cuts at it

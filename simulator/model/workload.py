@@ -23,7 +23,7 @@ from simulator.common.errors import UserError
 from simulator.model import recipes as R
 from simulator.model.dtype import FP8_GEMMS, quant_ops
 from simulator.model.kernels import LaunchPath as P
-from simulator.model.kernels import SDPA_CALL, TRITON_LIKE, Op, OpClass, Step, Traced
+from simulator.model.kernels import LORA_TARGETS, SDPA_CALL, TRITON_LIKE, Op, OpClass, Step, Traced
 from simulator.model.models import ModelSpec
 from simulator.model.parallel import logits_vocab, tp_of
 
@@ -91,10 +91,8 @@ def _float(x):
     return x.as_float() if isinstance(x, Traced) else float(x)
 
 
-# the layer projections a LoRA adapter wraps (build_step's `lora_rank`): every linear layer of a decoder layer, as
-# PEFT's target_modules="all-linear" (the lm_head excluded) and vLLM's LoRA layers; packed levels wrap the packed GEMM
-LORA_TARGETS = frozenset(("q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "gate_proj", "up_proj", "gate_up_proj",
-                          "down_proj"))
+_LORA_TARGETS = frozenset(LORA_TARGETS)  # kernels.py: the projections an adapter wraps
+LORA_IMPLS = ("reference", "hf")  # the implementations whose adapter is modelled (PEFT's forward: `lora_delta`)
 
 
 class _Builder:
@@ -132,7 +130,7 @@ class _Builder:
         else:
             self.add(name, OpClass.GEMM, path, 2.0 * m * n * k + bf, e * (m * k + n * k + m * n) + bb, m=m, n=n, k=k,
                      **bx)
-        if self.lora and name in LORA_TARGETS:
+        if self.lora and name in _LORA_TARGETS:
             self.lora_delta(name, m, n, k)
 
     def lora_delta(self, name, m, n, k):
@@ -367,7 +365,8 @@ def fusion_levels(model: ModelSpec, impl: str | None, lora_rank: int = 0) -> tup
     implied recipe): the recipe's, less `compiled` for an MoE model (refused: not measured) and `fused` with a LoRA
     adapter (vLLM's punica kernels: not modelled)."""
     levels = FUSION_LEVELS if impl is None else R.FUSIONS_OF[impl]
-    return tuple(f for f in levels if not (model.is_moe and f == "compiled") and not (lora_rank and f == "fused"))
+    return tuple(f for f in levels if not (model.is_moe and f == "compiled")
+                 and not (lora_rank and impl_of(f, impl) not in LORA_IMPLS))
 
 
 def _check_options(impl: str, cache: str, max_cache_len: int | None, shape: StepShape) -> int:
@@ -526,7 +525,7 @@ def _layers(b: _Builder, model: ModelSpec, shape: StepShape, layer, fresh_first:
 def _check_lora(model: ModelSpec, impl: str, rank: int) -> None:
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
         raise WorkloadError(f"lora_rank must be a non-negative integer, got {rank!r}")
-    if impl not in ("reference", "hf"):
+    if impl not in LORA_IMPLS:
         raise WorkloadError(f"lora_rank: implementation '{impl}' runs vLLM's punica LoRA kernels, which are not "
                             "modelled; LoRA is modelled for implementations reference and hf (PEFT's forward)")
     if model.is_moe:
