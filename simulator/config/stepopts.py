@@ -115,9 +115,7 @@ class StepOptions(Strict):
             raise ValueError("kv_cache and max_cache_len are options of impl hf (transformers' caches)")
         if self.kv_cache == "dynamic" and self.max_cache_len is not None:
             raise ValueError("max_cache_len sizes a static cache: leave it out with kv_cache dynamic")
-        fusions = getattr(self, "fusion", None)
-        if self.lora_rank and (self.impl not in (None, *_lora_impls()) or "fused" in (
-                [fusions] if isinstance(fusions, str) else list(fusions or ()))):
+        if self.lora_rank and (self.impl not in (None, *_lora_impls()) or "fused" in self._fusions()):
             raise ValueError("lora_rank is modelled for implementations reference and hf (PEFT's forward); fusion "
                              "fused / impl fused or vllm would run vLLM's punica LoRA kernels, which are not "
                              "modelled: leave fused out")
@@ -125,8 +123,7 @@ class StepOptions(Strict):
 
     @model_validator(mode="after")
     def _compile_knob(self):
-        fusions = getattr(self, "fusion", None)
-        fusions = [fusions] if isinstance(fusions, str) else list(fusions or ())
+        fusions = self._fusions()
         if self.compile_dynamic is not None and fusions and "compiled" not in fusions:
             raise ValueError(f"compile_dynamic applies to fusion compiled (torch.compile); fusion "
                              f"{', '.join(fusions)} compiles nothing: leave it out")
@@ -159,6 +156,11 @@ class StepOptions(Strict):
         elif self.acceptance is not None or self.draft != "eagle":
             raise ValueError("acceptance and draft apply to speculative decoding: they need spec_tokens > 0")
         return self
+
+    def _fusions(self) -> list[str]:
+        """The kind's fusion level(s) as a list (a kind has one level or a list; [] where it has no fusion field)."""
+        f = getattr(self, "fusion", None)
+        return [f] if isinstance(f, str) else list(f or ())
 
     def spec_acceptance(self):
         """The acceptance model (simulator/model/spec.py Acceptance) of spec_tokens draft tokens."""
