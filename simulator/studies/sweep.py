@@ -17,7 +17,7 @@ from simulator.layouts.distribution import BatchDistribution
 from simulator.report.background import BackgroundWriter
 from simulator.report.html import csv_text, report_text, table_html
 from simulator.common.jsonfile import indented, indented_list
-from simulator.sweep.grid import Point, budget_template, fill_budget, point_for, run_points
+from simulator.sweep.grid import STEP_KNOBS, Point, budget_template, fill_budget, point_for, run_points
 
 MiB = 1 << 20
 
@@ -35,21 +35,22 @@ def build_points(sc: SweepScenario) -> list[Point]:
     mixed = (sc.mixed.share, sc.mixed.prefill_seqs, sc.mixed.prefill_len) if sc.mixed and sc.mixed.share else None
     pre = parse_prefill_layout(sc.prefill_layout)
     prefill = None if pre is None else tuple(pre)
+    knobs = {f: getattr(sc, f) for f in STEP_KNOBS if f != "prefill_sizes"}  # the scenario's, by the same names
     pts = []
     for mname, prof in itertools.product(sc.models, sc.profiles):
         proto = point_for(resolve_model(mname, sc.dtype, sc.kv_dtype, 1, sc.assume_family), prof, fusion="", graph="", layout="", sizes=(), distribution="",
                           dist_sizes=(), dist_weights=(), budget_bytes=0, ctx=sc.ctx)
         for fusion, graph, (k, a), (lname, sizes), dist in itertools.product(
                 sc.fusion, sc.graph, spec_axes(sc), layouts, dists):
-            spec = (0, None, "eagle", "vllm", None)
+            spec = dict(spec_tokens=0, acceptance=None, draft="eagle", spec_engine="vllm", decode_sizes=None)
             if k:
                 sizes, eng, dsizes = spec_sizes(sc, lname, k, graph)
-                spec = (k, a, sc.draft, eng, dsizes)
-            pts += Point.at_budgets((proto.model, prof, proto.profile_digest, fusion, graph, lname, sizes, dist.label,
-                                     dist.sizes, dist.weights, None, sc.ctx, mixed, sc.shared_pool, sc.gpu_util,
-                                     sc.workspace_bytes, sc.attention_backend, prefill, sc.impl, sc.kv_cache,
-                                     sc.max_cache_len, sc.host_canary_us, *spec, sc.compile_dynamic,
-                                     sc.compile_inputs, sc.lora_rank), sc.budgets)
+                spec = dict(spec_tokens=k, acceptance=a, draft=sc.draft, spec_engine=eng, decode_sizes=dsizes)
+            pts += Point.at_budgets(Point.values(dict(
+                model=proto.model, profile=prof, profile_digest=proto.profile_digest, fusion=fusion, graph=graph,
+                layout=lname, sizes=sizes, distribution=dist.label, dist_sizes=dist.sizes, dist_weights=dist.weights,
+                budget_bytes=None, ctx=sc.ctx, mixed=mixed, shared_pool=sc.shared_pool, gpu_util=sc.gpu_util,
+                workspace_bytes=sc.workspace_bytes, prefill_sizes=prefill, **knobs, **spec)), sc.budgets)
     return pts
 
 

@@ -61,6 +61,9 @@ class Point:
     shared_pool: bool = True
     gpu_util: float = 0.9
     workspace_bytes: int = 1 << 30
+    # every field from here on is a step knob, in `key` only off its default (_ROUTING_FIELDS): a new knob is one
+    # line here, named as the sweep scenario's field (studies/sweep.py reads it by name) and, when the step setup
+    # takes it, as StepSetup's field (step_setup passes it by name; kv_cache is StepSetup's `cache`)
     attention_backend: str = "flashinfer"  # routing.route's backend and prefill sizes (None: no prefill graphs);
     prefill_sizes: tuple[int, ...] | None = None  # at these defaults a point's key is what it was before them
     impl: str | None = None  # the implementation recipe and its cache options (config/stepopts.py); likewise
@@ -85,6 +88,13 @@ class Point:
         p = object.__new__(cls)
         p.__dict__.update(zip(_FIELD_NAMES, values, strict=True))
         return p
+
+    @staticmethod
+    def values(named: dict) -> tuple:
+        """`named` ({field: value}, every field of Point) as the positional tuple `of` and `at_budgets` take."""
+        if len(named) != len(_FIELD_NAMES):
+            raise TypeError(f"Point fields missing or unknown: {sorted(set(_FIELD_NAMES) ^ set(named))}")
+        return tuple(named[f] for f in _FIELD_NAMES)
 
     @classmethod
     def at_budgets(cls, values: tuple, budgets) -> list["Point"]:
@@ -116,9 +126,8 @@ class Point:
         graphed = mode != "none"
         cap = Capture(mode, sizes if graphed else (), self.prefill_sizes if graphed else None,
                       self.attention_backend)
-        return StepSetup(self.spec, costs, digest, fusion, self.impl, cap, self.kv_cache, self.max_cache_len,
-                         compile_dynamic=self.compile_dynamic, compile_inputs=self.compile_inputs,
-                         lora_rank=self.lora_rank)
+        return StepSetup(self.spec, costs, digest, fusion, capture=cap,
+                         **{arg: getattr(self, f) for f, arg in _SETUP_ARGS})
 
     def key(self) -> str:
         """`base_key`, or with a routing or recipe field off its default, sha256 of it followed by JSON of the
@@ -196,9 +205,21 @@ _FAMILY_FIELDS = itemgetter(*[f for f in _FIELD_NAMES if f != "budget_bytes"])  
 _NOT_SETUP = ("fusion", "graph", "layout", "sizes", "distribution", "dist_sizes", "dist_weights", "budget_bytes",
               "mixed", "shared_pool", "gpu_util", "workspace_bytes")
 _SETUP_FIELDS = itemgetter(*[f for f in _FIELD_NAMES if f not in _NOT_SETUP])
-_ROUTING_FIELDS = ("attention_backend", "prefill_sizes", "impl", "kv_cache", "max_cache_len", "host_canary_us",
-                   "spec_tokens", "acceptance", "draft", "spec_engine", "decode_sizes", "compile_dynamic",
-                   "compile_inputs", "lora_rank")  # outside base_key
+# the fields in base_key (a point's key before the routing and recipe fields existed); every later field is a step
+# knob, outside base_key (in `key` only off its default)
+_BASE_FIELDS = ("model", "profile", "profile_digest", "fusion", "graph", "layout", "sizes", "distribution",
+                "dist_sizes", "dist_weights", "budget_bytes", "ctx", "mixed", "shared_pool", "gpu_util",
+                "workspace_bytes")
+_ROUTING_FIELDS = _FIELD_NAMES[len(_BASE_FIELDS):]
+assert _FIELD_NAMES[:len(_BASE_FIELDS)] == _BASE_FIELDS
+# the speculative fields (spec.py prices the verify and draft steps); the other knobs decide a plain decode step
+SPEC_FIELDS = ("spec_tokens", "acceptance", "draft", "spec_engine", "decode_sizes")
+STEP_KNOBS = tuple(f for f in _ROUTING_FIELDS if f not in SPEC_FIELDS)
+_STEP_KNOBS = itemgetter(*STEP_KNOBS)
+# (Point field, StepSetup argument) of the knobs a step setup takes by name (the capture's come through Capture)
+_AS_SETUP = {"kv_cache": "cache"}
+_SETUP_ARGS = tuple((f, _AS_SETUP.get(f, f)) for f in STEP_KNOBS
+                    if _AS_SETUP.get(f, f) in {g.name for g in fields(StepSetup) if g.init})
 _DEFAULTS = {f.name: f.default for f in fields(Point) if f.name in _ROUTING_FIELDS}
 _KEY_FIELDS = tuple((k, ("" if i == 0 else ", ") + json.dumps(k) + ": ")
                     for i, k in enumerate(sorted([f.name for f in fields(Point) if f.name not in _ROUTING_FIELDS]
@@ -233,8 +254,7 @@ def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> Ex
     """Expected figures over the distribution (and the mixed share) for one fusion level and graph mode
     (`stepcost.expected_step`: the optimizer reports the same figures from the same function)."""
     key = (p.model, p.profile_digest, fusion, mode, sizes if mode != "none" else (), p.dist_sizes,
-           p.dist_weights, p.ctx, p.mixed, p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len,
-           p.host_canary_us, p.compile_dynamic, p.compile_inputs, p.lora_rank)
+           p.dist_weights, p.ctx, p.mixed) + _STEP_KNOBS(p.__dict__)
     hit = _EXPECT.get(key)
     if hit is None:
         if len(_EXPECT) > 100_000:
@@ -250,11 +270,8 @@ def evaluate_point(p: Point) -> dict:
     `step_evals` counts the step times the point's expected step time sums over (one per batch size and
     step kind in its own mode; the eager baselines and any memoised sums are not counted). Points that differ
     only in their budget share one row but for `budget_bytes` and `fits_budget` (memoised per process)."""
-    bkey = (p.model, p.profile, p.profile_digest, p.fusion, p.graph, p.layout, p.sizes, p.distribution, p.dist_sizes,
-            p.dist_weights, p.ctx, p.mixed, p.shared_pool, p.gpu_util, p.workspace_bytes,
-            p.attention_backend, p.prefill_sizes, p.impl, p.kv_cache, p.max_cache_len, p.host_canary_us, type(p.ctx), type(p.shared_pool), type(p.gpu_util), type(p.workspace_bytes),  # 1 == 1.0 == True
-            p.spec_tokens, p.acceptance, p.draft, p.spec_engine, p.decode_sizes, p.compile_dynamic, p.compile_inputs,
-            p.lora_rank)
+    bkey = _FAMILY_FIELDS(p.__dict__) + (type(p.ctx), type(p.shared_pool), type(p.gpu_util),  # 1 == 1.0 == True
+                                         type(p.workspace_bytes))
     base = _ROWS.get(bkey)
     if base is None:
         if len(_ROWS) > 20_000:
