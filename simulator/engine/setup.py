@@ -339,12 +339,12 @@ class StepSetup:
 
     def kernels_per_layer(self) -> int:
         """Kernels launched per decoder layer of this setup's op list (the preamble and head excluded), at batch 1
-        and context 128 with the cache at its default length: the third layer's, as model/workload.py
-        kernels_per_layer counts them, with every knob of the setup applied."""
-        from simulator.model.workload import decode
+        and context 128 with the cache at its default length (model/workload.py layer_kernels), with every knob of
+        the setup applied."""
+        from simulator.model.workload import layer_kernels
 
         s = replace(self, max_cache_len=None)
-        return s.with_layers(3).build(decode(1, 128)).kernels - s.with_layers(2).build(decode(1, 128)).kernels
+        return layer_kernels(lambda layers, shape: s.with_layers(layers).build(shape))
 
     def with_layers(self, layers: int) -> "StepSetup":
         return replace(self, model=replace(self.model, num_hidden_layers=layers))

@@ -17,6 +17,7 @@ same lists in PyTorch so that the profiler can check the counts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
@@ -614,10 +615,16 @@ def toy_step(layers: int, kernels_per_layer: int, launch_s: float, kernel_s: flo
 
 def kernels_per_layer(model: ModelSpec, fusion: str, impl: str | None = None, **options) -> int:
     """Kernels launched per decoder layer (the preamble and head excluded), at batch 1 and context 128: the third
-    layer's (3 layers less 2: by then a model with sliding and full layers, gemma2, has its preamble's masks for
-    both; at context 128 its layers are alike)."""
+    layer's (`layer_kernels`)."""
     from dataclasses import replace
 
-    two = build_step(replace(model, num_hidden_layers=2), decode(1, 128), fusion, impl, **options).kernels
-    three = build_step(replace(model, num_hidden_layers=3), decode(1, 128), fusion, impl, **options).kernels
-    return three - two
+    return layer_kernels(lambda layers, shape: build_step(replace(model, num_hidden_layers=layers), shape, fusion,
+                                                          impl, **options))
+
+
+def layer_kernels(build: Callable[[int, StepShape], Step]) -> int:
+    """Kernels of the third decoder layer of what `build(layers, shape)` builds, at batch 1 and context 128: 3 layers
+    less 2 (by then a model with sliding and full layers, gemma2, has its preamble's masks for both; at context 128
+    its layers are alike). The one rule for kernels per layer (kernels_per_layer, StepSetup.kernels_per_layer)."""
+    shape = decode(1, 128)
+    return build(3, shape).kernels - build(2, shape).kernels
