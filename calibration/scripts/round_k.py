@@ -32,6 +32,9 @@ import sys
 import time
 
 DIMS = tuple(range(256, 4097, 256)) + tuple(range(4608, 8193, 512)) + tuple(range(9216, 16385, 1024))
+# `--set lora` (round ah, an H100): a LoRA adapter's GEMMs, x @ A (n = r, k = d) and (x A) @ B (n = d, k = r), at
+# the ranks PEFT users pick (powers of two from the fallback's MIN_DIM, 16, to 128; 256 is in DIMS) against every d
+RANKS = (16, 32, 64, 128)
 
 
 def shapes(quick: bool, which: str = "grid") -> list[tuple[int, int]]:
@@ -40,6 +43,10 @@ def shapes(quick: bool, which: str = "grid") -> list[tuple[int, int]]:
         from calibration.tables import gemm_shapes  # simulator's pydantic models, carried as wheels)
 
         return gemm_shapes()[:3] if quick else gemm_shapes()
+    if which == "lora":
+        if quick:
+            return [(16, 1024), (1024, 16), (64, 4096), (4096, 64)]
+        return [(r, d) for r in RANKS for d in DIMS] + [(d, r) for d in DIMS for r in RANKS]
     if quick:
         return [(1024, 1024), (1024, 2560), (2560, 9216), (4096, 4096)]
     return [(n, k) for n in DIMS for k in DIMS]
@@ -162,8 +169,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--deadline", type=float, default=420.0, help="seconds for the whole round")
     ap.add_argument("--job", choices=("timing", "counts"))
-    ap.add_argument("--set", choices=("grid", "named"), default="grid",
-                    help="grid: DIMS x DIMS (round k); named: the GEMM tables' shapes (round ac, an H100's own tables)")
+    ap.add_argument("--set", choices=("grid", "named", "lora"), default="grid",
+                    help="grid: DIMS x DIMS (round k); named: the GEMM tables' shapes (round ac, an H100's own tables); "
+                         "lora: RANKS x DIMS both ways (round ah, a LoRA adapter's GEMMs)")
     a = ap.parse_args(argv)
     if a.job == "timing":
         return job_timing(a.out, a.quick, a.deadline, a.set)
