@@ -38,3 +38,26 @@ def add_gemm_grid(p: dict, round_dir: Path, source: str) -> None:
     g = grid_section(round_dir, source)
     if g is not None:
         p["device"]["tables"]["gemm_grid"] = g
+
+
+def extend_gemm_grid(p: dict, round_dir: Path, source: str) -> int:
+    """Append a round-k-format folder's rows (round ah's `--set lora`: an adapter's skinny GEMMs) to profile dict `p`'s
+    device.tables.gemm_grid, on the same M grid; shapes the grid holds already keep their rows. Returns how many rows
+    were added. Kernel counts: both the grid and the folder have them, or the grid keeps none (a grid with counts
+    for some rows only is not valid)."""
+    g = grid_section(round_dir, source)
+    grid = p["device"]["tables"].get("gemm_grid")
+    if g is None or grid is None:
+        return 0
+    if g["m"] != grid["m"]:
+        raise ValueError(f"{round_dir}: M grid {g['m']} differs from the profile's gemm_grid {grid['m']}")
+    have = {tuple(s) for s in grid["shapes"]}
+    new = [i for i, s in enumerate(g["shapes"]) if tuple(s) not in have]
+    grid["shapes"] += [g["shapes"][i] for i in new]
+    grid["us"] += [g["us"][i] for i in new]
+    if grid.get("kernels") is not None and g["kernels"] is not None:
+        grid["kernels"] += [g["kernels"][i] for i in new]
+    else:
+        grid["kernels"] = None
+    grid["source"] += f"; {len(new)} shapes from {g['source']}"
+    return len(new)

@@ -129,16 +129,24 @@ def build_h200() -> tuple[dict, str]:
 H100_CALIB = MEASURED / "h100-calib" / "timing.json"
 H100_GEMM = MEASURED / "h100-round-ac"  # the H100's own GEMM tables and grid (round ac)
 H100_AE = MEASURED / "h100-round-ae"  # the H100's own Triton curves (round i's triton job, ri/) and row means (rt/)
+H100_AH = MEASURED / "h100-round-ah"  # the H100's LoRA GEMMs (round_k --set lora, lora/): appended to the grid
 
 
 def add_h100_measured(q: dict) -> None:
     """Replace h100-sxm's derived Triton curves and row-mean table by round ae's H100 measurements (the H200 profile's
-    own methods: calibration/build_compiled.add_triton_curves, calibration/build_row_mean.add_row_mean)."""
+    own methods: calibration/build_compiled.add_triton_curves, calibration/build_row_mean.add_row_mean), and add round
+    ah's LoRA GEMMs to its GEMM grid (calibration/build_gemm_grid.extend_gemm_grid)."""
     from .build_compiled import add_triton_curves
     from .build_row_mean import add_row_mean
 
     if (H100_AE / "ri" / "triton.json").exists():
         add_triton_curves(q, H100_AE / "ri")
+    if (H100_AH / "lora" / "timing.json").exists():
+        from .build_gemm_grid import extend_gemm_grid
+
+        n = extend_gemm_grid(q, H100_AH / "lora", f"{H100_AH.name}/lora (an H100, calibration/scripts/round_k.py "
+                                                  f"--set lora)")
+        q["device"]["source"] += f"; {n} LoRA GEMM shapes in gemm_grid from {H100_AH.name}/lora (an H100)"
     if (H100_AE / "rt" / "timing.json").exists():
         add_row_mean(q, H100_AE / "rt", str((H100_AE / "rt").relative_to(ROOT.parent)))
         q["device"]["source"] += f"; row_mean from {H100_AE.name}/rt (an H100)"
