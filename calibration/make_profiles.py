@@ -55,6 +55,7 @@ if not SPEC[0].exists():  # round f's isolated SDPA rows, as the profile carried
     SPEC = (MEASURED / "h200-round-f" / "verify_timing.json", MEASURED / "h200-round-f" / "attention_llama3-8b_8192.json")
 ROUND_I = MEASURED / "h200-round-i"  # calibration/scripts/round_i.py (build_compiled.py)
 ROUND_K = MEASURED / "h200-round-k"  # calibration/scripts/round_k.py: GEMMs over a rule-chosen (n, k) grid
+ROUND_AH = MEASURED / "h200-round-ah"  # round_k.py --set lora on an H200: a LoRA adapter's GEMMs, added to that grid
 ROUND_N = MEASURED / "h200-round-n"  # calibration/scripts/round_n.py: graph-boundary device cost (build_graph_latency)
 ROUND_T = MEASURED / "h200-round-t"  # calibration/scripts/round_t.py: aten's row mean by (rows, cols) (build_row_mean)
 ROUND_W = MEASURED / "h200-round-w"  # calibration/scripts/round_w.py: aten's roll of a KV cache by bytes (build_roll)
@@ -102,6 +103,10 @@ def build_h200() -> tuple[dict, str]:
         from .build_gemm_grid import add_gemm_grid
 
         add_gemm_grid(p, ROUND_K, str(ROUND_K.relative_to(ROOT.parent)))
+        if (ROUND_AH / "lora" / "timing.json").exists():  # an adapter's skinny GEMMs (round_k --set lora)
+            from .build_gemm_grid import extend_gemm_grid
+
+            extend_gemm_grid(p, ROUND_AH / "lora", str((ROUND_AH / "lora").relative_to(ROOT.parent)))
     if (ROUND_N / "timing.json").exists():
         from .build_graph_latency import add_graph_latency
 
