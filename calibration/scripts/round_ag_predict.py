@@ -1,7 +1,7 @@
 """Round ag: launchsim's figures for round ag's rows (the reference decoder with a LoRA adapter, lora_rank), written
 and committed before the rows were measured (calibration/scripts/round_ag.py).
 
-    python -m calibration.scripts.round_ag_predict [--profile h100-sxm] [--out FILE]
+    python -m calibration.scripts.round_ag_predict [--profile h100-sxm] [--out FILE] [--after WHY]
     # default FILE: calibration/measured/round-ag/predicted_<profile>.json
 
 Per row (the step attends `keys` keys: launchsim's ctx = keys - 1): kernels per step, the eager step on the profile's
@@ -50,6 +50,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", default="h100-sxm")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--after", default=None, help="made after the rows were measured: say why (stored as `after`)")
     a = ap.parse_args()
     out = a.out or f"calibration/measured/round-ag/predicted_{a.profile}.json"
     rows = predict_rows(CostModel(load_profile(a.profile)))
@@ -58,8 +59,9 @@ def main() -> None:
     commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True).strip()
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
-        json.dump({"kind": "launchsim-round-ag-predictions", "made_before_measuring": True, "commit": commit,
-                   "profile": a.profile, "impl": "reference", "rows": rows}, f, indent=1)
+        json.dump({"kind": "launchsim-round-ag-predictions", "made_before_measuring": a.after is None,
+                   **({"after": a.after} if a.after else {}), "commit": commit, "profile": a.profile,
+                   "impl": "reference", "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

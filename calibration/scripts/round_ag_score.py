@@ -3,6 +3,7 @@ LoRA adapter timed on the device (time_ag.json, counts_ag.json), per row and by 
 (a rank r row less the rank 0 row of the same model, fusion and batch), predicted against measured.
 
     python -m calibration.scripts.round_ag_score [--dir calibration/measured/round-ag] [--profile h100-sxm]
+        [--predicted FILE] [--rows-out NAME]
 
 Eager figures are the median over fast-host passes (both canaries <= round g's FAST_CANARY_US), else over all
 passes (said per row). Writes rows_ag.json beside the inputs and prints the table calibration/validation/lora.md
@@ -46,11 +47,13 @@ def measured_rows(d: Path) -> list[dict]:
     return out
 
 
-def score(d: Path, profile: str) -> dict:
+def score(d: Path, profile: str, predicted: Path | None = None, out_name: str = "rows_ag.json") -> dict:
+    """`predicted`: the figures to score (default d/predicted_<profile>.json, those committed before measuring)."""
     from ..validate_fused import _err, _mape
 
     meas = measured_rows(d)
-    pred = {tuple(r[k] for k in KEY): r for r in json.loads((d / f"predicted_{profile}.json").read_text())["rows"]}
+    pred = {tuple(r[k] for k in KEY): r
+            for r in json.loads((predicted or d / f"predicted_{profile}.json").read_text())["rows"]}
     rows = []
     for m in meas:
         p = pred[tuple(m[k] for k in KEY)]
@@ -78,7 +81,7 @@ def score(d: Path, profile: str) -> dict:
                                      "worst": max(errs, key=abs) if errs else None}
     out = {"kind": "launchsim-round-ag-rows", "profile": profile, "rows": rows, "adapter_cost": delta,
            "summary": summary}
-    (d / "rows_ag.json").write_text(json.dumps(out, indent=1))
+    (d / out_name).write_text(json.dumps(out, indent=1))
     return out
 
 
@@ -86,8 +89,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=str(HERE))
     ap.add_argument("--profile", default="h100-sxm")
+    ap.add_argument("--predicted", default=None, help="predictions to score (default DIR/predicted_<profile>.json)")
+    ap.add_argument("--rows-out", default="rows_ag.json", help="file name of the scored rows, written in DIR")
     a = ap.parse_args(argv)
-    out = score(Path(a.dir), a.profile)
+    out = score(Path(a.dir), a.profile, Path(a.predicted) if a.predicted else None, a.rows_out)
     print(f"profile {a.profile}: MAPE % (rows, worst %)")
     for k, v in out["summary"].items():
         if v["rows"]:
