@@ -74,8 +74,12 @@ def score(d: Path, profile: str, predicted: Path | None = None, out_name: str = 
                               "predicted_ms": r["predicted"][f] - b["predicted"][f]})
     summary = {}
     for f in ("kernels", "eager_ms", "full_ms", "piecewise_ms"):
-        for sub, rs in (("all", rows), ("lora", [r for r in rows if r["lora_rank"]]),
-                        ("rank0", [r for r in rows if not r["lora_rank"]])):
+        subsets = [("all", rows), ("lora", [r for r in rows if r["lora_rank"]]),
+                   ("rank0", [r for r in rows if not r["lora_rank"]])]
+        if f == "eager_ms":  # the rows with fast-host passes (the profile's host state), and their adapter rows
+            subsets += [("fast-host", [r for r in rows if r["eager_host"] == "fast"]),
+                        ("lora-fast-host", [r for r in rows if r["eager_host"] == "fast" and r["lora_rank"]])]
+        for sub, rs in subsets:
             errs = [r[f + "_err"] for r in rs if r[f + "_err"] is not None]
             summary[f"{f}:{sub}"] = {"mape": _mape(errs), "rows": len(errs),
                                      "worst": max(errs, key=abs) if errs else None}

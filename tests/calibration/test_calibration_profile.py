@@ -158,8 +158,30 @@ def test_h100_gemms_are_round_ac_measurements():
     o200 = {(g.n, g.k): g for g in h.device.tables.gemm}[(1024, 2048)]
     assert o.us[0] < 7.0 < 12.0 < o200.us[0]
     grid = json.loads((d / "grid" / "timing.json").read_text())["gemm"]
-    assert len(p.device.tables.gemm_grid.shapes) == len(grid) == 1024
-    assert list(p.device.tables.gemm_grid.us[5]) == [round(u, 4) for u in grid[5]["graph_us"]]
+    gg = p.device.tables.gemm_grid
+    assert len(grid) == 1024 and [tuple(s) for s in gg.shapes[:1024]] == [(r["n"], r["k"]) for r in grid]
+    assert list(gg.us[5]) == [round(u, 4) for u in grid[5]["graph_us"]]
+
+
+def test_h100_grid_holds_round_ah_lora_gemms():
+    """After round ac's 1,024 grid shapes, h100-sxm's GEMM grid holds round ah's 256 LoRA GEMMs (round_k --set lora:
+    ranks 16..128 against round k's dimensions, both ways), their times and counted kernels as measured."""
+    import gzip
+
+    from calibration.scripts.round_k import DIMS, RANKS
+
+    d = ROOT / "calibration" / "measured" / "h100-round-ah" / "lora"
+    rows = json.loads((d / "timing.json").read_text())["gemm"]
+    with gzip.open(d / "counts.json.gz", "rt") as f:
+        calls = json.load(f)["calls"]
+    gg = load_profile("h100-sxm").device.tables.gemm_grid
+    assert len(rows) == 2 * len(RANKS) * len(DIMS) == 256 and len(gg.shapes) == 1024 + 256
+    at = {tuple(s): i for i, s in enumerate(gg.shapes)}
+    for r in rows:
+        i = at[(r["n"], r["k"])]
+        assert i >= 1024 and list(gg.us[i]) == [round(u, 4) for u in r["graph_us"]]
+        assert list(gg.kernels[i]) == [len(calls[f"{r['n']},{r['k']},{m}"]) for m in gg.m]
+    assert "h100-round-ah" in gg.source
 
 
 def test_h100_triton_curves_and_row_mean_are_round_ae_measurements():
