@@ -101,13 +101,13 @@ def add_trace(fig: dict, tr: dict, row: int | None = None, col: int | None = Non
 def update_axes(fig: dict, axis: str, row: int | None = None, col: int | None = None, cols: int = 1,
                 **upd) -> dict:
     """Merge `upd` into axis `axis` ("x" or "y") of subplot (row, col), or into every such axis of the layout
-    (plotly's `update_xaxes` / `update_yaxes`: without row and col, each one the layout has, or the first)."""
+    (plotly's `update_xaxes` / `update_yaxes`: without row and col, the first axis, which plotly's layout always
+    has, and each numbered one the layout sets, in number order)."""
     lay = fig["layout"]
     if row is not None and col is not None:
         keys = [axis_name(axis, cell_axes(row, col, cols))]
-    else:  # the first axis (plotly's layout always has it) and every numbered one set, in number order
-        nums = {1} | {int(k[5:] or 1) for k in lay if k.startswith(f"{axis}axis") and k[5:].isdigit() or
-                      k == f"{axis}axis"}
+    else:
+        nums = {1} | {int(k[5:]) for k in lay if k.startswith(f"{axis}axis") and k[5:].isdigit()}
         keys = [axis_name(axis, n) for n in sorted(nums)]
     for k in keys:
         _merge(lay.setdefault(k, {}), upd)
@@ -129,8 +129,8 @@ def subplots(rows: int, cols: int, shared_xaxes: bool = False, vertical_spacing:
     domains = []
     for r in range(rows):
         for c in range(cols):
-            x_dom = [max(0.0, grid[r][c][0] + 0.0), min(1.0, grid[r][c][0] + widths[c] - 0.0)]
-            y_dom = [max(0.0, grid[r][c][1] + 0.0), min(1.0, grid[r][c][1] + heights[-1 - r] - 0.0)]
+            x_dom = [max(0.0, grid[r][c][0]), min(1.0, grid[r][c][0] + widths[c])]
+            y_dom = [max(0.0, grid[r][c][1]), min(1.0, grid[r][c][1] + heights[-1 - r])]
             domains.append((x_dom, y_dom))
             n = r * cols + c + 1
             lay[axis_name("x", n)] = {"domain": x_dom, "anchor": f"y{n if n > 1 else ''}"}
