@@ -97,17 +97,21 @@ def inline_plotly() -> bool:
     return _inline["on"] or os.environ.get("LAUNCHSIM_INLINE_PLOTLY") == "1"
 
 
+def _plotlyjs_file() -> Path:
+    return plotly_dir() / "package_data" / "plotly.min.js"
+
+
 def plotlyjs() -> str:
     """plotly.js as plotly's `get_plotlyjs` returns it (its package data), read without importing plotly."""
-    return (plotly_dir() / "package_data" / "plotly.min.js").read_bytes().decode("utf-8")
+    return _plotlyjs_file().read_bytes().decode("utf-8")
 
 
 def ensure_plotly_js(folder: str | Path) -> Path:
-    """Write plotly.min.js into `folder` once (kept when it already holds this plotly version's copy)."""
+    """Write plotly.min.js into `folder` once (kept when it already holds this plotly version's copy: as many
+    bytes as plotly's file, which is `plotlyjs()` in UTF-8)."""
     path = Path(folder) / PLOTLY_JS
-    js = plotlyjs()
-    if not path.is_file() or path.stat().st_size != len(js.encode()):
-        atomic_write_text(path, js)
+    if not path.is_file() or path.stat().st_size != _plotlyjs_file().stat().st_size:
+        atomic_write_text(path, plotlyjs())
     return path
 
 
