@@ -1,13 +1,14 @@
-"""Plotly figures shared by reports: the two-lane CPU/GPU timeline and line/bar helpers."""
+"""Plotly figures shared by reports, as plain JSON dicts (report/figjson.py): the two-lane CPU/GPU timeline and
+line/bar/panel helpers."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import plotly.graph_objects as go
 
 from simulator.engine.timeline import Timeline
+from simulator.report import figjson as fj
 
 # A lane with more bars than this is drawn as merged spans (`merge_spans`) without outlines: thousands of bars a
 # few µs wide, each with a 1 px white outline, render as a white band however busy the lane is. Adjacent bars
@@ -50,12 +51,13 @@ def merge_spans(start: np.ndarray, end: np.ndarray, min_gap: float) -> tuple[np.
     return start[idx], reach[last], np.diff(np.append(idx, start.size))
 
 
-def _lane(fig: go.Figure, lane: str, start: np.ndarray, end: np.ndarray, labels, name: str, color: str,
+def _lane(fig: dict, lane: str, start: np.ndarray, end: np.ndarray, labels, name: str, color: str,
           what: str) -> None:
-    """One lane: a bar per interval when few (outlined, labelled), else merged spans without outlines."""
+    """One lane: a bar per interval when few (outlined, labelled), else merged spans without outlines. (Widths
+    go as arrays, typed arrays in the JSON; bases as lists: plotly's `base` validator makes lists of arrays.)"""
     if start.size <= MERGE_AT:
-        fig.add_trace(go.Bar(
-            y=[lane] * start.size, x=end - start, base=start, orientation="h", name=name,
+        fj.add_trace(fig, fj.trace(
+            "bar", y=[lane] * start.size, x=end - start, base=start.tolist(), orientation="h", name=name,
             marker=dict(color=color, line=dict(color="white", width=1 if start.size <= 60 else 0)),
             text=list(labels), textposition="none", hovertemplate="%{text}<br>from %{base:.2f} µs, %{x:.2f} µs"))
         return
@@ -66,8 +68,8 @@ def _lane(fig: go.Figure, lane: str, start: np.ndarray, end: np.ndarray, labels,
         edges = np.linspace(float(start.min()), float(end.max()), DENSITY_BINS + 1)
         busy = np.diff(busy_before(start[order], end[order], edges))
         share = np.clip(busy / np.diff(edges), 0.0, 1.0)
-        fig.add_trace(go.Bar(
-            y=[lane] * DENSITY_BINS, x=np.diff(edges), base=edges[:-1], orientation="h",
+        fj.add_trace(fig, fj.trace(
+            "bar", y=[lane] * DENSITY_BINS, x=np.diff(edges), base=edges[:-1].tolist(), orientation="h",
             name=f"{name} (shade: busy share of each {extent / DENSITY_BINS:.3g} µs)",
             marker=dict(color=[_hex_rgba(color, a) for a in share], line=dict(width=0)),
             text=[f"{100 * a:.0f}% busy ({what}s)" for a in share], textposition="none",
@@ -75,13 +77,13 @@ def _lane(fig: go.Figure, lane: str, start: np.ndarray, end: np.ndarray, labels,
         return
     busy = np.add.reduceat(end - start, np.append(0, np.cumsum(count)[:-1])) if count.size else count
     text = [f"{c} {what}{'s' if c != 1 else ''}, busy {b:.1f} of {w:.1f} µs" for c, b, w in zip(count, busy, s1 - s0)]
-    fig.add_trace(go.Bar(
-        y=[lane] * s0.size, x=s1 - s0, base=s0, orientation="h", name=f"{name} (adjacent ones merged)",
+    fj.add_trace(fig, fj.trace(
+        "bar", y=[lane] * s0.size, x=s1 - s0, base=s0.tolist(), orientation="h", name=f"{name} (adjacent ones merged)",
         marker=dict(color=color, line=dict(width=0)), text=text, textposition="none",
         hovertemplate="%{text}<br>from %{base:.2f} µs"))
 
 
-def timeline_figure(tl: Timeline, launches: int = 18, title: str = "") -> go.Figure:
+def timeline_figure(tl: Timeline, launches: int = 18, title: str = "") -> dict:
     """CPU lane: host work per launch (and queue stalls); GPU lane: kernels; first `launches` launches.
     Lanes of more than MERGE_AT bars are drawn as merged spans, so a busy lane looks busy at any zoom."""
     p = tl.plan
@@ -90,7 +92,7 @@ def timeline_figure(tl: Timeline, launches: int = 18, title: str = "") -> go.Fig
     us = 1e6
     cpu0 = tl.cpu_start[:n] * us
     cpu_w = p.host_s[:n] * us
-    fig = go.Figure()
+    fig = fj.figure()
     _lane(fig, "CPU", cpu0, cpu0 + cpu_w, p.launch_labels[:n], "CPU: build + submit launch", "#4C78A8", "launch")
     st = tl.stall[:n] * us
     keep = st > 1e-6  # a stall under a picosecond is float noise of the submit times, not a full queue
@@ -101,9 +103,9 @@ def timeline_figure(tl: Timeline, launches: int = 18, title: str = "") -> go.Fig
     g0 = tl.gpu_start[:k_end] * us
     g1 = tl.gpu_end[:k_end] * us
     _lane(fig, "GPU", g0, g1, p.kernel_names[:k_end], "GPU: kernel", "#54A24B", "kernel")
-    fig.update_layout(title=title or f"First {n} launches: gaps on the GPU lane are idle time",
-                      barmode="overlay", xaxis_title="time in step (µs)", height=300,
-                      yaxis=dict(categoryorder="array", categoryarray=["GPU", "CPU"]))
+    fj.update_layout(fig, title=title or f"First {n} launches: gaps on the GPU lane are idle time",
+                     barmode="overlay", xaxis=dict(title="time in step (µs)"), height=300,
+                     yaxis=dict(categoryorder="array", categoryarray=["GPU", "CPU"]))
     return fig
 
 
@@ -143,15 +145,15 @@ def tick_text(t: float) -> str:
     return f"{t:.{max(1, -math.floor(math.log10(t)) + 1)}f}".rstrip("0").rstrip(".")
 
 
-def log_axis(fig: go.Figure, axis: str, values, **where) -> None:
+def log_axis(fig: dict, axis: str, values, **where) -> None:
     """Make `axis` ("x" or "y") logarithmic with 1-2-5 ticks over `values`, labelled with plain numbers, and no
     minor labels (plotly's default labels the 2 and 5 of each decade with bare digits that read as wrong values)."""
     ticks = log_ticks(values)
     upd = dict(type="log", tickmode="array", tickvals=ticks, ticktext=[tick_text(t) for t in ticks])
-    (fig.update_xaxes if axis == "x" else fig.update_yaxes)(**upd, **where)
+    fj.update_axes(fig, axis, **where, **upd)
 
 
-def vlines(fig: go.Figure, xs, y0: float, y1: float, name: str, color: str = "#E45756", dash: str = "dot",
+def vlines(fig: dict, xs, y0: float, y1: float, name: str, color: str = "#E45756", dash: str = "dot",
            labels=None, label_at_most: int = 12) -> None:
     """Vertical lines at `xs` from y0 to y1 as ONE trace (None-separated segments): add_vline per line costs
     quadratic time in the number of shapes (694 budgets never finish). With at most `label_at_most` lines each
@@ -165,11 +167,11 @@ def vlines(fig: go.Figure, xs, y0: float, y1: float, name: str, color: str = "#E
         py += [y0, y1, None]
         t = labels[i] if labels is not None else f"{x:g}"
         tx += [t, t, None]
-    fig.add_trace(go.Scatter(x=px, y=py, mode="lines", name=name, line=dict(color=color, dash=dash, width=1),
-                             hovertext=tx, hoverinfo="text"))
+    fj.add_trace(fig, fj.trace("scatter", x=px, y=py, mode="lines", name=name,
+                               line=dict(color=color, dash=dash, width=1), hovertext=tx, hoverinfo="text"))
     if labels is not None and len(xs) <= label_at_most:
-        fig.add_trace(go.Scatter(x=xs, y=[y1] * len(xs), mode="text", text=list(labels), textposition="top center",
-                                 showlegend=False, hoverinfo="skip"))
+        fj.add_trace(fig, fj.trace("scatter", x=xs, y=[y1] * len(xs), mode="text", text=list(labels),
+                                   textposition="top center", showlegend=False, hoverinfo="skip"))
 
 
 def palette(n: int) -> list[str]:
@@ -197,36 +199,33 @@ def series_style(names: list[str]) -> dict[str, dict]:
 
 
 def lines_figure(series: dict[str, tuple[list, list]], title: str, xtitle: str, ytitle: str,
-                 log_x: bool = False, dash: dict[str, str] | None = None) -> go.Figure:
-    fig = go.Figure()
+                 log_x: bool = False, dash: dict[str, str] | None = None) -> dict:
+    fig = fj.figure()
     style = series_style(list(series))
     for name, (xs, ys) in series.items():
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=name,
-                                 line=dict(color=style[name]["color"],
-                                           dash=(dash or {}).get(name, style[name]["dash"]))))
-    fig.update_layout(title=title, xaxis_title=xtitle, yaxis_title=ytitle, height=450)
+        fj.add_trace(fig, fj.trace("scatter", x=xs, y=ys, mode="lines+markers", name=name,
+                                   line=dict(color=style[name]["color"],
+                                             dash=(dash or {}).get(name, style[name]["dash"]))))
+    fj.update_layout(fig, title=title, xaxis=dict(title=xtitle), yaxis=dict(title=ytitle), height=450)
     if log_x:
         log_axis(fig, "x", [x for xs, _ in series.values() for x in xs])
     return fig
 
 
-def bars_figure(labels: list[str], values: list[float], title: str, ytitle: str) -> go.Figure:
+def bars_figure(labels: list[str], values: list[float], title: str, ytitle: str) -> dict:
     from simulator.report.numbers import human
 
-    fig = go.Figure(go.Bar(x=labels, y=values, text=[human(float(v)) for v in values], textposition="outside"))
-    fig.update_layout(title=title, yaxis_title=ytitle, height=400)
-    return fig
+    return fj.figure(fj.trace("bar", x=labels, y=values, text=[human(float(v)) for v in values],
+                              textposition="outside"), title=title, yaxis=dict(title=ytitle), height=400)
 
 
 def panels_figure(panels: dict[str, dict[str, tuple]], title: str, xtitle: str, ytitle: str,
-                  log_x: bool = False, dash: dict[str, str] | None = None, cols: int = 2) -> go.Figure:
+                  log_x: bool = False, dash: dict[str, str] | None = None, cols: int = 2) -> dict:
     """One subplot per panel, each with named series; series of the same name share a colour.
     A series is (xs, ys) or (xs, ys, lo, hi): lo/hi draw an error bar from lo to hi at each point."""
-    from plotly.subplots import make_subplots
-
     names = list(panels)
     rows = (len(names) + cols - 1) // cols
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, shared_xaxes=True)
+    fig = fj.subplots(rows=rows, cols=cols, subplot_titles=names, shared_xaxes=True)
     all_names = list(dict.fromkeys(s for p in panels.values() for s in p))
     style = series_style(all_names)
     colours: dict[str, str] = {}
@@ -240,13 +239,14 @@ def panels_figure(panels: dict[str, dict[str, tuple]], title: str, xtitle: str, 
                            arrayminus=[y - lo for y, lo in zip(ys, ser[2])], thickness=1)
             first = sname not in colours
             colours.setdefault(sname, style[sname]["color"])
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=sname, legendgroup=sname, error_y=err,
-                                     showlegend=first, line=dict(color=colours[sname],
-                                                                 dash=(dash or {}).get(sname, style[sname]["dash"]))),
-                          row=r, col=c)
-        fig.update_xaxes(title_text=xtitle, row=r, col=c)
+            fj.add_trace(fig, fj.trace("scatter", x=xs, y=ys, mode="lines+markers", name=sname, legendgroup=sname,
+                                       error_y=err, showlegend=first,
+                                       line=dict(color=colours[sname], dash=(dash or {}).get(sname,
+                                                                                            style[sname]["dash"]))),
+                         row=r, col=c, cols=cols)
+        fj.update_axes(fig, "x", row=r, col=c, cols=cols, title=xtitle)
         if log_x:
-            log_axis(fig, "x", [x for ser in panels[name].values() for x in ser[0]], row=r, col=c)
-        fig.update_yaxes(title_text=ytitle, row=r, col=c)
-    fig.update_layout(title=title, height=380 * rows)
+            log_axis(fig, "x", [x for ser in panels[name].values() for x in ser[0]], row=r, col=c, cols=cols)
+        fj.update_axes(fig, "y", row=r, col=c, cols=cols, title=ytitle)
+    fj.update_layout(fig, title=title, height=380 * rows)
     return fig

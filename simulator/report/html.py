@@ -2,7 +2,8 @@
 
 An HTML report loads plotly.js from plotly.min.js written once beside it (no network needed to open it; the
 folder's reports share the one copy), or inlines it on request (`--inline-plotly`), followed by each figure and
-any tables. Writes go to a temporary file in the same folder, then `os.replace`, so a crash never
+any tables. A figure is a dict (report/figjson.py) or a plotly figure; each is written as plotly's
+`to_html(full_html=False)` writes it, without importing plotly. Writes go to a temporary file in the same folder, then `os.replace`, so a crash never
 leaves a half-written output.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from simulator.common.jsonfile import atomic_write_text
+from simulator.report.figjson import default_template, figure_json, plotly_dir, to_dict, update_layout
 
 
 def write_csv(path: str | Path, rows: list[dict]) -> Path:
@@ -95,14 +97,21 @@ def inline_plotly() -> bool:
     return _inline["on"] or os.environ.get("LAUNCHSIM_INLINE_PLOTLY") == "1"
 
 
-def ensure_plotly_js(folder: str | Path) -> Path:
-    """Write plotly.min.js into `folder` once (kept when it already holds this plotly version's copy)."""
-    from plotly.offline import get_plotlyjs
+def _plotlyjs_file() -> Path:
+    return plotly_dir() / "package_data" / "plotly.min.js"
 
+
+def plotlyjs() -> str:
+    """plotly.js as plotly's `get_plotlyjs` returns it (its package data), read without importing plotly."""
+    return _plotlyjs_file().read_bytes().decode("utf-8")
+
+
+def ensure_plotly_js(folder: str | Path) -> Path:
+    """Write plotly.min.js into `folder` once (kept when it already holds this plotly version's copy: as many
+    bytes as plotly's file, which is `plotlyjs()` in UTF-8)."""
     path = Path(folder) / PLOTLY_JS
-    js = get_plotlyjs()
-    if not path.is_file() or path.stat().st_size != len(js.encode()):
-        atomic_write_text(path, js)
+    if not path.is_file() or path.stat().st_size != _plotlyjs_file().stat().st_size:
+        atomic_write_text(path, plotlyjs())
     return path
 
 
@@ -118,10 +127,14 @@ def html_page(title: str, figures: Iterable, sections: Iterable[str] = (), intro
     if intro:
         parts.append(f"<p class='note'>{html.escape(intro)}</p>")
     first = plotly_src is None
+    template = None
     for fig in figures:
-        _colours(fig)
-        _titles(fig)
-        parts.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False))
+        if isinstance(fig, dict) and template is None:
+            template = default_template()  # read once a page
+        d = to_dict(fig, template)
+        _colours(d)
+        _titles(d)
+        parts.append(figure_div(d, include_plotlyjs=first))
         first = False
     parts.extend(sections)
     parts.append("</body></html>")
@@ -146,23 +159,85 @@ def wrap_title(text: str, width: int = TITLE_CHARS) -> str:
     return "<br>".join(out)
 
 
-def _titles(fig) -> None:
-    """Wrap long figure titles and make room for their lines."""
-    t = fig.layout.title.text if fig.layout.title is not None else None
+def _titles(fig: dict) -> None:
+    """Wrap long figure titles and make room for their lines (`fig`: a figure dict, `figjson.to_dict`'s)."""
+    t = (fig["layout"].get("title") or {}).get("text")
     if t and len(t) > TITLE_CHARS and "<br>" not in t:
         wrapped = wrap_title(t)
         lines = wrapped.count("<br>") + 1
         # anchored at the top of the figure, with room for every line above the plot (and its subplot titles)
-        fig.update_layout(title=dict(text=wrapped, y=1, yref="container", yanchor="top", pad=dict(t=14)),
-                          margin=dict(t=50 + 24 * lines))
+        update_layout(fig, title=dict(text=wrapped, y=1, yref="container", yanchor="top", pad=dict(t=14)),
+                      margin=dict(t=50 + 24 * lines))
 
 
-def _colours(fig) -> None:
+def _colours(fig: dict) -> None:
     """Enough distinct colours for every trace (plotly's default cycle repeats after 10)."""
     from simulator.report.charts import palette
 
-    if getattr(fig.layout, "colorway", None) is None and len(fig.data) > 10:
-        fig.update_layout(colorway=palette(len(fig.data)))
+    if fig["layout"].get("colorway") is None and len(fig["data"]) > 10:
+        fig["layout"]["colorway"] = palette(len(fig["data"]))
+
+
+# plotly's `to_html(fig, full_html=False)` page fragment, character for character (plotly/io/_html.py): the
+# figure's div and the script that draws it, after plotly.js itself when it is inlined
+_WINDOW_CONFIG = """\
+<script>\
+window.PlotlyConfig = {MathJaxConfig: 'local'};\
+</script>"""
+
+_SCRIPT = """\
+                if (document.getElementById("{id}")) {{\
+                    Plotly.newPlot(\
+                        "{id}",\
+                        {data},\
+                        {layout},\
+                        {config}\
+                    ){then_addframes}{then_animate}{then_post_script}\
+                }}"""
+
+_INLINE_JS = """\
+        {win_config}
+        <script>{plotlyjs}</script>\
+    """
+
+_DIV = """\
+<div style="height:{height}; width:{width};">\
+        {mathjax_script}\
+        {load_plotlyjs}\
+            <div id="{id}" class="plotly-graph-div" \
+style="height:100%; width:100%;"></div>\
+            <script>\
+                window.PLOTLYENV=window.PLOTLYENV || {{}};\
+                {script};\
+            </script>\
+        </div>"""
+
+
+def _size(v) -> str:
+    try:
+        float(v)
+    except (ValueError, TypeError):
+        return v
+    return str(v) + "px"
+
+
+def figure_div(fig: dict, include_plotlyjs: bool = False) -> str:
+    """The HTML plotly's `to_html(full_html=False, include_plotlyjs=...)` writes for the figure dict `fig`
+    (`figjson.to_dict`'s): a div of the figure's height (its layout's, else its template's, else 100%), drawn
+    by Plotly.newPlot with {"responsive": true}; plotly.js inlined before it with `include_plotlyjs`."""
+    import json
+    import uuid
+
+    div_id = str(uuid.uuid4())
+    lay = fig.get("layout", {})
+    tpl = lay.get("template", {}).get("layout", {})
+    script = _SCRIPT.format(id=div_id, data=figure_json(fig.get("data", [])), layout=figure_json(lay),
+                            config=json.dumps({"responsive": True}), then_addframes="", then_animate="",
+                            then_post_script="")
+    load = _INLINE_JS.format(win_config=_WINDOW_CONFIG, plotlyjs=plotlyjs()) if include_plotlyjs else ""
+    return _DIV.format(mathjax_script="", load_plotlyjs=load, id=div_id,
+                       width=_size(lay.get("width", tpl.get("width", "100%"))),
+                       height=_size(lay.get("height", tpl.get("height", "100%"))), script=script).strip()
 
 
 def write_html(path: str | Path, title: str, figures: Iterable, sections: Iterable[str] = (), intro: str = "") -> Path:

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-import plotly.graph_objects as go
 
 from simulator.report import charts
+from simulator.report import figjson as fj
 from simulator.report.html import table_html, write_csv, write_html
 from simulator.common.jsonfile import write_json
 from .setup import build_config, load_run_trace, mean_metrics, merged_batch_log, run_replications
@@ -117,7 +117,7 @@ def write_outputs(result: dict, samples: list[dict], out: Path, name: str, descr
         _cdf_figure(samples, "ttft_s", "TTFT distribution (s)", "seconds"),
         _cdf_figure(samples, "tpot_ms", "TPOT distribution (ms per output token)", "ms"),
     ]
-    figs[0].update_xaxes(type="category", title="decode batch (sequences)")
+    fj.update_axes(figs[0], "x", type="category", title="decode batch (sequences)")
     figs[1:1] = _series_figures(samples)
     intro = (f"{description} {c['model']} on {c['profile']} ({c['profile_source']}), fusion {c['fusion']}, graph "
              f"{c['graph']}, layout {c['layout']}; offered {m.get('offered_rate', 0):.4g} req/s. KV cache "
@@ -136,36 +136,34 @@ def write_outputs(result: dict, samples: list[dict], out: Path, name: str, descr
                 table_html(result["replications"], "Replications")], intro=intro)
 
 
-def _series_figures(samples: list[dict]) -> list[go.Figure]:
+def _series_figures(samples: list[dict]) -> list[dict]:
     """What a capacity planner looks at first: running batch, KV-cache use and queue length over time
     (replication 0, sampled about 500 times over the run)."""
     ser = (samples[0] if samples else {}).get("series") or {}
     if not ser.get("t"):
         return []
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=["running batch (sequences in the step)", "KV-cache blocks in use (%)",
-                                        "queue (requests waiting)"])
+    fig = fj.subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                      subplot_titles=["running batch (sequences in the step)", "KV-cache blocks in use (%)",
+                                      "queue (requests waiting)"])
     t = ser["t"]
-    fig.add_trace(go.Scatter(x=t, y=ser["running"], mode="lines", name="running batch"), row=1, col=1)
-    fig.add_trace(go.Scatter(x=t, y=[100 * v for v in ser["kv_used_frac"]], mode="lines", name="KV use %"),
-                  row=2, col=1)
-    fig.add_trace(go.Scatter(x=t, y=ser["queue"], mode="lines", name="queue"), row=3, col=1)
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(range=[0, 100], row=2, col=1)
-    fig.update_xaxes(title_text="simulated time (s)", row=3, col=1)
-    fig.update_layout(title="Over time (replication 0)", height=620, showlegend=False)
+    fj.add_trace(fig, fj.trace("scatter", x=t, y=ser["running"], mode="lines", name="running batch"), row=1, col=1)
+    fj.add_trace(fig, fj.trace("scatter", x=t, y=[100 * v for v in ser["kv_used_frac"]], mode="lines",
+                               name="KV use %"), row=2, col=1)
+    fj.add_trace(fig, fj.trace("scatter", x=t, y=ser["queue"], mode="lines", name="queue"), row=3, col=1)
+    fj.update_axes(fig, "y", rangemode="tozero")
+    fj.update_axes(fig, "y", range=[0, 100], row=2, col=1)
+    fj.update_axes(fig, "x", title="simulated time (s)", row=3, col=1)
+    fj.update_layout(fig, title="Over time (replication 0)", height=620, showlegend=False)
     return [fig]
 
 
-def _cdf_figure(samples: list[dict], key: str, title: str, unit: str) -> go.Figure:
-    fig = go.Figure()
+def _cdf_figure(samples: list[dict], key: str, title: str, unit: str) -> dict:
+    fig = fj.figure()
     for i, s in enumerate(samples):
         x = np.sort(np.asarray(s.get(key, []), dtype=float))
         if not x.size:
             continue
         idx = np.unique(np.linspace(0, x.size - 1, min(x.size, 400)).astype(int))
-        fig.add_trace(go.Scatter(x=x[idx], y=(idx + 1) / x.size, mode="lines", name=f"replication {i}"))
-    fig.update_layout(title=title, xaxis_title=unit, yaxis_title="share of requests", height=380)
+        fj.add_trace(fig, fj.trace("scatter", x=x[idx], y=(idx + 1) / x.size, mode="lines", name=f"replication {i}"))
+    fj.update_layout(fig, title=title, xaxis=dict(title=unit), yaxis=dict(title="share of requests"), height=380)
     return fig

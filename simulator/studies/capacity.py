@@ -17,9 +17,9 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import plotly.graph_objects as go
 
 from simulator.report import charts
+from simulator.report import figjson as fj
 from simulator.report.progress import note
 from simulator.report.html import human, table_html, write_csv, write_html
 from simulator.common.jsonfile import write_json
@@ -309,27 +309,27 @@ def _report(path: Path, sc, found: list[dict], rows: list[dict], slo: Slo) -> No
         (f"tpot_p{p}_ms", sc.slo.tpot_ms, f"TPOT p{p} vs throughput", "ms per output token"),
         (f"ttft_p{p}_s", sc.slo.ttft_s, f"TTFT p{p} vs throughput", "seconds"),
     ):
-        fig = go.Figure()
+        fig = fj.figure()
         for f in found:
             pts = [q for q in f["curve"] if q.get(key) is not None]
-            fig.add_trace(go.Scatter(
-                x=[q["throughput_req_s"] for q in pts], y=[q[key] for q in pts], mode="lines+markers",
+            fj.add_trace(fig, fj.trace(
+                "scatter", x=[q["throughput_req_s"] for q in pts], y=[q[key] for q in pts], mode="lines+markers",
                 name=f["config"], text=[f"offered {q['rate']:.3g} req/s, {'meets' if q['meets'] else 'fails'}"
                                         for q in pts]))
         xs = [q["throughput_req_s"] for f in found for q in f["curve"] if q.get(key) is not None]
         if limit is not None and xs:  # a trace, not add_hline: hline annotations misplace on log axes
-            fig.add_trace(go.Scatter(x=[min(xs), max(xs)], y=[limit, limit], mode="lines", name=f"SLO {limit:g}",
-                                     line=dict(dash="dash", color="red")))
-        fig.update_layout(title=f"{title} (each point one simulated rate; dashed: the SLO)",
-                          xaxis_title="achieved throughput (requests/s)", yaxis_title=unit, height=450)
+            fj.add_trace(fig, fj.trace("scatter", x=[min(xs), max(xs)], y=[limit, limit], mode="lines",
+                                       name=f"SLO {limit:g}", line=dict(dash="dash", color="red")))
+        fj.update_layout(fig, title=f"{title} (each point one simulated rate; dashed: the SLO)",
+                         xaxis=dict(title="achieved throughput (requests/s)"), yaxis=dict(title=unit), height=450)
         charts.log_axis(fig, "y", [q[key] for f in found for q in f["curve"] if q.get(key) is not None]
                         + ([limit] if limit is not None else []))
         figs.append(fig)
-    bar = go.Figure(go.Bar(x=[f["config"] for f in found], y=[f["best_rate"] or 0 for f in found],
-                           text=[(human(f["best_rate"]) if f["best_rate"] else "none") for f in found],
-                           textposition="outside"))
-    bar.update_layout(title=f"Highest arrival rate meeting {slo.describe()} (bisection tolerance "
-                            f"{sc.search.tolerance:g})", yaxis_title="requests/s per replica", height=420)
+    bar = fj.figure(fj.trace("bar", x=[f["config"] for f in found], y=[f["best_rate"] or 0 for f in found],
+                             text=[(human(f["best_rate"]) if f["best_rate"] else "none") for f in found],
+                             textposition="outside"),
+                    title=f"Highest arrival rate meeting {slo.describe()} (bisection tolerance "
+                          f"{sc.search.tolerance:g})", yaxis=dict(title="requests/s per replica"), height=420)
     figs.append(bar)
     notes = []
     for f in found:

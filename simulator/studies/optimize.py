@@ -514,10 +514,10 @@ def run_buckets_scenario(sc, out: Path | None) -> dict:
 # -- report ----------------------------------------------------------------------------------------
 def write_outputs(result: dict, dist: BatchDistribution, out: Path, title: str, intro: str = "") -> None:
     from simulator.report import charts
+    from simulator.report import figjson as fj
     from simulator.report.html import table_html, write_csv, write_html
     from simulator.common.jsonfile import write_json
     import html
-    import plotly.graph_objects as go
 
     write_json(out / "result.json", result)
     fg, fm = result.get("frontier_graphs", []), result.get("frontier_memory", [])
@@ -536,26 +536,27 @@ def write_outputs(result: dict, dist: BatchDistribution, out: Path, title: str, 
                    "hexagon-open", "triangle-down-open"]
         for i, (n, v) in enumerate(feas.items()):  # one legend entry per preset: labels never overprint
             # open markers of decreasing size: presets at the same point stay visible inside one another
-            f.add_trace(go.Scatter(x=[px[i]], y=[v["objective"] * scale], mode="markers", name=f"preset {n}",
-                                   marker=dict(size=18 - 3 * (i % 4), symbol=symbols[i % len(symbols)],
-                                               line=dict(width=2)),
-                                   hovertext=f"{n}: {v['objective'] * scale:.4g}"))
+            fj.add_trace(f, fj.trace("scatter", x=[px[i]], y=[v["objective"] * scale], mode="markers",
+                                     name=f"preset {n}", marker=dict(size=18 - 3 * (i % 4),
+                                                                     symbol=symbols[i % len(symbols)],
+                                                                     line=dict(width=2)),
+                                     hovertext=f"{n}: {v['objective'] * scale:.4g}"))
         bx = result["best_graphs"] if key == "graphs" else result["best_memory_mib"]
-        f.add_trace(go.Scatter(x=[bx], y=[result["objective"] * scale], mode="markers", name="chosen",
-                               marker=dict(size=14, symbol="star")))
+        fj.add_trace(f, fj.trace("scatter", x=[bx], y=[result["objective"] * scale], mode="markers", name="chosen",
+                                 marker=dict(size=14, symbol="star")))
         # zoomed to the data (gains are tenths of a percent: from zero they would be invisible); the axis title
         # says so, and the table below gives the figures
         ys = [r["objective"] * scale for r in rows] + [v["objective"] * scale for v in feas.values()] + \
             [result["objective"] * scale]
         lo, hi = min(ys), max(ys)
         pad = max((hi - lo) * 0.08, abs(hi) * 1e-4)
-        f.update_yaxes(range=[lo - pad, hi + pad], title_text=f"{ylab} (axis zoomed to the data)")
+        fj.update_axes(f, "y", range=[lo - pad, hi + pad], title=f"{ylab} (axis zoomed to the data)")
         figs.append(f)
     b, w = dist.as_arrays()
-    d = go.Figure(go.Bar(x=b, y=w, name="share of steps"))
+    d = fj.figure(fj.trace("bar", x=b, y=w, name="share of steps"))
     charts.vlines(d, result["sizes"], 0.0, float(max(w)) if len(w) else 1.0, "chosen capture sizes")
-    d.update_layout(title="Batch-size distribution (bars) and the chosen capture sizes (dotted)",
-                    xaxis_title="batch", yaxis_title="share of steps", height=380)
+    fj.update_layout(d, title="Batch-size distribution (bars) and the chosen capture sizes (dotted)",
+                     xaxis=dict(title="batch"), yaxis=dict(title="share of steps"), height=380)
     figs.insert(0, d)
     inp = result["inputs"]
     best_row = {"layout": "optimum", "graphs": result["best_graphs"], "objective": result["objective"],

@@ -9,11 +9,10 @@ import itertools
 from pathlib import Path
 from typing import Iterator
 
-import plotly.graph_objects as go
-
 from simulator.layouts.buckets import parse_layout
 from simulator.config.sweep import NamedDistribution, SweepScenario
 from simulator.layouts.distribution import BatchDistribution
+from simulator.report import figjson as fj
 from simulator.report.background import BackgroundWriter
 from simulator.report.html import csv_text, report_text, table_html
 from simulator.common.jsonfile import indented, indented_list
@@ -333,38 +332,38 @@ def breakeven_rows(rows: list[dict], means: dict[str, float]) -> list[dict]:
     return list(out.values())
 
 
-def breakeven_figures(be: list[dict], rows: list[dict], means: dict[str, float]) -> list[go.Figure]:
+def breakeven_figures(be: list[dict], rows: list[dict], means: dict[str, float]) -> list[dict]:
     """(1) break-even acceptance over batch, one line per (model, fusion/graph, layout, k); (2) ms_per_token over
     batch for each (k, acceptance) with plain decode's step time as the reference line (first model, fusion,
     graph, layout, profile and budget)."""
     if not be:
         return []
-    f1 = go.Figure()
+    f1 = fj.figure()
     for key in dict.fromkeys((b["model"], b["fusion"], b["graph"], b["layout"], b["spec_tokens"]) for b in be):
         pts = sorted((b["batch"], b["breakeven_acceptance"]) for b in be
                      if (b["model"], b["fusion"], b["graph"], b["layout"], b["spec_tokens"]) == key)
-        f1.add_trace(go.Scatter(x=[x for x, _ in pts], y=[y for _, y in pts], mode="lines+markers",
-                                name=f"{key[0]} {key[1]}/{key[2]} {key[3]} k={key[4]}"))
-    f1.update_layout(title="Where speculation stops paying: break-even acceptance over batch (pays above the "
-                           "line; a gap: never pays, cost ratio > k + 1)",
-                     xaxis_title="batch (expected sequences per step)", yaxis_title="break-even acceptance",
-                     yaxis_range=[0, 1], height=460)
+        fj.add_trace(f1, fj.trace("scatter", x=[x for x, _ in pts], y=[y for _, y in pts], mode="lines+markers",
+                                  name=f"{key[0]} {key[1]}/{key[2]} {key[3]} k={key[4]}"))
+    fj.update_layout(f1, title="Where speculation stops paying: break-even acceptance over batch (pays above the "
+                               "line; a gap: never pays, cost ratio > k + 1)",
+                     xaxis=dict(title="batch (expected sequences per step)"),
+                     yaxis=dict(title="break-even acceptance", range=[0, 1]), height=460)
     r0 = next(r for r in rows if r.get("spec_tokens"))
     base = _first(rows, model=r0["model"], fusion=r0["fusion"], graph=r0["graph"], layout=r0["layout"],
                   profile=r0["profile"], budget_bytes=r0["budget_bytes"])
-    f2 = go.Figure()
+    f2 = fj.figure()
     dec = sorted({(means.get(r["distribution"]), r["decode_step_ms"]) for r in base})
-    f2.add_trace(go.Scatter(x=[x for x, _ in dec], y=[y for _, y in dec], mode="lines", name="plain decode",
-                            line=dict(dash="dash", color="black")))
+    fj.add_trace(f2, fj.trace("scatter", x=[x for x, _ in dec], y=[y for _, y in dec], mode="lines",
+                              name="plain decode", line=dict(dash="dash", color="black")))
     for k, a in dict.fromkeys((r["spec_tokens"], r["acceptance"]) for r in base if r["spec_tokens"]):
         pts = sorted((means.get(r["distribution"]), r["ms_per_token"]) for r in base
                      if r["spec_tokens"] == k and r["acceptance"] == a)
-        f2.add_trace(go.Scatter(x=[x for x, _ in pts], y=[y for _, y in pts], mode="lines+markers",
-                                name=f"k={k}, acceptance {a:g}"))
-    f2.update_layout(title=f"ms per token over batch ({r0['model']} {r0['fusion']}/{r0['graph']}, layout "
-                           f"{r0['layout']}): speculation pays below plain decode",
-                     xaxis_title="batch (expected sequences per step)", yaxis_title="ms per token (per sequence)",
-                     height=460)
+        fj.add_trace(f2, fj.trace("scatter", x=[x for x, _ in pts], y=[y for _, y in pts], mode="lines+markers",
+                                  name=f"k={k}, acceptance {a:g}"))
+    fj.update_layout(f2, title=f"ms per token over batch ({r0['model']} {r0['fusion']}/{r0['graph']}, layout "
+                               f"{r0['layout']}): speculation pays below plain decode",
+                     xaxis=dict(title="batch (expected sequences per step)"),
+                     yaxis=dict(title="ms per token (per sequence)"), height=460)
     return [f1, f2]
 
 
@@ -396,53 +395,20 @@ def _first(rows: list[dict], **fixed) -> list[dict]:
     return [r for r in rows if get(r) == want]
 
 
-def budget_lines(fig: go.Figure, xs: list[float]) -> None:
-    """One dashed vertical line with a "budget X MiB" label per x, set in one layout update: the same shapes and
-    annotations as `fig.add_vline(x, line_dash="dash", annotation_text=...)` per x, whose cost grows with the
-    square of the number of lines (each call re-validates every shape already there)."""
+def budget_lines(fig: dict, xs: list[float]) -> None:
+    """One dashed vertical line with a "budget X MiB" label per x: the shapes and annotations
+    `go.Figure.add_vline(x, line_dash="dash", annotation_text=...)` adds per x, appended to the layout's."""
+    lay = fig["layout"]
     shapes = [{"type": "line", "x0": x, "x1": x, "xref": "x", "y0": 0, "y1": 1, "yref": "y domain",
                "line": {"dash": "dash"}} for x in xs]
     notes = [{"text": f"budget {x:g} MiB", "x": x, "xref": "x", "y": 1, "yref": "y domain", "showarrow": False,
               "xanchor": "left", "yanchor": "top"} for x in xs]
-    fig.update_layout(shapes=list(fig.layout.shapes) + shapes, annotations=list(fig.layout.annotations) + notes)
+    if shapes:
+        lay["shapes"] = list(lay.get("shapes", [])) + shapes
+        lay["annotations"] = list(lay.get("annotations", [])) + notes
 
 
-class LinedFigure(go.Figure):
-    """A figure whose budget lines are added to its dict when it is serialised (`to_dict`, which `to_html`,
-    `to_json` and `to_plotly_json` read), not validated by plotly one shape at a time (694 budgets took 0.4 s):
-    the dict is `budget_lines`' figure's, key for key and in the same order (`lines` is called where
-    `budget_lines` was, so its entries follow the layout keys set before it)."""
-
-    def lines(self, xs: list[float]) -> None:
-        if self._lines is not None or self.layout.shapes or self.layout.annotations:
-            budget_lines(self, xs)  # lines already there: plotly's own update (entries appended in place)
-            return
-        # each kind's entry as plotly validates it (keys in its order), once; the others are copies at their x
-        shape = go.layout.Shape(type="line", x0=0.0, x1=0.0, xref="x", y0=0, y1=1, yref="y domain",
-                                line={"dash": "dash"}).to_plotly_json()
-        note = go.layout.Annotation(text="", x=0.0, xref="x", y=1, yref="y domain", showarrow=False,
-                                    xanchor="left", yanchor="top").to_plotly_json()
-        if not xs:
-            return
-        self._lines = (list(self.to_dict()["layout"]), shape, note, list(xs))
-
-    _lines: tuple | None = None
-
-    def to_dict(self) -> dict:
-        d = super().to_dict()
-        if self._lines is None:
-            return d
-        before, shape, note, xs = self._lines
-        lay = d["layout"]
-        out = {k: lay[k] for k in before}
-        out["shapes"] = [{**shape, "line": dict(shape["line"]), "x0": x, "x1": x} for x in xs]
-        out["annotations"] = [{**note, "text": f"budget {x:g} MiB", "x": x} for x in xs]
-        out.update((k, v) for k, v in lay.items() if k not in out)
-        d["layout"] = out
-        return d
-
-
-def figures(rows: list[dict]) -> list[go.Figure]:
+def figures(rows: list[dict]) -> list[dict]:
     if not rows:
         return []
     r0 = rows[0]
@@ -450,41 +416,45 @@ def figures(rows: list[dict]) -> list[go.Figure]:
     graphs = [r for r in base if r["graph"] != "none"]
     figs = []
     # 1. padding waste vs pinned memory, per layout (one marker per model/graph/fusion/distribution)
-    f1 = LinedFigure()
+    f1 = fj.figure()
     models = sorted({r["model"] for r in rows})
     symbols = ["circle", "square", "diamond", "triangle-up", "x", "star"]
     for lay in dict.fromkeys(r["layout"] for r in graphs):
         rs = [r for r in graphs if r["layout"] == lay]
-        f1.add_trace(go.Scatter(
-            x=[r["graph_bytes"] / MiB for r in rs], y=[100 * r["waste"] for r in rs], mode="markers", name=lay,
-            marker=dict(size=10, symbol=[symbols[models.index(r["model"]) % len(symbols)] for r in rs]),
+        fj.add_trace(f1, fj.trace(
+            "scatter", x=[r["graph_bytes"] / MiB for r in rs], y=[100 * r["waste"] for r in rs], mode="markers",
+            name=lay, marker=dict(size=10, symbol=[symbols[models.index(r["model"]) % len(symbols)] for r in rs]),
             text=[f"{r['model']} {r['fusion']}/{r['graph']} {r['distribution']}" for r in rs]))
-    f1.lines(sorted({r["budget_bytes"] / MiB for r in rows}))
-    f1.update_layout(title="Padding waste vs pinned graph memory, per layout (marker shape: model)",
-                     xaxis_title="pinned graph memory (MiB)", yaxis_title="padded rows / all rows (%)", height=480)
+    budget_lines(f1, sorted({r["budget_bytes"] / MiB for r in rows}))
+    fj.update_layout(f1, title="Padding waste vs pinned graph memory, per layout (marker shape: model)",
+                     xaxis=dict(title="pinned graph memory (MiB)"), yaxis=dict(title="padded rows / all rows (%)"),
+                     height=480)
     figs.append(f1)
     # 2. expected step time per layout; 4. capture time per layout
     d0 = r0["distribution"]
-    f2, f4 = go.Figure(), go.Figure()
+    f2, f4 = fj.figure(), fj.figure()
     by_mfg: dict[tuple, list[dict]] = {}  # _first(base, model=m, fusion=f, graph=g, distribution=d0) of each (m, f, g)
     for r in base:
         rs = by_mfg.setdefault((r["model"], r["fusion"], r["graph"]), [])
         if r["distribution"] == d0:
             rs.append(r)
     for (m, f, g), rs in by_mfg.items():
-        f2.add_trace(go.Bar(x=[r["layout"] for r in rs], y=[r["expected_step_ms"] for r in rs], name=f"{m} {f}/{g}"))
+        fj.add_trace(f2, fj.trace("bar", x=[r["layout"] for r in rs], y=[r["expected_step_ms"] for r in rs],
+                                  name=f"{m} {f}/{g}"))
         if g != "none":
-            f4.add_trace(go.Bar(x=[r["layout"] for r in rs], y=[r["capture_s"] for r in rs], name=f"{m} {f}/{g}"))
-    f2.update_layout(title=f"Expected step time per layout (batch sizes: {d0})", yaxis_title="ms",
+            fj.add_trace(f4, fj.trace("bar", x=[r["layout"] for r in rs], y=[r["capture_s"] for r in rs],
+                                      name=f"{m} {f}/{g}"))
+    fj.update_layout(f2, title=f"Expected step time per layout (batch sizes: {d0})", yaxis=dict(title="ms"),
                      barmode="group", height=450)
-    f4.update_layout(title="Start-up capture time per layout", yaxis_title="s", barmode="group", height=450)
+    fj.update_layout(f4, title="Start-up capture time per layout", yaxis=dict(title="s"), barmode="group",
+                     height=450)
     # 3. speedup of each toggle over eager (fusion none, graph none), first layout
     l0 = r0["layout"]
-    f3 = go.Figure()
+    f3 = fj.figure()
     for m in models:
         rs = _first(base, model=m, layout=l0, distribution=d0)
-        f3.add_trace(go.Bar(x=[f"{r['fusion']}/{r['graph']}" for r in rs], y=[r["speedup_vs_eager"] for r in rs],
-                            name=m))
-    f3.update_layout(title=f"Speedup of each fusion/graph toggle over eager (layout {l0}, batch sizes {d0})",
-                     yaxis_title="eager step time / step time", barmode="group", height=450)
+        fj.add_trace(f3, fj.trace("bar", x=[f"{r['fusion']}/{r['graph']}" for r in rs],
+                                  y=[r["speedup_vs_eager"] for r in rs], name=m))
+    fj.update_layout(f3, title=f"Speedup of each fusion/graph toggle over eager (layout {l0}, batch sizes {d0})",
+                     yaxis=dict(title="eager step time / step time"), barmode="group", height=450)
     return [f1, f2, f3, f4]

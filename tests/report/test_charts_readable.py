@@ -9,13 +9,13 @@ import re
 import time
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.common.jsonfile import write_json
 from simulator.report import charts
+from simulator.report import figjson as fj
 from simulator.report.html import human, table_html, wrap_title
 
 
@@ -26,8 +26,8 @@ def test_log_ticks_are_1_2_5_with_plain_labels():
     assert charts.log_ticks([2.3, 8]) == [3, 4, 5, 6, 8]  # a narrow span gets finer ticks, never just one
     assert charts.tick_text(20000) == "20,000"
     fig = charts.lines_figure({"a": ([1, 8, 64, 512], [1, 2, 3, 4])}, "t", "batch", "ms", log_x=True)
-    ax = fig.layout.xaxis
-    assert ax.type == "log" and list(ax.ticktext) == ["1", "2", "5", "10", "20", "50", "100", "200", "500"]
+    ax = fig["layout"]["xaxis"]
+    assert ax["type"] == "log" and list(ax["ticktext"]) == ["1", "2", "5", "10", "20", "50", "100", "200", "500"]
 
 
 @given(st.floats(1e-6, 1e6), st.floats(1.01, 1e4))
@@ -63,7 +63,7 @@ def test_merge_spans_hand_case():
 
 
 def _lane(starts, widths):
-    fig = go.Figure()
+    fig = fj.figure()
     s = np.asarray(starts, dtype=float)
     charts._lane(fig, "GPU", s, s + np.asarray(widths, dtype=float), ["k"] * len(s), "GPU: kernel", "#54A24B",
                  "kernel")
@@ -73,30 +73,30 @@ def _lane(starts, widths):
 def test_busy_lane_of_thousands_of_kernels_is_one_solid_span():
     # 6,368 back-to-back kernels 1.7 us wide (gaps 0.3 us): no white band of outlines, one span
     fig = _lane(np.arange(6368) * 2.0, [1.7] * 6368)
-    (bar,) = fig.data
-    assert len(bar.x) == 1 and bar.marker.line.width == 0 and bar.x[0] == pytest.approx(6367 * 2.0 + 1.7)
+    (bar,) = fig["data"]
+    assert len(bar["x"]) == 1 and bar["marker"]["line"]["width"] == 0 and bar["x"][0] == pytest.approx(6367 * 2.0 + 1.7)
 
 
 def test_launch_bound_lane_is_shaded_by_busy_share():
     # kernels 3 us wide every 10 us: real gaps, thousands of them -> a strip whose shade is the busy share (30 %)
     fig = _lane(np.arange(5000) * 10.0, [3.0] * 5000)
-    (bar,) = fig.data
-    assert len(bar.x) == charts.DENSITY_BINS
-    alphas = [float(c.rsplit(",", 1)[1].rstrip(")")) for c in bar.marker.color]
+    (bar,) = fig["data"]
+    assert len(bar["x"]) == charts.DENSITY_BINS
+    alphas = [float(c.rsplit(",", 1)[1].rstrip(")")) for c in bar["marker"]["color"]]
     assert np.mean(alphas) == pytest.approx(0.3, abs=0.01)
 
 
 def test_few_kernels_keep_their_bars_and_labels():
     fig = _lane([0, 5, 9], [2, 2, 2])
-    assert len(fig.data[0].x) == 3 and list(fig.data[0].text) == ["k", "k", "k"]
+    assert len(fig["data"][0]["x"]) == 3 and list(fig["data"][0]["text"]) == ["k", "k", "k"]
 
 
 def test_vlines_are_one_trace_and_fast():
-    fig = go.Figure()
+    fig = fj.figure()
     t0 = time.perf_counter()
     charts.vlines(fig, list(range(694)), 0, 1, "budgets", labels=[f"b{i}" for i in range(694)])
-    assert time.perf_counter() - t0 < 2.0 and len(fig.data) == 1 and not fig.layout.shapes
-    assert len(fig.data[0].x) == 3 * 694
+    assert time.perf_counter() - t0 < 2.0 and len(fig["data"]) == 1 and not fig["layout"].get("shapes")
+    assert len(fig["data"][0]["x"]) == 3 * 694
 
 
 def test_long_titles_wrap():
