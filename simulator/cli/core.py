@@ -42,7 +42,9 @@ def _predict(given: dict, flags: dict, workload: Optional[Path] = None, as_json:
     bounds it (cpu: the forward's launches, gpu, or engine: the engine's own host work). Every option but
     --workload and --json is a field of the `predict` scenario kind (`launchsim schema`)."""
     if workload is not None or given.get("model") is None:
-        return _predict_workload(given, workload, as_json)
+        from .workload import predict_workload_cmd
+
+        return predict_workload_cmd(given, workload, as_json)
     from simulator.config.predict import PredictScenario
     from simulator.studies.predict import run_predict
     from .flags import run_with_flags
@@ -56,61 +58,6 @@ def _predict(given: dict, flags: dict, workload: Optional[Path] = None, as_json:
         derived = given.get("impl") if given.get("fusion") is None else None
         say(V.defaults_note(d.get("fusion") or V.DEFAULT_FUSION, given.get("graph") or V.DEFAULT_GRAPH, derived))
         print_prediction(d)
-
-
-_WORKLOAD_ONLY = ("model", "workload", "profile", "fusion", "graph", "batch", "ctx", "engine", "replicates", "seed",
-                  "prefill_seqs")
-
-
-def _predict_workload(given: dict, workload: Optional[Path], as_json: bool) -> None:
-    """`predict --workload W` (an imported trace): the fields the workload kind has; the others are refused."""
-    from simulator.common import limits as L
-    from .checks import count, seed as check_seed, workload_fusion
-    from .trace import predict_workload_cmd
-
-    why = {"dtype": "--dtype/--kv-dtype need --model (imported workloads keep their traced kernels)",
-           "kv_dtype": "--dtype/--kv-dtype need --model (imported workloads keep their traced kernels)",
-           "tensor_parallel_size": "--tp needs --model (imported workloads are single-GPU traces)",
-           "report": "--report draws the engine loop: it needs --steps N and --model",
-           "steps": "--steps needs --model (the engine loop is not simulated for imported workloads yet)",
-           "layout": "--layout needs --model (imported workloads are not padded)",
-           "attention_backend": "--attention-backend and --prefill-layout need --model and a single forward",
-           "prefill_layout": "--attention-backend and --prefill-layout need --model and a single forward",
-           "scheduling": "--scheduling applies to the engine loop: it needs --model and --steps N",
-           "sampling": "--sampling applies to the engine loop: it needs --model and --steps N",
-           "prefill_len": "--prefill-len needs --model (an imported workload's mixed step is --prefill-seqs)"}
-    for f, v in given.items():
-        if v is not None and f not in _WORKLOAD_ONLY:
-            raise UserError(why.get(f, f"--{f.replace('_', '-')} needs --model"))
-    g = {k: given.get(k) for k in _WORKLOAD_ONLY}
-    # an imported workload keeps its traced kernels (fusion none); the graph mode is the one set of defaults'
-    fusion, graph, engine = g["fusion"] or "none", g["graph"] or V.DEFAULT_GRAPH.value, g["engine"] or "fast"
-    replicates, seed, prefill_seqs = g["replicates"] or 0, g["seed"] or 0, g["prefill_seqs"] or 0
-    count("--replicates", replicates, L.MAX_REPLICATES, low=0)  # not fields of the workload kind
-    count("--prefill-seqs", prefill_seqs, L.MAX_BATCH, low=0)
-    check_seed("--seed", seed)
-    workload_fusion(fusion)
-    if workload is not None:
-        workload_scenario(workload, g["profile"], fusion, graph, g["batch"], g["ctx"], engine)
-    return predict_workload_cmd(g["model"], workload, g["batch"], g["ctx"], fusion, graph, g["profile"], engine,
-                                replicates, seed, prefill_seqs, as_json)
-
-
-WORKLOAD_FLAGS = {"workload": "--workload", "profile": "--profile", "fusion": "--fusion", "graph": "--graph",
-                  "batch": "--batch", "ctx": "--ctx", "engine": "--engine"}
-
-
-def workload_scenario(workload: Path, profile, fusion, graph, batch, ctx, engine):
-    """`predict --workload`'s flags as the `workload` scenario (config/trace_workload.py), fields validated as a
-    `kind: workload` file's are; the workload file itself is read (and its errors named) by the command."""
-    from simulator.config.trace_workload import WorkloadScenario
-    from .flags import scenario_from_flags
-
-    given = {"workload": workload, "profile": profile, "fusion": fusion, "graph": graph, "batch": batch, "ctx": ctx,
-             "engine": engine}
-    data = {"kind": "workload", "name": "predict", "workload": str(workload), "profile": profile, "fusion": [fusion],
-            "graph": [graph], "engine": engine, "batch": None if batch is None else [batch], "ctx": ctx}
-    return scenario_from_flags(WorkloadScenario, data, WORKLOAD_FLAGS, given, check=False)
 
 
 def predict_parts():

@@ -56,25 +56,34 @@ def scenario_from_flags(kind: type, data: dict, flags: dict[str, str], given: di
         raise UserError(f"{flag} (field '{m.group(1)}'): {msg[m.end():]}") from None
 
 
-def run_with_flags(kind: type, kind_name: str, given: dict, flags: dict, study):
-    """Fill scenario model `kind` from the flags the user gave, run `study(scenario)`, and name the flag of any field
-    the study's error names (a study speaks in fields: `field 'ctx': ...`)."""
+def run_with_flags(kind: type, kind_name: str, given: dict, flags: dict, study, check: bool = True,
+                   base: dict | None = None, free: dict[str, str] | None = None):
+    """Fill scenario model `kind` (from `base` and the flags the user gave), run `study(scenario)`, and name the flag
+    of any field the study's error names (a study speaks in fields: `field 'ctx': ...`). `check`: resolve what the
+    scenario names first (config/refs.py), as a file's are; off where the study loads its inputs itself, naming
+    their fields. `free`: {field: flag} for an error whose text names fields in passing (`--steps auto`)."""
     from .generated import fill
 
-    sc = scenario_from_flags(kind, fill({"kind": kind_name}, given), flags, given)
-    return study_named(study, sc, flags, given)
+    sc = scenario_from_flags(kind, fill({"kind": kind_name, **(base or {})}, given), flags, given, check=check)
+    return study_named(study, sc, flags, given, free)
 
 
-def study_named(study, sc, flags: dict, given: dict):
-    """`study(sc)`, an error that starts `field 'F'` naming the flag that filled F."""
+def study_named(study, sc, flags: dict, given: dict, free: dict[str, str] | None = None):
+    """`study(sc)`, an error that starts `field 'F'` naming the flag that filled F (`--ctx (field 'ctx'): ...`); any
+    other error with the fields of `free` replaced by their flags where its text names them."""
     try:
         return study(sc)
     except UserError as e:
         msg = str(e)
         for f, flag in flags.items():
-            if msg.startswith(f"field '{f}'") and given.get(f) is not None:
-                raise UserError(f"{flag} ({msg}") from None
-        raise
+            head = f"field '{f}'"
+            if msg.startswith(head) and given.get(f) is not None:
+                raise UserError(f"{flag} ({head}){msg[len(head):]}") from None
+        if not free:
+            raise
+        for f in sorted(free, key=len, reverse=True):
+            msg = re.sub(rf"(?<![-\w.]){f}(?![-\w])", free[f], msg)
+        raise UserError(msg) from None
 
 
 def command_scenario(kind: type, kind_name: str, given: dict, texts: dict, scenario=None, base: dict | None = None,

@@ -33,7 +33,7 @@ SKIP = ("kind", "name", "description")
 WHAT = {"graph": "graph mode", "fusion": "fusion level", "attention_backend": "attention backend",
         "kv_dtype": "KV-cache dtype", "tensor_parallel_size": "tensor-parallel size", "compile": "compile mode",
         "compile_cache": "cache state", "retention": "output retention", "presets": "preset",
-        "profiles": "profile"}
+        "profiles": "profile", "host_time": "--host-time"}
 _UNSET = object()
 
 
@@ -42,7 +42,9 @@ class Flag:
     """A flag the plain rule does not make: `path` the field it fills ("engine.max_num_seqs"), `decls` its names
     (default `--` + the last part of the path), `convert` text -> the field's value (may raise a UserError naming
     the flag), `annotation` what typer parses (default: from the field), `help` (default: the field's
-    description), `default` shown in --help (default: the field's), `merge`: a mapping merged into the field's."""
+    description), `default` shown in --help (default: the field's), `merge`: a mapping merged into the field's,
+    `required`: typer itself refuses a command line without it (`Missing option '--out'`), `argument`: a positional
+    argument named after the field (TRACE) instead of an option."""
 
     path: str
     decls: tuple[str, ...] = ()
@@ -51,6 +53,8 @@ class Flag:
     help: Optional[str] = None
     default: Any = _UNSET
     merge: bool = False
+    required: bool = False
+    argument: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -156,20 +160,24 @@ def _default_text(v) -> str:
 @dataclass
 class Opt:
     """One keyword option of a command, as typer is given it but without typer: the parameter name, the option's
-    names (`--x/--no-x` for a boolean pair), the annotation typer parses the text into, the default and
-    typer.Option's other keywords (help, show_default, parser, metavar)."""
+    names (`--x/--no-x` for a boolean pair), the annotation typer parses the text into, the default (`...`:
+    required) and typer.Option's other keywords (help, show_default, parser, metavar); `argument`: a positional
+    argument (typer.Argument, no names) instead."""
 
     param: str
     decls: tuple[str, ...]
     annotation: Any
     default: Any = None
     kw: dict[str, Any] = field(default_factory=dict)
+    argument: bool = False
 
     def parameter(self) -> inspect.Parameter:
         import typer
 
+        info = (typer.Argument(self.default, **self.kw) if self.argument
+                else typer.Option(self.default, *self.decls, **self.kw))
         return inspect.Parameter(self.param, inspect.Parameter.KEYWORD_ONLY, annotation=self.annotation,
-                                 default=typer.Option(self.default, *self.decls, **self.kw))
+                                 default=info)
 
 
 def model_options(model: Any, aliases: dict[str, tuple[str, ...]] | None = None, skip: tuple[str, ...] = SKIP,
@@ -200,7 +208,7 @@ def option_specs(model: Any, aliases: dict[str, tuple[str, ...]] | None = None, 
         f = field_info(model, path)
         fl = custom.get(path, Flag(path))
         decls = fl.names + tuple(aliases.get(path, ()))
-        texts[path] = "/".join(decls)
+        texts[path] = path.upper() if fl.argument else "/".join(decls)
         if fl.default is not _UNSET:
             default = fl.default
         elif path in defaults:
@@ -227,7 +235,8 @@ def option_specs(model: Any, aliases: dict[str, tuple[str, ...]] | None = None, 
             ann = Optional[typ]
             if typ is bool:
                 decls = tuple(f"{d}/--no-{d[2:]}" if i == 0 else d for i, d in enumerate(decls))
-        params.append(Opt(param_of(path), decls, ann, None, kw))
+        params.append(Opt(param_of(path), () if fl.argument else decls, ann, ... if fl.required else None, kw,
+                          fl.argument))
     return params, texts
 
 

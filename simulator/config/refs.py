@@ -145,6 +145,64 @@ def _buckets(sc) -> Iterator[Check]:
                                                                    f"{V.one_of(V.CAPTURING_MODES)}"))
 
 
+def out_file(path) -> Callable[[], None]:
+    """An output file the scenario writes (common/outpaths.check_out_file), its error naming only the path."""
+    def check():
+        from simulator.common.outpaths import check_out_file
+
+        try:
+            check_out_file(path, "out")
+        except UserError as e:
+            raise UserError(str(e).removeprefix("out").lstrip(": ")) from None
+    return check
+
+
+def input_file(path, what: str) -> Callable[[], None]:
+    """An input file the study reads itself (a trace: its contents are its errors): it exists and is a file."""
+    def check():
+        from pathlib import Path
+
+        p = Path(path)
+        if p.is_dir():
+            raise UserError(f"{p}: is a directory, not a {what} file")
+        if not p.is_file():
+            raise UserError(f"{p}: no such {what} file")
+    return check
+
+
+def load_profile_field(name):
+    """The profile a study runs under (the cached load the checks use), an empty name refused."""
+    return _profile(name)()
+
+
+def ctx_fits(model_name: str, ctx: int, extra: int = 1) -> None:
+    _ctx_fits(model_name, ctx, extra)()
+
+
+def _import_trace(sc) -> Iterator[Check]:
+    from simulator.traces.host import deflate_factor
+
+    yield ("out",), out_file(sc.out)
+    yield ("profile",), _profile(sc.profile)
+    if sc.host_time == "deflate":
+        yield ("host_time",), lambda: deflate_factor(_profile(sc.profile)())
+    if sc.model is not None:
+        yield ("model",), _model(sc.model)
+    yield ("trace",), input_file(sc.trace, "trace")
+
+
+def _export_trace(sc) -> Iterator[Check]:
+    yield ("out",), out_file(sc.out)
+    yield ("profile",), _profile(sc.profile)
+    if sc.model is not None:
+        yield ("model",), _model(sc.model)
+        yield ("ctx",), _ctx_fits(sc.model, sc.ctx or 1024)
+    if sc.workload is not None:
+        from simulator.model.workload_file import load_workload
+
+        yield ("workload",), lambda: load_workload(sc.workload)
+
+
 def _capture(sc) -> Iterator[Check]:
     yield ("model",), _model(sc.model, sc.assume_family)
     yield ("profile",), _profile(sc.profile)
@@ -152,7 +210,7 @@ def _capture(sc) -> Iterator[Check]:
 
 def _checks(sc) -> Iterator[Check]:
     by_kind = {"step": _step, "predict": _step, "startup": _step, "graph_memory": _capture, "sweep": _sweep, "workload": _workload, "serve": _serve, "capacity": _capacity,
-               "buckets": _buckets}
+               "buckets": _buckets, "import_trace": _import_trace, "export_trace": _export_trace}
     check = by_kind.get(sc.kind)
     if check is not None:
         yield from check(sc)

@@ -24,7 +24,9 @@ _KIND_MODELS = {"step": ("step", "StepScenario"), "toy": ("toy", "ToyScenario"),
                 "workload": ("trace_workload", "WorkloadScenario"), "serve": ("serve", "ServeScenario"),
                 "capacity": ("capacity", "CapacityScenario"), "buckets": ("buckets", "BucketsScenario"),
                 "predict": ("predict", "PredictScenario"), "startup": ("capture", "StartupScenario"),
-                "graph_memory": ("capture", "GraphMemoryScenario")}
+                "graph_memory": ("capture", "GraphMemoryScenario"),
+                "import_trace": ("trace_files", "ImportTraceScenario"),
+                "export_trace": ("trace_files", "ExportTraceScenario")}
 
 
 KINDS: list[type]  # every kind's model, in _KIND_MODELS' order: made on first use (`__getattr__`)

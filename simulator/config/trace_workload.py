@@ -1,5 +1,6 @@
 """Scenario kind `workload`: an imported trace (a workload file from `launchsim import-trace`) in
-place of a preset model, over a grid of graph modes, fusion what-ifs and batch sizes."""
+place of a preset model, over a grid of graph modes, fusion what-ifs and batch sizes. `launchsim predict --workload`
+fills it (one point of the grid) from the predict flags that have a field here."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt
 
-from .base import Batch, Strict, Tokens
+from .base import Batch, Seed, Strict, Tokens
+from simulator.common import limits as L
 from simulator.common import vocab as V
 from .step import EngineName, GraphName
 
@@ -26,4 +28,7 @@ class WorkloadScenario(Strict):
                                             description="batch sizes to scale to (default: the traced batch)")
     ctx: Tokens | None = Field(None, description="context length to scale attention to (default: traced)")
     engine: EngineName = Field("fast", description="engine (des = SimPy reference)")
+    replicates: int = Field(0, ge=0, le=L.MAX_REPLICATES, description="host-noise replicates for a p10/p50/p90 "
+                                                                      "band of each row (0: off)")
+    seed: Seed = Field(0, description="seed of the host-noise generator")
     timeline_launches: PositiveInt = Field(18, le=100_000, description="how many first launches the timeline shows")

@@ -18,6 +18,8 @@ RUNNERS: dict[str, tuple[str, str]] = {  # scenario kind -> (module, function)
     "predict": ("simulator.studies.predict", "run_predict_scenario"),
     "startup": ("simulator.studies.capture", "run_startup_scenario"),
     "graph_memory": ("simulator.studies.capture", "run_graph_memory_scenario"),
+    "import_trace": ("simulator.studies.trace", "run_import_trace_scenario"),
+    "export_trace": ("simulator.studies.trace", "run_export_trace_scenario"),
 }
 
 

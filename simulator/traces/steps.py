@@ -147,17 +147,27 @@ def _repetition(kernels, syncs=()) -> tuple[list[StepWindow], str] | None:
     return out, f"repetition (period {p} kernels)"
 
 
+def parse_steps(steps) -> int | str:
+    """'auto', or the number of equal steps a `steps` value (text or an integer) asks for; a TraceError otherwise."""
+    if steps == "auto":
+        return "auto"
+    if isinstance(steps, bool) or not isinstance(steps, (int, str)):
+        raise TraceError(f"steps must be 'auto' or a positive integer, got {steps!r}")
+    try:
+        k = int(steps)
+    except (TypeError, ValueError):
+        raise TraceError(f"steps must be 'auto' or a positive integer, got {steps!r}") from None
+    if k <= 0:
+        raise TraceError(f"steps must be 'auto' or a positive integer, got {k}")
+    return k
+
+
 def find_steps(kernels, markers: list[Event], steps: str | int = "auto", where: str = "<trace>",
                syncs: list[tuple[float, float]] = ()):
     """Step windows over `kernels` (ordered by launch) and a phrase saying how they were found."""
     n = len(kernels)
     if steps != "auto":
-        try:
-            k = int(steps)
-        except (TypeError, ValueError):
-            raise TraceError(f"steps must be 'auto' or a positive integer, got {steps!r}") from None
-        if k <= 0:
-            raise TraceError(f"steps must be 'auto' or a positive integer, got {k}")
+        k = parse_steps(steps)
         if n % k:
             raise TraceError(f"{where}: {n} kernels do not split into {k} equal steps (use steps auto)")
         per = n // k
