@@ -4,6 +4,7 @@ scaling), timed against launchsim's figures committed before measuring (calibrat
 
     PYTHONUNBUFFERED=1 python3 -m calibration.scripts.round_ag --out DIR --job time [--quick]
     PYTHONUNBUFFERED=1 python3 -m calibration.scripts.round_ag --out DIR --job counts [--quick]   # profiles
+    ... [--rows unseen]   # round ai: UNSEEN_ROWS, two models no LoRA figure was checked on
 
 Why: the knob's op list (model/workload.py `lora_delta`: two GEMMs, the scaling and the add per projection;
 Inductor fuses the last two into their readers) and its prices (the adapter's skinny GEMMs from the GEMM model's
@@ -35,6 +36,12 @@ ROWS = (("qwen3-0.6b", None, "none", (0, 16, 64), (1, 8, 64)),
         ("qwen3-0.6b", None, "packed", (0, 16), (1, 64)),
         ("qwen3-0.6b", 4, "compiled", (0, 16), (1, 8)))
 QUICK_ROWS = (("qwen3-0.6b", 2, "none", (0, 16), (1,)), ("qwen3-0.6b", 2, "compiled", (0, 16), (1,)))
+# `--rows unseen` (round ai): the same protocol on two models no LoRA figure was checked on, published configs of
+# calibration/configs/hf_unseen with the reference decoder's architecture (no biases): SmolLM2-1.7B (hidden 2048)
+# and Llama-3.2-3B (hidden 3072, an off-table width for the adapter's GEMMs)
+UNSEEN_ROWS = (("smollm2-1.7b", None, "none", (0, 16, 64), (1, 8, 64)),
+               ("llama-3.2-3b", None, "none", (0, 16, 64), (1, 8, 64)))
+ROW_SETS = {"ag": ROWS, "unseen": UNSEEN_ROWS}
 
 
 def log(*a):
@@ -42,12 +49,10 @@ def log(*a):
 
 
 def spec(name: str, layers: int | None):
-    import dataclasses
+    """A preset, else the published config in calibration/configs/hf_unseen (round_ab.spec's rule)."""
+    from .round_ab import spec as ab_spec
 
-    from simulator.model.models import PRESETS
-
-    m = PRESETS[name]
-    return dataclasses.replace(m, num_hidden_layers=layers) if layers else m
+    return ab_spec(name, layers)
 
 
 def label(name: str, layers: int | None) -> str:
@@ -72,7 +77,7 @@ class Row:
         return {"q": 0.0 if ok else 1.0, "k": 0.0, "v": 0.0, "finite": ok}
 
 
-def job_time(out_dir, quick, deadline):
+def job_time(out_dir, quick, deadline, rows=ROWS):
     import torch
 
     from ..reference_decoder import Runner, make_weights
@@ -81,10 +86,10 @@ def job_time(out_dir, quick, deadline):
     torch.set_grad_enabled(False)
     P = G.Proc(out_dir, "time_ag" + ("quick" if quick else ""), quick)
     P.res["kind"] = "launchsim-round-ag-time"
-    P.res["protocol"] = {"keys": KEYS, "seed": SEED, "rows": ROWS if not quick else QUICK_ROWS,
+    P.res["protocol"] = {"keys": KEYS, "seed": SEED, "rows": rows if not quick else QUICK_ROWS,
                          "torch": torch.__version__, "compile": "dynamic=False, fullgraph=True"}
     t0 = P.t0
-    for name, layers, fusion, ranks, batches in (QUICK_ROWS if quick else ROWS):
+    for name, layers, fusion, ranks, batches in (QUICK_ROWS if quick else rows):
         m = spec(name, layers)
         for r in ranks:
             if deadline - (time.time() - t0) < 30:
@@ -117,7 +122,7 @@ def job_time(out_dir, quick, deadline):
     return P.finish()
 
 
-def job_counts(out_dir, quick):
+def job_counts(out_dir, quick, rows=ROWS):
     import torch
 
     from ..jsonio import dump
@@ -126,7 +131,7 @@ def job_counts(out_dir, quick):
     torch.set_grad_enabled(False)
     res = {"kind": "launchsim-round-ag-counts", "quick": quick, "environment": F.versions(), "rows": [], "errors": []}
     path = os.path.join(out_dir, "counts_ag" + ("quick" if quick else "") + ".json")
-    for name, layers, fusion, ranks, batches in (QUICK_ROWS if quick else ROWS):
+    for name, layers, fusion, ranks, batches in (QUICK_ROWS if quick else rows):
         m = spec(name, layers)
         for r in ranks:
             w = make_weights(m, "cuda", seed=SEED, lora_rank=r)
@@ -160,11 +165,12 @@ def main(argv=None) -> int:
     ap.add_argument("--job", default="time", choices=("time", "counts"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--deadline", type=float, default=330.0)
+    ap.add_argument("--rows", choices=tuple(ROW_SETS), default="ag", help="ag: ROWS; unseen: UNSEEN_ROWS (round ai)")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     if a.job == "counts":
-        return job_counts(a.out, a.quick)
-    return job_time(a.out, a.quick, a.deadline)
+        return job_counts(a.out, a.quick, ROW_SETS[a.rows])
+    return job_time(a.out, a.quick, a.deadline, ROW_SETS[a.rows])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Round ag: launchsim's figures for round ag's rows (the reference decoder with a LoRA adapter, lora_rank), written
 and committed before the rows were measured (calibration/scripts/round_ag.py).
 
-    python -m calibration.scripts.round_ag_predict [--profile h100-sxm] [--out FILE] [--after WHY]
+    python -m calibration.scripts.round_ag_predict [--profile h100-sxm] [--out FILE] [--after WHY] [--rows unseen]
     # default FILE: calibration/measured/round-ag/predicted_<profile>.json
 
 Per row (the step attends `keys` keys: launchsim's ctx = keys - 1): kernels per step, the eager step on the profile's
@@ -21,12 +21,12 @@ from simulator.model.costs import CostModel
 from simulator.model.profile import load_profile
 from simulator.model.workload import build_step, decode
 
-from calibration.scripts.round_ag import KEYS, ROWS, label, spec
+from calibration.scripts.round_ag import KEYS, ROW_SETS, ROWS, label, spec
 
 
-def predict_rows(cm) -> list[dict]:
+def predict_rows(cm, rows=ROWS) -> list[dict]:
     out = []
-    for name, layers, fusion, ranks, batches in ROWS:
+    for name, layers, fusion, ranks, batches in rows:
         m = spec(name, layers)
         for r in ranks:
             for b in batches:
@@ -51,9 +51,10 @@ def main() -> None:
     ap.add_argument("--profile", default="h100-sxm")
     ap.add_argument("--out", default=None)
     ap.add_argument("--after", default=None, help="made after the rows were measured: say why (stored as `after`)")
+    ap.add_argument("--rows", choices=tuple(ROW_SETS), default="ag", help="the row set (round_ag.ROW_SETS)")
     a = ap.parse_args()
     out = a.out or f"calibration/measured/round-ag/predicted_{a.profile}.json"
-    rows = predict_rows(CostModel(load_profile(a.profile)))
+    rows = predict_rows(CostModel(load_profile(a.profile)), ROW_SETS[a.rows])
     for r in rows:
         print(r)
     commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True).strip()
@@ -61,7 +62,7 @@ def main() -> None:
     with open(out, "w") as f:
         json.dump({"kind": "launchsim-round-ag-predictions", "made_before_measuring": a.after is None,
                    **({"after": a.after} if a.after else {}), "commit": commit, "profile": a.profile,
-                   "impl": "reference", "rows": rows}, f, indent=1)
+                   "impl": "reference", "row_set": a.rows, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
