@@ -103,9 +103,6 @@ def register(app) -> None:
             if msg.startswith("override "):
                 raise UserError("--set " + msg.removeprefix("override ")) from None
             raise
-        from simulator.report.html import set_inline_plotly
-
-        set_inline_plotly(inline_plotly)
         if scheduling is not None:
             if "scheduling" not in type(sc).model_fields:
                 raise UserError(f"--scheduling applies to serve and capacity scenarios, not kind '{sc.kind}'")
@@ -113,7 +110,9 @@ def register(app) -> None:
         check_out_dir(out, "--out")
         t0 = time.perf_counter()
         try:
-            with out_lock(out, "--out"):
+            from simulator.report.html import plotly_inline
+
+            with out_lock(out, "--out"), plotly_inline(inline_plotly):
                 result = run_scenario(sc, out)
         except UserError as e:  # found only while running: still name the scenario file
             if str(e).startswith(str(scenario)):

@@ -29,10 +29,6 @@ def _optimize(given: dict, texts: dict, scenario: Optional[Path] = None, out: Op
     from simulator.studies.optimize import inputs_from_scenario, run
     from .checks import as_flags
 
-    if out is not None:  # the report's modules load only where a report is written
-        from simulator.report.html import set_inline_plotly
-
-        set_inline_plotly(inline_plotly)
     if (given["distribution"] is None) == (scenario is None):
         raise UserError("give exactly one of --distribution CSV or --scenario FILE")
     if out is not None:
@@ -50,9 +46,10 @@ def _optimize(given: dict, texts: dict, scenario: Optional[Path] = None, out: Op
             result["wall_s"] = time.perf_counter() - t0
         else:
             from simulator.common.outpaths import out_lock
+            from simulator.report.html import plotly_inline  # the report's modules: only where a report is written
             from simulator.studies.optimize import write_outputs
 
-            with out_lock(out, "--out"):
+            with out_lock(out, "--out"), plotly_inline(inline_plotly):
                 result = run(inp, frontier=True)
                 result["wall_s"] = time.perf_counter() - t0
                 write_outputs(result, inp.dist, out, title)

@@ -94,12 +94,10 @@ def _serve(given: dict, texts: dict, scenario: Optional[Path] = None, out: Optio
     from simulator.common import limits as L
     from simulator.common.outpaths import check_out_dir, out_lock
     from simulator.config.serve import ServeScenario
-    from simulator.report.html import set_inline_plotly
     from simulator.studies.serve import header, run_serve_record
     from .checks import number, seed as check_seed
     from .flags import command_scenario
 
-    set_inline_plotly(inline_plotly)
     number("--rate", given["rate"], L.MAX_RATE, "a positive number of requests/s")
     number("--duration", given["duration_s"], L.MAX_SECONDS, "a positive number of seconds")
     check_seed("--seed", given["seed"])
@@ -111,7 +109,9 @@ def _serve(given: dict, texts: dict, scenario: Optional[Path] = None, out: Optio
     if out is None:
         d = run_serve_record(sc)
     else:
-        with out_lock(out, "--out"):
+        from simulator.report.html import plotly_inline
+
+        with out_lock(out, "--out"), plotly_inline(inline_plotly):
             d = run_serve_record(sc, out)
     if as_json:
         print(dumps(d))

@@ -12,8 +12,10 @@ from __future__ import annotations
 import csv
 import html
 import io
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from simulator.common.jsonfile import atomic_write_text
 from simulator.report.figjson import default_template, figure_json, plotly_dir, to_dict, update_layout
@@ -83,18 +85,24 @@ caption{text-align:left;font-weight:bold;margin-bottom:4px;white-space:normal}
 
 
 PLOTLY_JS = "plotly.min.js"
-_inline = {"on": False}
+_INLINE: ContextVar[bool] = ContextVar("launchsim_inline_plotly", default=False)
 
 
-def set_inline_plotly(on: bool = True) -> None:
-    """Inline plotly.js into each report (one self-contained file) instead of one plotly.min.js per folder."""
-    _inline["on"] = on
+@contextmanager
+def plotly_inline(on: bool = True) -> Iterator[None]:
+    """Within the block, reports inline plotly.js (one self-contained file each) instead of one plotly.min.js per
+    folder; the choice is the block's (a context variable, reset when it ends), not a process-wide switch."""
+    token = _INLINE.set(on)
+    try:
+        yield
+    finally:
+        _INLINE.reset(token)
 
 
 def inline_plotly() -> bool:
     import os
 
-    return _inline["on"] or os.environ.get("LAUNCHSIM_INLINE_PLOTLY") == "1"
+    return _INLINE.get() or os.environ.get("LAUNCHSIM_INLINE_PLOTLY") == "1"
 
 
 def _plotlyjs_file() -> Path:
@@ -242,7 +250,7 @@ def figure_div(fig: dict, include_plotlyjs: bool = False) -> str:
 
 def write_html(path: str | Path, title: str, figures: Iterable, sections: Iterable[str] = (), intro: str = "") -> Path:
     """Write a report; plotly.js goes once into the report's folder as plotly.min.js (opens offline as long as
-    the folder stays together), or inline when asked (`set_inline_plotly`, LAUNCHSIM_INLINE_PLOTLY=1)."""
+    the folder stays together), or inline when asked (`plotly_inline`, LAUNCHSIM_INLINE_PLOTLY=1)."""
     return atomic_write_text(path, report_text(path, title, figures, sections, intro))
 
 

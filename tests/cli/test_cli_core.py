@@ -71,6 +71,27 @@ def test_run_scenarios_write_outputs(tmp_path):
     assert len((tmp_path / "inl" / "report.html").read_text()) > 1_000_000
     assert not (tmp_path / "inl" / "plotly.min.js").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    # --inline-plotly holds for its own run only (report/html.plotly_inline): the next run in the same process
+    # writes plotly.min.js beside its report again
+    r = runner.invoke(app, ["run", "scenarios/s13_launch_bound.yaml", "--out", str(tmp_path / "after")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "after" / "plotly.min.js").exists()
+    assert len((tmp_path / "after" / "report.html").read_text()) < 500_000
+
+
+def test_plotly_inline_is_scoped_to_its_block():
+    from simulator.report.html import inline_plotly, plotly_inline
+
+    assert not inline_plotly()
+    with plotly_inline():
+        assert inline_plotly()
+        with plotly_inline(False):
+            assert not inline_plotly()
+        assert inline_plotly()
+    assert not inline_plotly()
+    with pytest.raises(RuntimeError), plotly_inline():
+        raise RuntimeError("a failed run")
+    assert not inline_plotly()
 
 
 BAD_YAML = {
