@@ -10,7 +10,7 @@ from typing import Optional
 
 from . import app
 from simulator.common.errors import UserError
-from .tables import console, print_rows
+from .tables import console, print_rows, say
 
 STEP_COLUMNS = ["step", "label", "kernels", "host_ms", "gpu_ms", "step_ms", "sync_ms"]
 
@@ -64,10 +64,6 @@ def _export_trace(given: dict, flags: dict) -> None:
     d = run_with_flags(ExportTraceScenario, "export_trace", given, flags, run_export_trace, check=False)
     say(f"wrote {d['out']}: {d['launches']} launches, {d['kernels']} kernels, step {d['step_ms']:.3f} ms "
         f"({d['source']}, fusion {d['fusion']}, graph {d['graph']}); open it in https://ui.perfetto.dev")
-
-
-def say(text: str) -> None:
-    console.print(text, soft_wrap=True)
 
 
 def _steps(text: Optional[str]):

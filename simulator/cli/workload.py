@@ -56,10 +56,7 @@ def predict_workload_cmd(given: dict, workload, as_json: bool) -> None:
 def _print_workload(r: dict) -> None:
     from rich.table import Table
 
-    from .tables import console, print_rows
-
-    def say(text: str) -> None:
-        console.print(text, soft_wrap=True)
+    from .tables import console, print_rows, say
 
     d = r["record"]
     cols = ["workload", "batch", "ctx", "fusion", "graph", "step_ms", "cpu_ms", "gpu_ms", "gpu_idle_frac", "kernels",

@@ -140,7 +140,7 @@ def run_export_trace(sc: ExportTraceScenario, out: Path | None = None) -> dict:
         from simulator.traces.predict import predict_workload
 
         wl0 = _field("workload", load_workload, sc.workload)
-        p, _, wl = predict_workload(wl0, sc.batch, sc.ctx, sc.fusion, sc.graph, sc.profile)
+        p, _, wl = predict_workload(wl0, sc.batch, sc.ctx, sc.fusion, sc.graph, prof)
         what = f"workload {wl.name}"
     else:
         from simulator.engine.predict import predict
@@ -148,7 +148,7 @@ def run_export_trace(sc: ExportTraceScenario, out: Path | None = None) -> dict:
 
         _field("model", load_model, sc.model)
         _field("ctx", ctx_fits, sc.model, sc.ctx or 1024)
-        p = predict(sc.model, sc.batch or 1, sc.ctx or 1024, sc.fusion, sc.graph, sc.profile)
+        p = predict(sc.model, sc.batch or 1, sc.ctx or 1024, sc.fusion, sc.graph, prof)
         what = f"model {sc.model}"
     info = {"source": what, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "graph": sc.graph,
             "profile": prof.name, **p.as_dict()}
