@@ -1,0 +1,26 @@
+#!/bin/bash
+# Round aj on one H200: the H200 half of rounds ah and ai, which ran on an H100 only (no H200 was lent then).
+#   1. round_k --set lora: the LoRA adapter's GEMMs in isolation (256 shapes), for h200's GEMM grid
+#      (calibration/make_profiles reads calibration/measured/h200-round-ah/lora when present);
+#   2. round ag's rows (qwen3-0.6b, llama3-8b; ranks 0/16/64) timed and counted;
+#   3. round ai's rows (SmolLM2-1.7B, Llama-3.2-3B, held out) timed and counted.
+# launchsim's h200 figures for 2 and 3 were committed before this call (round-ag/predicted_h200.json at 2b9b4e5,
+# round-ai/predicted_h200.json at 00a65ac), made without the grid of step 1.
+# From the repository root, with $OUT set (the device sets it): bash calibration/scripts/round_aj.sh
+set -u
+OUT=${OUT:-/tmp/round-aj-out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
+grep -q H200 "$OUT/gpu.txt" || { echo "not an H200: stopping"; exit 3; }
+export PYTHONUNBUFFERED=1
+t0=$(date +%s)
+python3 -m calibration.scripts.round_k --set lora --out "$OUT/lora" --deadline 150 > "$OUT/lora.log" 2>&1
+echo "lora done $(( $(date +%s) - t0 )) s"
+python3 -m calibration.scripts.round_ag --job time --rows ag --out "$OUT/ag" --deadline 170 > "$OUT/ag_time.log" 2>&1
+echo "ag time done $(( $(date +%s) - t0 )) s"
+python3 -m calibration.scripts.round_ag --job time --rows unseen --out "$OUT/ai" --deadline 120 > "$OUT/ai_time.log" 2>&1
+echo "ai time done $(( $(date +%s) - t0 )) s"
+python3 -m calibration.scripts.round_ag --job counts --rows unseen --out "$OUT/ai" --deadline 60 > "$OUT/ai_counts.log" 2>&1
+python3 -m calibration.scripts.round_ag --job counts --rows ag --out "$OUT/ag" --deadline 60 > "$OUT/ag_counts.log" 2>&1
+echo "all done $(( $(date +%s) - t0 )) s"
+tail -n 3 "$OUT"/*.log
