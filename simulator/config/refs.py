@@ -29,12 +29,17 @@ def _ctx_fits(model_name: str, ctx: int, extra: int = 1, assume_family: str | No
     def check():
         from simulator.model.models import load_model
 
-        m = load_model(model_name, assume_family)
-        if ctx + extra > m.max_position_embeddings:
-            who = model_name if str(model_name).endswith(".json") else m.name  # a config file is named by its path
-            raise UserError(f"context {ctx} (+{extra} new) exceeds {who}'s max_position_embeddings "
-                            f"{m.max_position_embeddings}")
+        spec_ctx_fits(load_model(model_name, assume_family), model_name, ctx, extra)
     return check
+
+
+def spec_ctx_fits(m, model_name: str, ctx: int, extra: int = 1) -> None:
+    """UserError unless `ctx` keys plus `extra` new tokens fit model `m` (resolved from `model_name`, which names it
+    in the error)."""
+    if ctx + extra > m.max_position_embeddings:
+        who = model_name if str(model_name).endswith(".json") else m.name  # a config file is named by its path
+        raise UserError(f"context {ctx} (+{extra} new) exceeds {who}'s max_position_embeddings "
+                        f"{m.max_position_embeddings}")
 
 
 def _model(name: str, assume_family: str | None = None):
@@ -173,10 +178,6 @@ def input_file(path, what: str) -> Callable[[], None]:
 def load_profile_field(name):
     """The profile a study runs under (the cached load the checks use), an empty name refused."""
     return _profile(name)()
-
-
-def ctx_fits(model_name: str, ctx: int, extra: int = 1) -> None:
-    _ctx_fits(model_name, ctx, extra)()
 
 
 def _import_trace(sc) -> Iterator[Check]:

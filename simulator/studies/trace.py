@@ -130,7 +130,7 @@ def run_import_trace(sc: ImportTraceScenario, out: Path | None = None) -> dict:
 def run_export_trace(sc: ExportTraceScenario, out: Path | None = None) -> dict:
     """Simulate the step (a model's, or an imported workload's) and write it as a Chrome trace (`sc.out`); return
     its figures and what it shows."""
-    from simulator.config.refs import ctx_fits, load_profile_field, out_file
+    from simulator.config.refs import load_profile_field, out_file, spec_ctx_fits
     from simulator.traces.export import write_chrome_trace
 
     _field("out", out_file(sc.out))
@@ -146,9 +146,9 @@ def run_export_trace(sc: ExportTraceScenario, out: Path | None = None) -> dict:
         from simulator.engine.predict import predict
         from simulator.model.models import load_model
 
-        _field("model", load_model, sc.model)
-        _field("ctx", ctx_fits, sc.model, sc.ctx or 1024)
-        p = predict(sc.model, sc.batch or 1, sc.ctx or 1024, sc.fusion, sc.graph, prof)
+        m = _field("model", load_model, sc.model)  # resolved once: a config.json is read once
+        _field("ctx", spec_ctx_fits, m, sc.model, sc.ctx or 1024)
+        p = predict(m, sc.batch or 1, sc.ctx or 1024, sc.fusion, sc.graph, prof)
         what = f"model {sc.model}"
     info = {"source": what, "batch": sc.batch, "ctx": sc.ctx, "fusion": sc.fusion, "graph": sc.graph,
             "profile": prof.name, **p.as_dict()}
