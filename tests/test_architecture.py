@@ -161,3 +161,136 @@ def test_nothing_below_cli_names_a_launchsim_flag():
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
                 bad += [f"{p.relative_to(ROOT)}:{n.lineno}: {t}" for t in tok.findall(n.value) if t not in ENGINE_FLAGS]
     assert not bad, bad
+
+
+# -- no hidden global state: every process-level memo is a registered `simulator.common.memo.Memo` -----------
+_MUTABLE_CALLS = {"dict", "list", "set", "OrderedDict", "defaultdict", "deque", "Counter", "bytearray"}
+_MUTATORS = {"append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault", "add",
+             "discard", "sort", "reverse", "__setitem__", "__delitem__"}
+_CACHE_DECORATORS = {"lru_cache", "cache"}  # functools' process-wide caches (cached_property is per instance)
+# module-level mutable state that is not a memo, each with why it may stay (anything else fails below)
+STATE_ALLOWLIST = {
+    ("simulator.common.memo", "_REGISTRY"): "the memo registry itself: name -> Memo",
+    ("simulator.cli", "_loaded"): "which command modules the lazy Typer app has registered (CLI wiring)",
+    ("simulator.engine.stepcost", "STATS"): "process-wide counters of step-cost lookups and simulations, which "
+                                            "the sweep reports per worker (diagnostics, no figure)",
+    ("simulator.engine.batchbuild", "STATS"): "count of rows built from a trace (tests read it, no figure)",
+    ("simulator.engine.batchbuild", "_ACTIVE"): "the trace in progress while batchbuild traces a build",
+    ("simulator.model.workload", "TRACING"): "flag set while engine/batchbuild.py traces a build",
+    ("simulator.report.progress", "_state"): "the console's quiet flag and live progress bar",
+}
+
+
+def _is_mutable_container(v: ast.expr) -> bool:
+    if isinstance(v, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)):
+        return True
+    if isinstance(v, ast.Call):
+        f = v.func
+        return (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None) \
+            in _MUTABLE_CALLS
+    return False
+
+
+def _is_empty(v: ast.expr) -> bool:
+    return (isinstance(v, (ast.Dict, ast.List, ast.Set)) and not getattr(v, "keys", getattr(v, "elts", None))) \
+        or (isinstance(v, ast.Call) and not v.args and not v.keywords)
+
+
+def _containers() -> dict[tuple[str, str], tuple[Path, int, bool]]:
+    """(module, name) -> (file, line, empty) of every module-level assignment of a mutable container."""
+    out = {}
+    for path in sorted(SIM.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            if _is_mutable_container(value):
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        out[(_module(path), t.id)] = (path, node.lineno, _is_empty(value))
+    return out
+
+
+def _mutated_names() -> set[tuple[str | None, str]]:
+    """(module or None, name) of every name mutated anywhere under simulator/: `x[k] = v`, `del x[k]`,
+    `x[k] += v`, `x.update(...)` and other mutating methods; None where written `module.x` (any module)."""
+    out: set[tuple[str | None, str]] = set()
+
+    def target(e: ast.expr, mod: str) -> None:
+        if isinstance(e, ast.Name):
+            out.add((mod, e.id))
+        elif isinstance(e, ast.Attribute):
+            out.add((None, e.attr))
+
+    for path in sorted(SIM.rglob("*.py")):
+        mod = _module(path)
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                for t in (n.targets if isinstance(n, (ast.Assign, ast.Delete)) else [n.target]):
+                    if isinstance(t, ast.Subscript):
+                        target(t.value, mod)
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MUTATORS:
+                target(n.func.value, mod)
+    return out
+
+
+def test_no_hidden_module_level_memos():
+    """No module under simulator/ holds a module-level mutable container that starts empty (a memo) or that any
+    code mutates, unless it is on STATE_ALLOWLIST (with its reason); memos are `common.memo.memo(...)` objects
+    (named, owned, bounded, one registry). Constant tables (filled once, never mutated) are fine."""
+    mutated = _mutated_names()
+    bad = []
+    for (mod, name), (path, line, empty) in _containers().items():
+        if (mod, name) in STATE_ALLOWLIST or name == "__all__":
+            continue
+        if empty or (mod, name) in mutated or (None, name) in mutated:
+            bad.append(f"{path.relative_to(ROOT)}:{line}: {name}")
+    assert not bad, ("module-level mutable state outside simulator/common/memo.py's registry (make it a "
+                     "`memo(...)`, move it onto the object that owns it, or allowlist it with a reason): "
+                     + ", ".join(bad))
+
+
+def test_no_functools_caches():
+    """functools.lru_cache / cache are process-wide memos outside the registry: none under simulator/."""
+    bad = []
+    for path in sorted(SIM.rglob("*.py")):
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for d in n.decorator_list:
+                    f = d.func if isinstance(d, ast.Call) else d
+                    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                    if name in _CACHE_DECORATORS:
+                        bad.append(f"{path.relative_to(ROOT)}:{n.lineno}: @{name} {n.name}")
+    assert not bad, "functools caches (use common.memo or an owning object): " + ", ".join(bad)
+
+
+def test_allowlist_entries_exist():
+    """Every allowlisted name is still a module-level mutable container (no stale entries)."""
+    have = _containers()
+    assert not [k for k in STATE_ALLOWLIST if k not in have]
+
+
+def test_memo_registry():
+    """Registered memos have unique names, an owner text and a bound; `put` honours the bound; clear_all empties
+    them all."""
+    import importlib
+
+    from simulator.common import memo as M
+
+    for mod in ("simulator.model.inductor", "simulator.model.workload", "simulator.engine.setup",
+                "simulator.engine.graph_memory", "simulator.sweep.grid", "simulator.serving.setup",
+                "simulator.common.jsonfile"):
+        importlib.import_module(mod)
+    ms = M.registered()
+    assert len({m.name for m in ms}) == len(ms) >= 12
+    assert all(m.owner and m.bound >= 1 for m in ms)
+    m = M.Memo("test", "a test memo", 2)
+    m.put(1, "a"), m.put(2, "b"), m.put(3, "c")
+    assert dict(m) == {3: "c"}
+    with pytest.raises(ValueError):
+        M.memo(ms[0].name, "again", 1)
+    M.clear_all()
+    assert all(len(x) == 0 for x in M.registered())

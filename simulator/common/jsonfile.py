@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from simulator.common.errors import UserError
+from simulator.common.memo import memo
 
 MAX_JSON_BYTES = 512 << 20  # a torch.profiler trace of a few steps is tens of MB; this is far above
 _DEC = json.JSONDecoder()
@@ -242,13 +243,14 @@ def dumps(obj, **kw) -> str:
 
 _COMPACT = json.JSONEncoder(allow_nan=False, default=lambda o: _default(o))
 _PLAIN = (str, int, float, type(None))  # bool is an int; subclasses (numpy float64, str enums) encode alike
-_ENC: dict[int, json.JSONEncoder] = {}  # depth -> encoder whose item separator is json's indent=2 line break
+_ENC = memo("common.jsonfile._ENC", "one JSON encoder per nesting depth, whose item separator is json's indent=2 "
+            "line break at that depth: constant objects, made at first use", 64)
 
 
 def _flat_encoder(depth: int) -> json.JSONEncoder:
     e = _ENC.get(depth)
     if e is None:
-        e = _ENC[depth] = json.JSONEncoder(allow_nan=False, separators=(",\n" + "  " * (depth + 1), ": "))
+        e = _ENC.put(depth, json.JSONEncoder(allow_nan=False, separators=(",\n" + "  " * (depth + 1), ": ")))
     return e
 
 

@@ -68,11 +68,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
 from simulator.common.errors import UserError
+from simulator.common.memo import memo
 from simulator.common import vocab as V
 from simulator.model.models import ModelSpec
 from simulator.model.parallel import logits_vocab, tp_of
@@ -198,10 +198,16 @@ def retained_bytes(model: ModelSpec, batch: int, mode: str, retention: str) -> f
     return r + (piece_output_bytes(model, batch) if mode == "piecewise" else 0.0)
 
 
-@lru_cache(maxsize=256)
+_KERNEL_COUNTS = memo("engine.graph_memory._KERNEL_COUNTS", "(kernels, attention kernels) of one decode step by "
+                      "(model, fusion): a pure function of those values, shared by every graph-memory model", 256)
+
+
 def _kernel_counts(model: ModelSpec, fusion: str) -> tuple[int, int]:
     """(kernels, attention kernels) of one decode step; both independent of batch."""
-    return _counts(build_step(model, decode(1, 128), fusion))
+    hit = _KERNEL_COUNTS.get((model, fusion))
+    if hit is None:
+        hit = _KERNEL_COUNTS.put((model, fusion), _counts(build_step(model, decode(1, 128), fusion)))
+    return hit
 
 
 def _counts(step) -> tuple[int, int]:
@@ -242,8 +248,15 @@ def _measured_pools(t: GraphMemoryTable | None, fusion: str, w: float) -> dict[s
 
 
 class GraphMemoryModel:
-    def __init__(self, model: ModelSpec, profile: Profile, fusion: str = "fused", graph_mode: str = "full",
+    def __init__(self, model: ModelSpec, profile, fusion: str = "fused", graph_mode: str = "full",
                  retention: str = "drop"):
+        """`profile`: a Profile, or a CostModel (its profile; the start-up model's eager passes are then memoised in
+        that cost model, shared by every model made with it)."""
+        from simulator.model.costs import CostModel
+
+        self._costs = profile if isinstance(profile, CostModel) else None
+        if isinstance(profile, CostModel):
+            profile = profile.profile
         if fusion not in FUSION_LEVELS:
             raise GraphMemoryError(f"unknown fusion level '{fusion}': use one of {', '.join(FUSION_LEVELS)}")
         if graph_mode not in GRAPH_MODES:
@@ -317,7 +330,8 @@ class GraphMemoryModel:
             from simulator.engine.startup import StartupModel
 
             self._startup = (StartupModel.of(self.setup) if self.setup is not None
-                             else StartupModel(self.model, self.profile, self.fusion, self.graph_mode))
+                             else StartupModel(self.model, self._costs or self.profile, self.fusion,
+                                               self.graph_mode))
         return self._startup
 
     def capture_s(self, batch: int) -> float:

@@ -219,9 +219,6 @@ def _waits(launches: list[int], n: int) -> np.ndarray | None:
     return w
 
 
-_SAMPLERS: dict[tuple, tuple] = {}  # (id(costs), op classes) -> (costs, sampler): steps of one fusion level share one
-
-
 def _host_sampler(step: Step, costs: CostModel):
     """A function u -> host times (u: uniform draws, one per op, in rows of replicates), equal (bitwise, same
     draws) to the per-op loop it replaces:
@@ -231,7 +228,8 @@ def _host_sampler(step: Step, costs: CostModel):
     Rounded quantiles take 101 values (k / 100), and an op's host cost depends only on its fixed cost,
     launch path and whether it launches a kernel, so each op class gets a table of 101 costs computed by
     `host_s` itself; the per-launch sums keep the loop's order of additions (first op, then the next...).
-    The sampler depends only on the sequence of op classes (not on shapes), so it is memoised on it.
+    The sampler depends only on the sequence of op classes (not on shapes), so it is memoised on it, in the cost
+    model's memos (`costs.memos["host_samplers"]`: steps of one fusion level share one).
     """
     classes: dict[tuple, int] = {}
     reps: list = []  # one op of each class
@@ -248,10 +246,13 @@ def _host_sampler(step: Step, costs: CostModel):
             by_obj[id(o)] = c
         cls_l.append(c)
     cls = np.asarray(cls_l, dtype=np.int64)
-    mkey = (id(costs), tuple(classes), cls.tobytes())
-    hit = _SAMPLERS.get(mkey)
-    if hit is not None and hit[0] is costs:
-        return hit[1]
+    memo = costs.memos.get("host_samplers")
+    if memo is None:
+        memo = costs.memos["host_samplers"] = {}
+    mkey = (tuple(classes), cls.tobytes())
+    hit = memo.get(mkey)
+    if hit is not None:
+        return hit
     qs = [k / 100 for k in range(101)]
     table = np.asarray([[costs.host_s(o, q) for q in qs] for o in reps], dtype=float)
     launches = np.asarray([k[2] for k in classes], dtype=bool)[cls]
@@ -279,9 +280,9 @@ def _host_sampler(step: Step, costs: CostModel):
             out[..., s] += v[..., o]
         return out
 
-    if len(_SAMPLERS) > 64:
-        _SAMPLERS.clear()
-    _SAMPLERS[mkey] = (costs, sample)
+    if len(memo) > 64:
+        memo.clear()
+    memo[mkey] = sample
     return sample
 
 

@@ -20,69 +20,32 @@ it because every study receives the setup.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Sequence
 
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
+from simulator.common.memo import memo
 from simulator.engine.routing import (DEFAULT_BACKEND, Route, check_backend, check_mode, padded_shape, route,
                                       route_shape)
 from simulator.model.costs import CostModel
 from simulator.model.kernels import LaunchPath, Op, Step
 from simulator.model.models import ModelSpec
-from simulator.model.profile import Profile, load_profile
+from simulator.model.profile import Digest, Profile, load_profile, profile_digest  # noqa: F401  (re-exported)
 from simulator.model.workload import StepShape, build_step, impl_of
 
-_OBJ: dict[int, tuple] = {}  # id(Profile or CostModel) -> (object, Profile, CostModel, Digest)
+_NAMED = memo("engine.setup._NAMED", "profiles loaded by name or path (None: the default), each with its one "
+               "CostModel and digest: every setup of a named profile in the process shares that cost model's memos", 64)
 
 
-def profile_digest(p: Profile) -> str:
-    """A digest of a profile's content: equal profiles share step-time memo entries, different ones never do."""
-    return hashlib.sha256(json.dumps(p.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
-
-
-class Digest:
-    """`profile_digest(profile)`, computed on first use and then kept: the digest of a measured profile (its
-    model_dump and sorted json.dumps of ~33k values, ~15 ms) is part of every step-time memo key, but a single
-    `predict` uses no memo, so `StepSetup.of` carries this instead of the text. It hashes and compares as the
-    digest's text (a setup holding it and one holding the text are equal, and find the same memo entries), and
-    pickles as that text (a plain str on the other side)."""
-
-    __slots__ = ("_profile", "_text")
-
-    def __init__(self, profile: Profile):
-        self._profile: Profile | None = profile
-        self._text: str | None = None
-
-    def __str__(self) -> str:
-        if self._text is None:
-            assert self._profile is not None
-            self._text, self._profile = profile_digest(self._profile), None
-        return self._text
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Digest):
-            return other is self or str(self) == str(other)
-        return str(self) == other if isinstance(other, str) else NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(str(self))
-
-    def __repr__(self) -> str:
-        return repr(str(self))
-
-    def __reduce__(self):
-        return str, (str(self),)
-
-
-@lru_cache(maxsize=64)
 def _load_named(name: str | None) -> tuple[Profile, CostModel, Digest]:
     """A profile by name or path (None: the default), its cost model and its digest (computed when first used)."""
-    p = load_profile(name)
-    return p, CostModel(p), Digest(p)
+    hit = _NAMED.get(name)
+    if hit is None:
+        p = load_profile(name)
+        costs = CostModel(p)
+        hit = _NAMED.put(name, (p, costs, costs.digest))
+    return hit
 
 
 def load_cached_profile(name: str | None) -> tuple[Profile, CostModel, str]:
@@ -97,21 +60,16 @@ def load_cached_costs(name: str | None) -> tuple[Profile, CostModel]:
 
 
 def _resolve(profile: str | None | Profile | CostModel) -> tuple[Profile, CostModel, Digest]:
+    """A name: the process's cached load (`_load_named`). A CostModel: itself, with the digest it carries. A
+    Profile: a new CostModel of it (pass the CostModel instead to share one cost model's memos and digest)."""
     if profile is None or isinstance(profile, str):
         return _load_named(profile)
-    hit = _OBJ.get(id(profile))
-    if hit is not None and hit[0] is profile:
-        return hit[1:]
     if isinstance(profile, CostModel):
-        p, costs = profile.profile, profile
-    elif isinstance(profile, Profile):
-        p, costs = profile, CostModel(profile)
-    else:
-        raise TypeError(f"a profile name, Profile or CostModel, got {type(profile).__name__}")
-    if len(_OBJ) > 256:
-        _OBJ.clear()
-    _OBJ[id(profile)] = (profile, p, costs, Digest(p))  # holds the object: its id is not reused
-    return _OBJ[id(profile)][1:]
+        return profile.profile, profile, profile.digest
+    if isinstance(profile, Profile):
+        costs = CostModel(profile)
+        return profile, costs, costs.digest
+    raise TypeError(f"a profile name, Profile or CostModel, got {type(profile).__name__}")
 
 
 def resolve(profile: str | None | Profile | CostModel) -> tuple[Profile, CostModel, str]:
@@ -120,11 +78,17 @@ def resolve(profile: str | None | Profile | CostModel) -> tuple[Profile, CostMod
     return p, costs, str(digest)
 
 
-@lru_cache(maxsize=64)
-def _host_resolved_named(name: str | None, canary_us: float) -> tuple[Profile, CostModel, str]:
-    from simulator.model.profile import host_scaled
+_HOST_NAMED = memo("engine.setup._HOST_NAMED", "named profiles with their host lane moved to a host canary, by "
+                    "(name, canary_us): a sweep's points share one scaled profile, cost model and digest", 64)
 
-    return resolve(host_scaled(_load_named(name)[0], canary_us))
+
+def _host_resolved_named(name: str | None, canary_us: float) -> tuple[Profile, CostModel, str]:
+    hit = _HOST_NAMED.get((name, canary_us))
+    if hit is None:
+        from simulator.model.profile import host_scaled
+
+        hit = _HOST_NAMED.put((name, canary_us), resolve(host_scaled(_load_named(name)[0], canary_us)))
+    return hit
 
 
 def host_resolved(profile, canary_us: float) -> tuple[Profile, CostModel, str]:

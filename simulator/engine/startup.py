@@ -87,36 +87,43 @@ class StartupError(UserError):
 
 # --------------------------------------------------------------------------------------------- eager pass
 EagerFn = Callable[[int], tuple[float, float]]  # batch -> (step_s, host_s) of one eager pass
-# (model, id(profile), fusion, ctx) -> (profile, {batch: (step_s, host_s)}, [its cost model, made once])
-_EAGER: dict[tuple[ModelSpec, int, str, int], tuple[Profile, dict[int, tuple[float, float]], list]] = {}
 
 
-def _eager_point(model: ModelSpec, profile: Profile, fusion: str, ctx: int, batch: int) -> tuple[float, float]:
-    """(step_s, host_s) of one decode step run eagerly (graph none), from launchsim's fast engine; memoised."""
-    key = (model, id(profile), fusion, ctx)
-    ent = _EAGER.get(key)
-    if ent is None or ent[0] is not profile:
-        if len(_EAGER) > 256:
-            _EAGER.clear()
-        ent = _EAGER[key] = (profile, {}, [])  # the profile is held so its id is not reused
-    pts = ent[1]
+def _costs_of(profile):
+    """A CostModel as given, or a new one of a Profile."""
+    from simulator.model.costs import CostModel
+
+    return profile if isinstance(profile, CostModel) else CostModel(profile)
+
+
+def _eager_point(model: ModelSpec, costs, fusion: str, ctx: int, batch: int) -> tuple[float, float]:
+    """(step_s, host_s) of one decode step run eagerly (graph none), from launchsim's fast engine; memoised in the
+    cost model (`costs.memos["eager_pass"]`: (model, fusion, ctx) -> {batch: figures}), so every start-up model made
+    with one cost model shares the points."""
+    memo = costs.memos.get("eager_pass")
+    if memo is None:
+        memo = costs.memos["eager_pass"] = {}
+    key = (model, fusion, ctx)
+    pts = memo.get(key)
+    if pts is None:
+        if len(memo) > 256:
+            memo.clear()
+        pts = memo[key] = {}
     if batch not in pts:
-        from simulator.model.costs import CostModel
         from simulator.engine.predict import simulate
         from simulator.model.workload import build_step, decode
 
-        if not ent[2]:  # one cost model for the points (its memos hold the same figures a fresh one computes)
-            ent[2].append(CostModel(profile))
-        res, _ = simulate(build_step(model, decode(batch, ctx), fusion), ent[2][0], "none")
+        res, _ = simulate(build_step(model, decode(batch, ctx), fusion), costs, "none")
         pts[batch] = (float(res.step_s), float(res.cpu_busy_s))
     return pts[batch]
 
 
-def eager_pass(model: ModelSpec, profile: Profile, fusion: str, batch: int, ctx: int = DEFAULT_CTX
-               ) -> tuple[float, float]:
+def eager_pass(model: ModelSpec, profile, fusion: str, batch: int, ctx: int = DEFAULT_CTX) -> tuple[float, float]:
     """(step_s, host_s) of an eager pass at `batch`: simulated at powers of two, linear in between (so a
-    search over thousands of sizes costs a dozen simulations; exact at every power of two)."""
-    return _pow2_interp(lambda b: _eager_point(model, profile, fusion, ctx, b), batch)
+    search over thousands of sizes costs a dozen simulations; exact at every power of two). `profile`: a CostModel
+    (its memo of eager points is shared) or a Profile (a cost model made for this call)."""
+    costs = _costs_of(profile)
+    return _pow2_interp(lambda b: _eager_point(model, costs, fusion, ctx, b), batch)
 
 
 def _pow2_interp(point, batch: int) -> tuple[float, float]:
@@ -204,9 +211,13 @@ class StartupModel:
         m.setup = setup
         return m
 
-    def __init__(self, model: ModelSpec, profile: Profile, fusion: str = "fused", graph_mode: str = "full",
+    def __init__(self, model: ModelSpec, profile, fusion: str = "fused", graph_mode: str = "full",
                  ctx: int = DEFAULT_CTX, warmup_runs: int | None = None, eager: EagerFn | None = None):
-        """`eager(batch) -> (step_s, host_s)` replaces launchsim's eager pass (tests)."""
+        """`profile`: a Profile, or a CostModel (its profile; the eager passes are then memoised in it, shared by
+        every start-up model made with it). `eager(batch) -> (step_s, host_s)` replaces launchsim's eager pass
+        (tests)."""
+        from simulator.model.costs import CostModel
+
         from simulator.engine.routing import GRAPH_MODES
         from simulator.model.workload import FUSION_LEVELS
 
@@ -216,19 +227,27 @@ class StartupModel:
             raise StartupError(f"unknown graph mode '{graph_mode}': use one of {', '.join(GRAPH_MODES)}")
         if warmup_runs is not None and warmup_runs < 0:
             raise StartupError(f"warm-up runs must be >= 0, got {warmup_runs}")
+        self._costs = profile if isinstance(profile, CostModel) else None  # made at the first eager pass
+        if isinstance(profile, CostModel):
+            profile = profile.profile
         self.model, self.profile, self.fusion, self.graph_mode, self.ctx = model, profile, fusion, graph_mode, ctx
         self.fig, self.own = figures(profile)
         self.warmup_runs = self.fig.warmup_runs if warmup_runs is None else int(warmup_runs)
         from simulator.engine.routing import graph_kinds
 
         self.modes = graph_kinds(graph_mode)  # full_decode_only captures full graphs, as full
-        self._eager: EagerFn = eager or (lambda b: eager_pass(model, profile, fusion, b, ctx))
+        self._eager: EagerFn = eager or self._eager_pass
         self.setup = None
         t = profile.device.graph_memory.get(model.name)
         self._table: tuple[list[int], list[float]] | None = None
         if t is not None and t.capture_s:
             pts = sorted(zip(t.batch, t.capture_s))
             self._table = ([int(b) for b, _ in pts], [float(c) for _, c in pts])
+
+    def _eager_pass(self, batch: int) -> tuple[float, float]:
+        if self._costs is None:
+            self._costs = _costs_of(self.profile)
+        return eager_pass(self.model, self._costs, self.fusion, batch, self.ctx)
 
     def _capture_one(self, batch: int, host_s: float) -> float:
         if self._table is not None:

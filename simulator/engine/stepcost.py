@@ -15,7 +15,8 @@ over the module's `DEFAULT` cache (kept for callers that have no setup, and for 
 
 - `profile_digest(profile)`: the one digest of a profile's content (part of every step-time memo key).
 - `resolve(profile)`: (Profile, CostModel, digest) of a profile name / path / None (the default), a `Profile`
-  or a `CostModel`; names are cached, objects are digested once per object.
+  or a `CostModel`; names are cached (one CostModel per name), a CostModel carries its own digest, a Profile
+  gets a new CostModel.
 - `step_time(model, profile, fusion, mode, shape)`: the fast engine's StepResult of one step in graph mode
   `mode` (a configured mode or a plan mode: `routing.plan_mode` resolves it for the shape), memoised per process
   on (model, profile digest, fusion, plan mode, shape). Plans are built by layer tiling
@@ -45,7 +46,6 @@ from simulator.engine.routing import DEFAULT_BACKEND, Route, plan_mode
 from simulator.engine.timeline import StepResult
 from simulator.model.workload import StepShape, decode
 
-  # id(Profile or CostModel) -> (object, Profile, CostModel, digest)
 STATS = {"lookups": 0, "simulated": 0}
 
 
@@ -134,6 +134,7 @@ class StepCostCache:
         self._figures: dict[tuple, tuple] = {}  # the same key -> step_figures' four figures (engine/batched.py)
         self._rows: dict[tuple, dict] = {}  # setup.cost_key -> batched.py's memo of built, costed steps by shape
         self._figs: dict[str, dict] = {}  # profile digest -> batched.py's memo of op figures (Op -> figures)
+        self._shared: dict[tuple, dict] = {}  # `shared`: a consumer's memo by its key (serving's step timers)
         self.stats = {"lookups": 0, "simulated": 0}
 
     def clear(self) -> None:
@@ -145,7 +146,17 @@ class StepCostCache:
         self._figures.clear()
         self._rows.clear()
         self._figs.clear()
+        self._shared.clear()
         self.stats.update(lookups=0, simulated=0)
+
+    def shared(self, key: tuple) -> dict:
+        """A memo that the users of this cache share under `key` (a value naming its owner and what decides its
+        entries, e.g. serving's step timers: ("serving.StepTimer", setup.cost_key, engine, ...)): made empty at
+        first use, cleared with the cache."""
+        m = self._shared.get(key)
+        if m is None:
+            m = self._shared[key] = {}
+        return m
 
     def step_time(self, setup, mode: str, shape: StepShape) -> StepResult:
         """The fast engine's result of `setup`'s step of `shape` in plan mode `mode` (routed already)."""

@@ -23,7 +23,7 @@ from functools import cached_property
 import numpy as np
 
 from simulator.model.kernels import ROLL, SDPA_MASK, TRITON_LIKE, LaunchPath, Op, OpClass
-from simulator.model.profile import Curve, Profile
+from simulator.model.profile import Curve, Digest, Profile
 from simulator.model.tables import POLICIES, REFUSE, loglog, row_mean
 
 US = 1e-6
@@ -129,8 +129,17 @@ _FUSED_KEYS = {OpClass.REDUCTION: "triton_per", OpClass.ELEMENTWISE: "triton_poi
 
 
 class CostModel:
+    """The figures of one profile. Besides its own per-op caches it owns the memos of what is derived from it:
+    `digest` (the profile's content digest, made when first read: the profile part of the step-time memo keys),
+    the GEMM grid's tables and the fallback model of unmeasured GEMM shapes (built once, at first use), and
+    `memos` (name -> dict: the engines' figures of this cost model, e.g. engine/plan.py's host samplers and
+    engine/startup.py's eager passes). They live as long as it does: a run shares them by sharing its cost model
+    (engine/setup.py: one per named profile in the process)."""
+
     def __init__(self, profile: Profile):
         self.profile = profile
+        self.digest = Digest(profile)
+        self.memos: dict[str, dict] = {}
         d, h = profile.device, profile.host
         self.peak_flops = d.peak_bf16_tflops * 1e12 * d.gemm_efficiency
         self.bw = d.hbm_tbps * 1e12 * d.bw_efficiency
@@ -606,9 +615,9 @@ class CostModel:
         (the grid is unpacked once, at the first shape the tables lack); None where neither holds it."""
         t = self._gemm.get((n, k))
         if t is None and self._grid is not None:
-            from simulator.model.gemm_model import shared_grid_tables
+            from simulator.model.gemm_model import grid_tables
 
-            extra = [g for key, g in shared_grid_tables(self._grid).items() if key not in self._gemm]
+            extra = [g for key, g in grid_tables(self._grid).items() if key not in self._gemm]
             self._gemm.update({(g.n, g.k): g for g in extra})  # a shape of both: the table (the fit's own) wins
             self._grid, self._grid_extra = None, extra
             t = self._gemm.get((n, k))
@@ -620,12 +629,11 @@ class CostModel:
         """The model of unmeasured GEMM shapes, built once from this profile's GEMM tables and grid."""
         fb = self.__dict__.get("_gemm_fb")
         if fb is None:
-            from simulator.model.gemm_model import shared_fallback
+            from simulator.model.gemm_model import GemmFallback
 
             self.gemm_table(0, 0)  # the grid joins the tables
-            fb = self.__dict__["_gemm_fb"] = shared_fallback(
-                self.profile.device.tables, lambda: list(self.profile.device.tables.gemm) + self._grid_extra,
-                self.peak_flops, self.bw)
+            fb = self.__dict__["_gemm_fb"] = GemmFallback(list(self.profile.device.tables.gemm) + self._grid_extra,
+                                                          self.peak_flops, self.bw)
         return fb
 
     def gemm_fallback_s(self, op: Op) -> float | None:

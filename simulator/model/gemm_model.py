@@ -47,36 +47,6 @@ POWER = 1.0
 W_K = 1.0
 
 
-# Shared by every cost model of one profile's device tables (host-rescaled profiles keep the device section, and a
-# run builds a cost model per setup): keyed by the id of the object each entry holds, so the id stays its own while
-# the entry lives; bounded. What it memoises is a pure function of that object.
-_SHARED: dict[tuple, tuple] = {}
-_SHARED_MAX = 32
-
-
-def _shared(owner, key: tuple, build):
-    """build(), once per (`owner` object, `key`)."""
-    k = (id(owner), *key)
-    hit = _SHARED.get(k)
-    if hit is None:
-        if len(_SHARED) >= _SHARED_MAX:
-            _SHARED.clear()
-        hit = _SHARED[k] = (owner, build())
-    return hit[1]
-
-
-def shared_grid_tables(grid) -> dict[tuple[int, int], object]:
-    """`grid_tables(grid)`, built once per grid object."""
-    return _shared(grid, ("grid",), lambda: grid_tables(grid))
-
-
-def shared_fallback(owner, tables, peak_flops: float, bw: float) -> "GemmFallback":
-    """`GemmFallback(tables(), peak_flops, bw)`, built once per `owner` (the profile's device tables object the
-    `tables` list is a pure function of) and figures."""
-    return _shared(owner, ("fallback", float(peak_flops), float(bw)),
-                   lambda: GemmFallback(tables(), peak_flops, bw))
-
-
 def grid_tables(grid) -> dict[tuple[int, int], object]:
     """A profile's GEMM grid (profile.GemmGrid) as one GemmTable per (n, k), in the grid's order (validated as a
     whole by the grid's schema model: built here without a second validation)."""

@@ -66,12 +66,14 @@ trace's guards), so one traced build prices many batch sizes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from simulator.common.errors import UserError
+from simulator.common.memo import memo
 from simulator.model.kernels import LORA_TARGETS, MARKER_KEYS, LaunchPath, Op, OpClass, Traced
 
 REALIZE_READS_THRESHOLD = 4  # torch._inductor.config.realize_reads_threshold: a reused value reading more is stored
@@ -100,7 +102,7 @@ _EXTERN_CLASSES = frozenset({OpClass.GEMM, OpClass.ATTENTION, OpClass.COLLECTIVE
 # alternative a full op name or a group prefix). The names of workload.py's reference decoder and of
 # recipes.py's hf recipe (transformers' modeling code: StaticCache index_copy_, repeat_kv, SDPA's mask).
 _NORMS_IN = "residual_add|embedding|embed_scale"
-_FEEDS: dict[str, tuple[str, ...]] = {
+_FEEDS_BASE: dict[str, tuple[str, ...]] = {
     "embedding": (), "rotary": (), "rotary_local": (), "mask": (), "sliding_mask": (), "cache": (),
     "embed_scale": ("embedding",),
     # the rotary bmm's two operands are both extern inputs (both realized: two kernels where both are copies)
@@ -142,9 +144,10 @@ _FEEDS: dict[str, tuple[str, ...]] = {
 # a LoRA adapter on a projection (workload._Builder.lora_delta): the shrink GEMM reads the projection's input, the
 # expand GEMM the shrink, the scaling the expand; the add (in the projection's group, so its readers read the sum)
 # reads the projection's GEMM and the scaling
-_FEEDS.update({k: v for p in LORA_TARGETS
-               for k, v in ((f"lora_A.{p}", _FEEDS[p]), (f"lora_B.{p}", (f"lora_A.{p}",)),
-                            (f"lora_scale.{p}", (f"lora_B.{p}",)), (f"{p}.lora_add", (p, f"lora_scale.{p}")))})
+_FEEDS: Mapping[str, tuple[str, ...]] = MappingProxyType({**_FEEDS_BASE, **{
+    k: v for p in LORA_TARGETS
+    for k, v in ((f"lora_A.{p}", _FEEDS_BASE[p]), (f"lora_B.{p}", (f"lora_A.{p}",)),
+                 (f"lora_scale.{p}", (f"lora_B.{p}",)), (f"{p}.lora_add", (p, f"lora_scale.{p}")))}})
 # steps of one module that read an earlier step of the same run besides the previous one (RMSNorm's x * rsqrt
 # reads the fp32 x; RoPE's sum reads x * cos)
 _STEP_READS = {"mul": ("to_fp32",), "add": ("mul_cos",)}
@@ -308,12 +311,14 @@ def compile_ops(ops: Sequence[Op], dynamic: bool, *, reads: Sequence[Sequence[in
     return _emit(plan, ops, dynamic, sym, act_bytes)
 
 
-_PLANS: dict[tuple, "_Plan"] = {}  # compile_ops' memo of scheduling decisions, by op-list structure (bounded)
 _PLANS_MAX = 64
+_PLANS = memo("model.inductor._PLANS", "compile_ops' scheduling decisions by op-list structure (a value key: the "
+              "ops' structures and the compile options); every process's compiled steps share them", _PLANS_MAX)
 # (list length, the key's other parts) -> the structure keys of _PLANS under them: a list that repeats a plan's
 # layers as its schedule-time list did (`_Plan.repeats`) has that plan's key when its first occurrences have the
 # plan's structures (`_Plan.structure_at_firsts`), found without the full structure key (a tuple of every op's)
-_BY_HEAD: dict[tuple, list] = {}
+_BY_HEAD = memo("model.inductor._BY_HEAD", "the _PLANS keys under each (list length, options): cleared with "
+                "_PLANS, so it never holds more heads than _PLANS holds plans", _PLANS_MAX)
 
 
 def clear_plans() -> None:
@@ -804,18 +809,10 @@ def _schedule(ops: tuple[Op, ...], sym: bool, reads, feeds) -> _Plan:
 
 new_op = object.__new__
 assert not hasattr(Op, "__post_init__") and not hasattr(Op, "__slots__")  # `_emit` makes Ops field by field
-_EXTERN_OPS: dict[int, tuple[Op, Op]] = {}  # id(eager extern) -> (it, its compiled-path copy): the ops are interned
 
 
 def _extern(op: Op) -> Op:
-    hit = _EXTERN_OPS.get(id(op))
-    if hit is not None and hit[0] is op:
-        return hit[1]
-    out = replace(op, path=LaunchPath.COMPILED_EXTERN) if op.op_class in (OpClass.GEMM, OpClass.ATTENTION) else op
-    if len(_EXTERN_OPS) >= 100_000:
-        _EXTERN_OPS.clear()
-    _EXTERN_OPS[id(op)] = (op, out)
-    return out
+    return op.as_compiled_extern  # made once per (interned) op object, kept on it
 
 
 def _emit(plan: _Plan, ops: tuple[Op, ...], dynamic: bool, sym: bool, act_bytes: int,

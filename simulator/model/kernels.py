@@ -6,7 +6,7 @@ Op classes group kernels by how their GPU time scales; launch paths group them b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from enum import Enum
 
@@ -139,6 +139,15 @@ class Op:
     @cached_property
     def structure_hash(self) -> int:
         return hash(self.structure)
+
+    @cached_property
+    def as_compiled_extern(self) -> "Op":
+        """This op as a torch.compile'd graph launches it: a GEMM or attention call as an extern kernel of
+        Inductor's wrapper (path COMPILED_EXTERN), any other op unchanged. Made once per op object and kept on it
+        (the builders intern their ops, so a sweep's steps share it): simulator/model/inductor.py reads it."""
+        if self.op_class in (OpClass.GEMM, OpClass.ATTENTION):
+            return replace(self, path=LaunchPath.COMPILED_EXTERN)
+        return self
 
 
 @dataclass(frozen=True)

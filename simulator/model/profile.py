@@ -17,6 +17,8 @@ from simulator.common.jsonfile import validate_versioned
 from simulator.model.profile_check import check_profile, read_profile_file
 from simulator.model.profile_moe import Fp8QuantTable, GroupedGemmTable, RoutingTable
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -616,3 +618,43 @@ def host_state(profile: Profile) -> str:
                 f"{c.slow_us:.2f} µs)")
     return (f"host canary {c.assumed_us:.2f} µs (host costs x {c.assumed_us / c.calibration_us:.3f} from the "
             f"calibration's {c.calibration_us:.2f} µs)")
+
+
+# -- a profile's content digest (the step-time memo keys' profile part) ------------------------------
+def profile_digest(p: Profile) -> str:
+    """A digest of a profile's content: equal profiles share step-time memo entries, different ones never do."""
+    return hashlib.sha256(json.dumps(p.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+class Digest:
+    """`profile_digest(profile)`, computed on first use and then kept: the digest of a measured profile (its
+    model_dump and sorted json.dumps of ~33k values, ~15 ms) is part of every step-time memo key, but a single
+    `predict` uses no memo, so `StepSetup.of` carries this instead of the text. It hashes and compares as the
+    digest's text (a setup holding it and one holding the text are equal, and find the same memo entries), and
+    pickles as that text (a plain str on the other side)."""
+
+    __slots__ = ("_profile", "_text")
+
+    def __init__(self, profile: Profile):
+        self._profile: Profile | None = profile
+        self._text: str | None = None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            assert self._profile is not None
+            self._text, self._profile = profile_digest(self._profile), None
+        return self._text
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Digest):
+            return other is self or str(self) == str(other)
+        return str(self) == other if isinstance(other, str) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+    def __reduce__(self):
+        return str, (str(self),)

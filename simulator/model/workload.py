@@ -21,6 +21,7 @@ from typing import Callable
 
 from simulator.common import vocab as V
 from simulator.common.errors import UserError
+from simulator.common.memo import memo
 from simulator.model import recipes as R
 from simulator.model.dtype import FP8_GEMMS, quant_ops
 from simulator.model.kernels import LaunchPath as P
@@ -77,12 +78,10 @@ def decode(batch: int, ctx: int) -> StepShape:
     return StepShape(decode_seqs=batch, ctx=ctx)
 
 
-# Ops the builders made, by (position in the step, fields): a step of another shape whose op at that position has
-# the same fields gets the same (immutable) Op object, so steps over the batch axis share their unchanged ops (a
-# GEMM of the same rows, say) and the costing memos find them by identity. Values are exactly those of a fresh
-# Op; the position keeps two equal ops of one step distinct objects, as before. Bounded: cleared when full.
-_INTERN: dict[tuple, Op] = {}
-_INTERN_MAX = 200_000
+_INTERN = memo("model.workload._INTERN", """Ops the builders made, by (position in the step, fields): a step of
+another shape whose op at that position has the same fields gets the same (immutable) Op object, so steps over the
+batch axis share their unchanged ops (a GEMM of the same rows, say) and the costing memos find them by identity.
+Values are exactly those of a fresh Op; the position keeps two equal ops of one step distinct objects.""", 200_000)
 
 
 TRACING = [False]  # set while engine/batchbuild.py traces a build: `_Builder.add` keeps symbolic sizes
@@ -114,9 +113,7 @@ class _Builder:
                fixed_host_s)
         op = _INTERN.get(key)
         if op is None:
-            if len(_INTERN) >= _INTERN_MAX:
-                _INTERN.clear()
-            op = _INTERN[key] = Op(name, cls, path, key[4], key[5], key[6], fixed_gpu_s, fixed_host_s)
+            op = _INTERN.put(key, Op(name, cls, path, key[4], key[5], key[6], fixed_gpu_s, fixed_host_s))
         ops.append(op)
 
     def gemm(self, name, m, n, k, path=P.EAGER_GEMM, bias=False):

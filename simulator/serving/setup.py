@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator.common.memo import memo
 from simulator.layouts.buckets import parse_layout
 from simulator.engine.graph_memory import GiB
 from simulator.model.profile import load_profile
@@ -95,15 +96,17 @@ def run_replications(run, cfg: ServeConfig, rate: float | None, prep: Prepared |
     return results
 
 
-_SPECS: dict = {}
+_SPECS = memo("serving.setup._SPECS", "length models' samplers (`lm.to_spec()`) by the model's JSON (a value): a "
+              "csv length model reads its file once per process, not once per rate", 256)
 
 
 def _spec(lm):
     """`lm.to_spec()`, memoised: a csv length model reads its file once per process, not once per rate."""
     key = lm.model_dump_json()
-    if key not in _SPECS:
-        _SPECS[key] = lm.to_spec()
-    return _SPECS[key]
+    hit = _SPECS.get(key)
+    if hit is None:
+        hit = _SPECS.put(key, lm.to_spec())
+    return hit
 
 
 def mean_metrics(results: list[ServeResult]) -> dict:

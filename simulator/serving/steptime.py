@@ -54,17 +54,13 @@ from simulator.model.workload import StepShape
 
 CTX_BUCKET = 256
 
-# Engine results shared by every StepTimer of the process with the same profile, model, fusion and engine
-# (a capacity study's configurations differ in graph mode and layout but reuse many step shapes). Entries are
-# keyed by (plan mode, StepShape as the GPU runs it, padding rows included), so sharing is exact.
-_SHARED: dict[tuple, dict] = {}
 
 
 def clear_step_cache() -> None:
-    """Forget every memoised step time, here and in stepcost.py (benchmarks use it to measure cold runs)."""
+    """Forget every memoised step time of stepcost.py's DEFAULT cache, the serving timers' shared step costs
+    included (benchmarks use it to measure cold runs)."""
     from simulator.engine.stepcost import reset_memo
 
-    _SHARED.clear()
     reset_memo()
 
 
@@ -113,8 +109,11 @@ class StepTimer:
         self._batched = engine == "fast" and not layer_extrapolation and setup.fusion != "compiled"
         self._s2 = setup.with_layers(2)
         self._s3 = setup.with_layers(3)
-        sig = (setup.cost_key, engine, layer_extrapolation)
-        self._cache: dict[tuple, StepCost] = _SHARED.setdefault(sig, {})
+        # engine results shared by every StepTimer of the run's cache with the same profile, model, fusion and engine
+        # (a capacity study's configurations differ in graph mode and layout but reuse many step shapes); keyed by
+        # (plan mode, StepShape as the GPU runs it, padding rows included), so sharing is exact
+        self._cache: dict[tuple, StepCost] = self.cache.shared(("serving.StepTimer", setup.cost_key, engine,
+                                                                 layer_extrapolation))
         self._decode: dict[tuple[int, int], StepCost] = {}
         self._cells: dict[tuple, tuple] = {}  # mixed-step grid cell -> its 8 corners' figures
         self._brackets_d: dict[int, tuple] = {}

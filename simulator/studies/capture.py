@@ -65,7 +65,7 @@ def _draft(sc):
     return replace(dr, model=dm), DRAFT_GRAPH[sc.layout]
 
 
-def _draft_memory(sc, prof, ret) -> dict:
+def _draft_memory(sc, costs, ret) -> dict:
     """The draft's graphs (each family of simulator/layouts/spec.py in its own shared pool: an upper bound, the
     engines share the target's pool), their capture time, the draft's weights (a head shares the target's embedding
     and lm_head) and its KV bytes per token."""
@@ -76,7 +76,7 @@ def _draft_memory(sc, prof, ret) -> dict:
     total = cap = 0.0
     graphs, per = 0, {}
     for name, sizes in (L.draft or {}).items():
-        lm = GraphMemoryModel(dr.model, prof, sc.fusion, mode, ret).layout(list(sizes), shared_pool=not sc.private)
+        lm = GraphMemoryModel(dr.model, costs, sc.fusion, mode, ret).layout(list(sizes), shared_pool=not sc.private)
         total, cap, graphs = total + lm.total_bytes, cap + lm.capture_s, graphs + lm.graphs
         per[name] = {"sizes": list(sizes), "graphs": lm.graphs, "total_bytes": lm.total_bytes,
                      "capture_s": lm.capture_s}
@@ -86,7 +86,7 @@ def _draft_memory(sc, prof, ret) -> dict:
             "draft_kv_bytes_per_token": dr.kv_bytes_per_token(), "spec_requests": list(L.requests)}
 
 
-def _draft_startup(sc, prof) -> dict:
+def _draft_startup(sc, costs) -> dict:
     """The draft's start-up: its own torch.compile (fusion compiled, once) and a warm-up + capture pass per size of
     each graph family in the engine's draft graph mode; SGLang's draft graph holds the k - 1 forwards of its
     multi-step draft_forward (speculative/eagle_draft_cuda_graph_runner.py)."""
@@ -97,7 +97,7 @@ def _draft_startup(sc, prof) -> dict:
     comp = w = c = 0.0
     n = 0
     for i, (name, sizes) in enumerate((L.draft or {}).items()):
-        r = StartupModel(dr.model, prof, sc.fusion, mode, ctx=sc.ctx, warmup_runs=sc.warmups).layout(
+        r = StartupModel(dr.model, costs, sc.fusion, mode, ctx=sc.ctx, warmup_runs=sc.warmups).layout(
             list(sizes), sc.compile, sc.compile_cache)
         comp = comp if i else r.compile_s
         steps = max(1, L.k - 1) if (L.engine, name) == ("sglang", "draft") else 1
@@ -134,7 +134,7 @@ def run_startup(sc: StartupScenario, out: Path | None = None) -> dict:
     if prefill is not None:
         rec.update(prefill_sizes=prefill)
     if sc.spec_tokens:
-        sd = _draft_startup(sc, prof)
+        sd = _draft_startup(sc, setup.costs)
         rec.update(sd, total_with_draft_s=rec["total_s"] + sd["draft_total_s"])
     _write(out, sc, rec)
     return rec
@@ -152,7 +152,7 @@ def run_graph_memory(sc: GraphMemoryScenario, out: Path | None = None) -> dict:
     mem = GraphMemoryModel.of(setup, ret).layout(sizes, shared_pool=not sc.private, prefill_sizes=prefill)
     kv = kv_cache_bytes(m, prof, mem, sc.workspace, sc.gpu_memory_utilization)
     kv_tok = kv_cache_tokens(m, kv)
-    sd = _draft_memory(sc, prof, ret) if sc.spec_tokens else None
+    sd = _draft_memory(sc, setup.costs, ret) if sc.spec_tokens else None
     total = mem.total_bytes
     if sd is not None:  # the draft's graphs and weights come off the KV cache; each token holds the draft's KV too
         kv = kv - sd["draft_total_bytes"] - sd["draft_weights_bytes"]

@@ -199,7 +199,7 @@ def setup(inp: Inputs) -> Setup:
     from simulator.engine.graph_memory import check_weights_fit
 
     check_weights_fit(model, costs.profile)
-    gm = GraphMemoryModel(model, costs.profile, inp.fusion, graph)
+    gm = GraphMemoryModel(model, costs, inp.fusion, graph)
     if k:
         from simulator.layouts.spec import allowed_sizes
 

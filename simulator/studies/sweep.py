@@ -36,6 +36,7 @@ def build_points(sc: SweepScenario) -> list[Point]:
     prefill = None if pre is None else tuple(pre)
     knobs = {f: getattr(sc, f) for f in STEP_KNOBS if f != "prefill_sizes"}  # the scenario's, by the same names
     pts = []
+    spec_memo: dict = {}  # spec_sizes of this scenario's layouts, made once per (layout, k, verify graph)
     for mname, prof in itertools.product(sc.models, sc.profiles):
         proto = point_for(resolve_model(mname, sc.dtype, sc.kv_dtype, 1, sc.assume_family), prof, fusion="", graph="", layout="", sizes=(), distribution="",
                           dist_sizes=(), dist_weights=(), budget_bytes=0, ctx=sc.ctx)
@@ -43,7 +44,7 @@ def build_points(sc: SweepScenario) -> list[Point]:
                 sc.fusion, sc.graph, spec_axes(sc), layouts, dists):
             spec = dict(spec_tokens=0, acceptance=None, draft="eagle", spec_engine="vllm", decode_sizes=None)
             if k:
-                sizes, eng, dsizes = spec_sizes(sc, lname, k, graph)
+                sizes, eng, dsizes = spec_sizes(sc, lname, k, graph, spec_memo)
                 spec = dict(spec_tokens=k, acceptance=a, draft=sc.draft, spec_engine=eng, decode_sizes=dsizes)
             pts += Point.at_budgets(Point.values(dict(
                 model=proto.model, profile=prof, profile_digest=proto.profile_digest, fusion=fusion, graph=graph,
@@ -58,24 +59,25 @@ def spec_axes(sc: SweepScenario) -> list[tuple[int, float | None]]:
     return [(k, a) for k in sc.spec_tokens for a in ([None] if k == 0 else sc.acceptance)]
 
 
-_SPEC_SIZES: dict = {}
-
-
-def spec_sizes(sc: SweepScenario, name: str, k: int, graph: str) -> tuple[tuple, str, tuple]:
+def spec_sizes(sc: SweepScenario, name: str, k: int, graph: str, memo: dict | None = None
+               ) -> tuple[tuple, str, tuple]:
     """(verify token sizes, the engine whose rules route the draft, the plain-decode sizes) of layout `name` at
     k (engine/spec.py spec_request: an engine preset is its spec-decode list, in the graph mode verify steps run
-    in; another layout's sizes count verify tokens)."""
+    in; another layout's sizes count verify tokens). `memo`: the caller's, for one scenario `sc` (by layout name,
+    k and the verify graph mode)."""
+    if memo is None:
+        memo = {}
     from simulator.engine.spec import spec_request, verify_graph_mode
 
     lay = next(x for x in sc.layouts if x.name == name)
     eng = lay.sizes if isinstance(lay.sizes, str) and lay.sizes in ("vllm", "sglang", "trtllm") else "vllm"
     vgraph, _ = verify_graph_mode(eng, graph, sc.attention_backend, k)
     key = (name, k, vgraph)
-    if key not in _SPEC_SIZES:
+    if key not in memo:
         _, vs, ds = spec_request(k, 0.5, sc.draft, lay.sizes, lay.max_size, lay.max_num_seqs,
                                  graph="piecewise" if vgraph == "piecewise" else "full")
-        _SPEC_SIZES[key] = (tuple(vs), eng, tuple(ds))
-    return _SPEC_SIZES[key]
+        memo[key] = (tuple(vs), eng, tuple(ds))
+    return memo[key]
 
 
 TABLE_ROWS = 2000  # rows of a report table; the CSV and JSON files hold every point

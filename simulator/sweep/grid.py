@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.common.errors import Interrupted
+from simulator.common.memo import memo
 from simulator.engine.graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
 from simulator.model.models import ModelSpec
 from simulator.engine.setup import Capture, StepSetup
@@ -129,11 +130,12 @@ class Point:
         return StepSetup(self.spec, costs, digest, fusion, capture=cap,
                          **{arg: getattr(self, f) for f, arg in _SETUP_ARGS})
 
-    def key(self) -> str:
+    def key(self, texts: "KeyTexts | None" = None) -> str:
         """`base_key`, or with a routing or recipe field off its default, sha256 of it followed by JSON of the
         attention backend and prefill sizes plus the recipe fields off their defaults (so points at the defaults keep
-        the keys of caches written before these fields existed, and points with only routing fields keep theirs)."""
-        k = self.base_key()
+        the keys of caches written before these fields existed, and points with only routing fields keep theirs).
+        `texts`: the caller's memo of key texts (`KeyTexts`), for many points at once."""
+        k = self.base_key(texts)
         off = {f: getattr(self, f) for f in _ROUTING_FIELDS if getattr(self, f) != _DEFAULTS[f]}
         if not off:
             return k
@@ -141,7 +143,7 @@ class Point:
                             **{f: v for f, v in off.items() if f not in ("attention_backend", "prefill_sizes")}})
         return hashlib.sha256((k + extra).encode()).hexdigest()[:24]
 
-    def key_parts(self) -> tuple[bytes, str | None]:
+    def key_parts(self, texts: "KeyTexts | None" = None) -> tuple[bytes, str | None]:
         """What `key` hashes besides the budget: (the key text after budget_bytes, the routing JSON or None);
         `key_at(budget, parts)` is then the key of this point at any budget (a family's keys, made once)."""
         off = {f: getattr(self, f) for f in _ROUTING_FIELDS if getattr(self, f) != _DEFAULTS[f]}
@@ -149,7 +151,7 @@ class Point:
         if off:
             extra = json.dumps({"attention_backend": self.attention_backend, "prefill_sizes": self.prefill_sizes,
                                 **{f: v for f, v in off.items() if f not in ("attention_backend", "prefill_sizes")}})
-        return self._key_text(skip="budget_bytes"), extra
+        return self._key_text("budget_bytes", texts), extra
 
     @staticmethod
     def key_at(budget, parts: tuple[bytes, str | None]) -> str:
@@ -158,44 +160,58 @@ class Point:
         k = hashlib.sha256(b'{"budget_bytes": ' + bj.encode() + parts[0]).hexdigest()[:24]
         return k if parts[1] is None else hashlib.sha256((k + parts[1]).encode()).hexdigest()[:24]
 
-    def base_key(self) -> str:
+    def base_key(self, texts: "KeyTexts | None" = None) -> str:
         """sha256 of json.dumps({**asdict(self), "v": CACHE_VERSION}, sort_keys=True), first 24 hex digits.
 
         Built in that same text (json.dumps's ", " / ": " separators, keys sorted). `budget_bytes` sorts first
-        and is the innermost axis of a grid: the text after it is built once per distinct rest of the point
-        (the long tuples are recognised by identity and kept alive with the entry, so their ids stay unique)."""
-        rk = (id(self.model), id(self.sizes), id(self.dist_sizes), id(self.dist_weights), id(self.mixed),
-              self.profile, self.profile_digest, self.fusion, self.graph, self.layout, self.distribution,
-              type(self.ctx), self.ctx, type(self.gpu_util), self.gpu_util, type(self.shared_pool), self.shared_pool,
-              type(self.workspace_bytes), self.workspace_bytes)
-        hit = _KEY_REST.get(rk)
-        if hit is None or not (hit[0] is self.model and hit[1] is self.sizes and hit[2] is self.dist_sizes
-                               and hit[3] is self.dist_weights and hit[4] is self.mixed):
-            if len(_KEY_REST) > 4096:
-                _KEY_REST.clear()
-            hit = _KEY_REST[rk] = (self.model, self.sizes, self.dist_sizes, self.dist_weights, self.mixed,
-                                   self._key_text(skip="budget_bytes"))
+        and is the innermost axis of a grid: with `texts` (`KeyTexts`), the text after it is built once per
+        distinct rest of the point."""
+        text = texts.rest(self) if texts is not None else self._key_text("budget_bytes")
         b = self.budget_bytes
         bj = int.__repr__(b) if type(b) is int else json.dumps(b)
-        return hashlib.sha256(b'{"budget_bytes": ' + bj.encode() + hit[5]).hexdigest()[:24]
+        return hashlib.sha256(b'{"budget_bytes": ' + bj.encode() + text).hexdigest()[:24]
 
-    def _key_text(self, skip: str) -> bytes:
+    def _key_text(self, skip: str, texts: "KeyTexts | None" = None) -> bytes:
         """The key's JSON text after field `skip` (which must sort first), up to the closing brace."""
         parts = []
         for name, head in _KEY_FIELDS:
             if name == skip:
                 continue
             v = CACHE_VERSION if name == "v" else getattr(self, name)
-            if type(v) is tuple and len(v) > 8:  # shared by many points: serialised once per object
-                hit = _KEY_JSON.get(id(v))
-                if hit is None or hit[0] is not v:
-                    if len(_KEY_JSON) > 4096:
-                        _KEY_JSON.clear()
-                    hit = _KEY_JSON[id(v)] = (v, json.dumps(v).encode())
-                parts.append(head.encode() + hit[1])
+            if type(v) is tuple and len(v) > 8:  # shared by many points: serialised once per object (`texts`)
+                parts.append(head.encode() + (texts.json(v) if texts is not None else json.dumps(v).encode()))
             else:
                 parts.append(head.encode() + json.dumps(v, sort_keys=True).encode())
         return b"".join(parts) + b"}"
+
+
+class KeyTexts:
+    """The key texts of one batch of points, owned by the caller that holds those points (`run_points`,
+    `SweepRun.keys`) and dropped with it: the JSON of each long tuple field, made once per tuple object (a grid's
+    points share their sizes, distribution and model tuples), and each family's text after its budget. Entries are
+    found by the identity of the objects and hold them, so an id is never reused while its entry lives."""
+
+    def __init__(self):
+        self._json: dict[int, tuple[tuple, bytes]] = {}  # id(tuple) -> (the tuple, its JSON)
+        self._rest: dict[tuple, tuple] = {}  # the point without its budget -> (its tuples; the text after the budget)
+
+    def json(self, v: tuple) -> bytes:
+        hit = self._json.get(id(v))
+        if hit is None or hit[0] is not v:
+            hit = self._json[id(v)] = (v, json.dumps(v).encode())
+        return hit[1]
+
+    def rest(self, p: "Point") -> bytes:
+        rk = (id(p.model), id(p.sizes), id(p.dist_sizes), id(p.dist_weights), id(p.mixed),
+              p.profile, p.profile_digest, p.fusion, p.graph, p.layout, p.distribution,
+              type(p.ctx), p.ctx, type(p.gpu_util), p.gpu_util, type(p.shared_pool), p.shared_pool,
+              type(p.workspace_bytes), p.workspace_bytes)
+        hit = self._rest.get(rk)
+        if hit is None or not (hit[0] is p.model and hit[1] is p.sizes and hit[2] is p.dist_sizes
+                               and hit[3] is p.dist_weights and hit[4] is p.mixed):
+            hit = self._rest[rk] = (p.model, p.sizes, p.dist_sizes, p.dist_weights, p.mixed,
+                                    p._key_text("budget_bytes", self))
+        return hit[5]
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(Point))
@@ -224,8 +240,6 @@ _DEFAULTS = {f.name: f.default for f in fields(Point) if f.name in _ROUTING_FIEL
 _KEY_FIELDS = tuple((k, ("" if i == 0 else ", ") + json.dumps(k) + ": ")
                     for i, k in enumerate(sorted([f.name for f in fields(Point) if f.name not in _ROUTING_FIELDS]
                                                  + ["v"])))
-_KEY_REST: dict[tuple, tuple] = {}  # the point without its budget -> (its tuples, kept alive; the key text after the budget)
-_KEY_JSON: dict[int, tuple[tuple, bytes]] = {}  # id(tuple) -> (the tuple, its JSON): kept alive, so ids stay unique
 assert _KEY_FIELDS[0][0] == "budget_bytes"
 
 
@@ -233,21 +247,22 @@ def model_tuple(m: ModelSpec) -> tuple:
     """tuple(asdict(m).values()) (ModelSpec's fields are plain scalars), one shared tuple per model."""
     t = _MODEL_TUPLES.get(m)
     if t is None:
-        if len(_MODEL_TUPLES) > 1024:
-            _MODEL_TUPLES.clear()
-        t = _MODEL_TUPLES[m] = tuple(asdict(m).values())
+        t = _MODEL_TUPLES.put(m, tuple(asdict(m).values()))
     return t
 
 
-_MODEL_TUPLES: dict[ModelSpec, tuple] = {}
+_MODEL_TUPLES = memo("sweep.grid._MODEL_TUPLES", "a ModelSpec's fields as one shared tuple, by the (frozen) spec",
+                     1024)
 
 
 def point_for(model: ModelSpec, profile: str, **kw) -> Point:
     return Point(model=model_tuple(model), profile=profile, profile_digest=load_cached_profile(profile)[2], **kw)
 
 
-_MEM: dict[tuple, tuple] = {}  # per process: (layout memory, KV-cache bytes, KV tokens) per layout
-_EXPECT: dict[tuple, dict] = {}  # per process: expectations shared by points that differ only in layout/budget
+_MEM = memo("sweep.grid._MEM", "a sweep worker's (layout memory, KV-cache bytes, KV tokens) by the layout's "
+            "point fields (values): points that differ only in budget or distribution share it", 100_000)
+_EXPECT = memo("sweep.grid._EXPECT", "a sweep worker's expectations (stepcost Expected) by the point fields they "
+               "read (values): points that differ only in layout or budget share the baselines", 100_000)
 
 
 def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> Expected:
@@ -257,10 +272,8 @@ def _expectation(p: Point, fusion: str, mode: str, sizes: tuple[int, ...]) -> Ex
            p.dist_weights, p.ctx, p.mixed) + _STEP_KNOBS(p.__dict__)
     hit = _EXPECT.get(key)
     if hit is None:
-        if len(_EXPECT) > 100_000:
-            _EXPECT.clear()
-        hit = _EXPECT[key] = DEFAULT.expected(p.step_setup(fusion, mode, sizes), p.dist_sizes, p.dist_weights,
-                                              p.ctx, p.mixed)
+        hit = _EXPECT.put(key, DEFAULT.expected(p.step_setup(fusion, mode, sizes), p.dist_sizes, p.dist_weights,
+                                                p.ctx, p.mixed))
     return hit
 
 
@@ -274,16 +287,15 @@ def evaluate_point(p: Point) -> dict:
                                          type(p.workspace_bytes))
     base = _ROWS.get(bkey)
     if base is None:
-        if len(_ROWS) > 20_000:
-            _ROWS.clear()
-        base = _ROWS[bkey] = _evaluate(p)
+        base = _ROWS.put(bkey, _evaluate(p))
     row = base.copy()
     row["budget_bytes"] = p.budget_bytes
     row["fits_budget"] = bool(row["graph_bytes"] <= p.budget_bytes)
     return row
 
 
-_ROWS: dict[tuple, dict] = {}  # per process: a point's row without its budget
+_ROWS = memo("sweep.grid._ROWS", "a sweep worker's rows without their budget, by the point's other fields "
+             "(values, with the types JSON tells apart): a grid's budget axis shares one row", 20_000)
 
 
 def _evaluate(p: Point) -> dict:
@@ -310,17 +322,17 @@ def _evaluate_spec(p: Point) -> dict:
     from simulator.model.spec import Acceptance
 
     m = p.spec
-    prof = load_cached_profile(p.profile)[0]
+    prof, costs, _ = load_cached_profile(p.profile)
     sizes = tuple(p.sizes)
     k = p.spec_tokens
     vgraph, _ = verify_graph_mode(p.spec_engine, p.graph, p.attention_backend, k)
     mkey = (p.model, p.profile_digest, p.fusion, vgraph, sizes, p.shared_pool, p.workspace_bytes, p.gpu_util, None)
     hit = _MEM.get(mkey)
     if hit is None:
-        mem = GraphMemoryModel(m, prof, p.fusion, vgraph).layout(sizes, p.shared_pool) if vgraph != "none" else \
-            GraphMemoryModel(m, prof, p.fusion, "none").layout((), p.shared_pool)
+        mem = GraphMemoryModel(m, costs, p.fusion, vgraph).layout(sizes, p.shared_pool) if vgraph != "none" else \
+            GraphMemoryModel(m, costs, p.fusion, "none").layout((), p.shared_pool)
         kv = kv_cache_bytes(m, prof, mem, p.workspace_bytes, p.gpu_util)
-        hit = _MEM[mkey] = (mem, kv, kv_cache_tokens(m, kv))
+        hit = _MEM.put(mkey, (mem, kv, kv_cache_tokens(m, kv)))
     mem, kv, kv_tokens = hit
     acc = Acceptance.constant(p.acceptance, k)
     setup = dc_replace(p.step_setup(p.fusion, p.graph, sizes),
@@ -359,17 +371,16 @@ def _evaluate_spec(p: Point) -> dict:
 
 def _evaluate_plain(p: Point) -> dict:
     m = p.spec
-    prof = load_cached_profile(p.profile)[0]
+    prof, costs, _ = load_cached_profile(p.profile)
     sizes = tuple(p.sizes)
     mkey = (p.model, p.profile_digest, p.fusion, p.graph, sizes, p.shared_pool, p.workspace_bytes, p.gpu_util,
             p.prefill_sizes)
     hit = _MEM.get(mkey)  # points that differ only in budget or distribution share the layout's memory
     if hit is None:
-        mem = GraphMemoryModel(m, prof, p.fusion, p.graph).layout(sizes, p.shared_pool, prefill_sizes=p.prefill_sizes)
+        mem = GraphMemoryModel(m, costs, p.fusion, p.graph).layout(sizes, p.shared_pool,
+                                                                   prefill_sizes=p.prefill_sizes)
         kv = kv_cache_bytes(m, prof, mem, p.workspace_bytes, p.gpu_util)
-        if len(_MEM) > 100_000:
-            _MEM.clear()
-        hit = _MEM[mkey] = (mem, kv, kv_cache_tokens(m, kv))
+        hit = _MEM.put(mkey, (mem, kv, kv_cache_tokens(m, kv)))
     mem, kv, kv_tokens = hit
     acc = _expectation(p, p.fusion, p.graph, sizes)
     gnone = _expectation(p, p.fusion, "none", sizes).step_s
@@ -532,7 +543,8 @@ class SweepRun:
     @property
     def keys(self) -> list[str]:
         """The cache key of every point, in point order (computed when asked: a run without a cache needs none)."""
-        return [p.key() for p in self.points]
+        texts = KeyTexts()
+        return [p.key(texts) for p in self.points]
 
 
 def _chunks(items: list, n: int) -> list[list]:
@@ -557,6 +569,7 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
     done = load_cache(out) if out is not None else {}
     keys: list[str | None] = [None] * len(points)
     parts: dict[int, tuple] = {}
+    texts = KeyTexts()  # this run's key texts (its points are alive for the run)
 
     def key_of(i: int) -> str:
         k = keys[i]
@@ -564,7 +577,7 @@ def run_points(points: list[Point], out: Path | None = None, executor: str = "lo
             p = points[i]
             kp = parts.get(fam[i])
             if kp is None:
-                kp = parts[fam[i]] = p.key_parts()
+                kp = parts[fam[i]] = p.key_parts(texts)
             k = keys[i] = Point.key_at(p.budget_bytes, kp)
         return k
 

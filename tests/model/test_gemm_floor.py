@@ -36,10 +36,15 @@ def test_the_floor_over_the_front_is_the_floor_over_all(specs, ms):
         assert min(math.exp(fb._at_log_m(fb._log_m[i], fb._log_us[i], m)) for i in front) == every
 
 
-def test_one_fallback_per_profile_device_tables():
+def test_one_fallback_per_cost_model_and_one_cost_model_per_named_profile():
+    from simulator.engine.setup import StepSetup, load_cached_costs
+    from simulator.model.models import PRESETS
+
     p = load_profile("h200")
-    a, b = CostModel(p), CostModel(p)
-    assert a.gemm_fallback is b.gemm_fallback  # the grid's 1,028 tables are read once per profile
-    q = load_profile("h200")  # another parse: other objects, its own fallback
-    assert CostModel(q).gemm_fallback is not a.gemm_fallback
+    a = CostModel(p)
+    assert a.gemm_fallback is a.gemm_fallback  # the grid's 1,028 tables are read once per cost model, which owns them
+    assert CostModel(p).gemm_fallback is not a.gemm_fallback  # another cost model: its own (no process-wide memo)
+    named = load_cached_costs("h200")[1]  # every setup of a named profile shares the process's one cost model
+    assert StepSetup.of(PRESETS["qwen3-0.6b"], "h200").costs is named
+    assert StepSetup.of(PRESETS["qwen3-0.6b"], named).costs is named  # a CostModel passes through, digest and all
     assert len(a.gemm_fallback._floor_tables()) < len(a.gemm_fallback.tables)
