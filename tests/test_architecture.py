@@ -172,8 +172,6 @@ _CACHE_DECORATORS = {"lru_cache", "cache"}  # functools' process-wide caches (ca
 STATE_ALLOWLIST = {
     ("simulator.common.memo", "_REGISTRY"): "the memo registry itself: name -> Memo",
     ("simulator.cli", "_loaded"): "which command modules the lazy Typer app has registered (CLI wiring)",
-    ("simulator.engine.stepcost", "STATS"): "process-wide counters of step-cost lookups and simulations, which "
-                                            "the sweep reports per worker (diagnostics, no figure)",
     ("simulator.engine.batchbuild", "STATS"): "count of rows built from a trace (tests read it, no figure)",
     ("simulator.engine.batchbuild", "_ACTIVE"): "the trace in progress while batchbuild traces a build",
     ("simulator.model.workload", "TRACING"): "flag set while engine/batchbuild.py traces a build",

@@ -46,7 +46,6 @@ from simulator.engine.routing import DEFAULT_BACKEND, Route, plan_mode
 from simulator.engine.timeline import StepResult
 from simulator.model.workload import StepShape, decode
 
-STATS = {"lookups": 0, "simulated": 0}
 
 
 def step_time(model: ModelSpec, profile: str | None | Profile | CostModel, fusion: str, mode: str,
@@ -165,7 +164,6 @@ class StepCostCache:
         from simulator.engine.timeline import summarize
 
         self.stats["lookups"] += 1
-        STATS["lookups"] += 1
         key = (setup.cost_key, mode, shape)
         r = self._steps.get(key)
         if r is None:
@@ -176,7 +174,6 @@ class StepCostCache:
                 self._ops.clear()  # its entries keep the cleared steps' ops alive
             r = self._steps[key] = summarize(simulate_fast(tiled_lower(setup, shape, mode, self._small, self._ops)))
             self.stats["simulated"] += 1
-            STATS["simulated"] += 1
         return r
 
     def _memos(self, setup) -> tuple[dict, dict]:
@@ -200,7 +197,6 @@ class StepCostCache:
         key0 = setup.cost_key
         n = len(shapes)
         self.stats["lookups"] += n
-        STATS["lookups"] += n
         steps = self._steps  # step_time's results (keyed (cost key, mode, shape)): read only where there are any
         memo = self._secs
         secs = memo.get((key0, mode))
@@ -229,7 +225,6 @@ class StepCostCache:
                 for i in miss[k]:
                     out[i] = v
             self.stats["simulated"] += len(todo)
-            STATS["simulated"] += len(todo)
         return out
 
     def step_figures(self, setup, mode: str, shapes: Sequence[StepShape]) -> list[tuple[float, float, float, float]]:
@@ -243,7 +238,6 @@ class StepCostCache:
         keys = [(key0, mode, s) for s in shapes]
         n = len(keys)
         self.stats["lookups"] += n
-        STATS["lookups"] += n
         memo = self._figures
         todo = list(dict.fromkeys(k for k in keys if k not in memo))
         if todo:
@@ -253,7 +247,6 @@ class StepCostCache:
             for k, v in zip(todo, zip(*(c.tolist() for c in cols))):
                 memo[k] = v
             self.stats["simulated"] += len(todo)
-            STATS["simulated"] += len(todo)
         return [memo[k] for k in keys]
 
     def routed_seconds(self, setup, shapes: Sequence[StepShape], captures: Sequence | None = None) -> tuple:
@@ -460,4 +453,3 @@ DEFAULT = StepCostCache()  # the cache of callers that pass loose arguments (mod
 
 def reset_memo() -> None:
     DEFAULT.clear()
-    STATS.update(lookups=0, simulated=0)

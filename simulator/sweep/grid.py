@@ -27,7 +27,7 @@ from simulator.common.memo import memo
 from simulator.engine.graph_memory import GraphMemoryModel, kv_cache_bytes, kv_cache_tokens
 from simulator.model.models import ModelSpec
 from simulator.engine.setup import Capture, StepSetup
-from simulator.engine.stepcost import DEFAULT, STATS, Expected, load_cached_profile
+from simulator.engine.stepcost import DEFAULT, Expected, load_cached_profile
 
 CACHE_VERSION = 2  # 2: capture_s from simulator/engine/startup.py (warm-ups + capture)
 CACHE_FILE = "cache.jsonl"
@@ -407,11 +407,12 @@ def _evaluate_plain(p: Point) -> dict:
 
 
 def evaluate_chunk(points: list[Point]) -> tuple[list[dict], dict]:
-    """A worker's task: rows of `points`, plus this process's memo statistics for the chunk."""
-    s0, l0 = STATS["simulated"], STATS["lookups"]
+    """A worker's task: rows of `points`, plus the statistics of this process's step-cost memo for the chunk."""
+    st = DEFAULT.stats
+    s0, l0 = st["simulated"], st["lookups"]
     _prebuild(points)
     rows = [evaluate_point(p) for p in points]
-    return rows, {"simulated": STATS["simulated"] - s0, "lookups": STATS["lookups"] - l0,
+    return rows, {"simulated": st["simulated"] - s0, "lookups": st["lookups"] - l0,
                   "evals": sum(r["step_evals"] for r in rows)}
 
 
