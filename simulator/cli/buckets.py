@@ -130,33 +130,7 @@ def _graph_memory(given: dict, flags: dict, as_json: bool = False) -> None:
     if as_json:
         print(dumps(d))
     else:
-        private = bool(given.get("private"))
-        pool = "private pools" if private else f"one shared pool (largest first, outputs {d['retention']})"
-        tp = d.get("tp", 1)
-        per_gpu = "" if tp == 1 else f" at tp {tp} (per GPU; collective figures unmeasured)"
-        parts = d.get("parts", {})
-        print(f"{d['model']}{per_gpu} on {d['profile']}, {given.get('fusion') or 'fused'}/"
-              f"{given.get('graph') or 'full'} ({d['impl']}), layout {d['layout']}: {len(d['sizes'])} sizes, "
-              f"{d['graphs']} graphs, {pool} [{d['source']}]")
-        print(f"  graph pool      {d['pool_bytes'] / MiB:10.1f} MiB")
-        for name, part in ((k, v) for k, v in parts.items() if k != "static_buffers"):
-            print(f"    {name:<22}{part['bytes'] / MiB:10.1f} MiB  {part['source']}")
-        print(f"  static buffers  {d['static_buffer_bytes'] / MiB:10.1f} MiB  (inputs + logits for size "
-              f"{max(d['sizes'])})")
-        print(f"  pinned total    {d['total_bytes'] / MiB:10.1f} MiB"
-              + ("" if b is None else f"   budget {b / MiB:.1f} MiB: {'ok' if fits else 'OVER BUDGET'}"))
-        print(f"  capture time    {d['capture_s']:10.2f} s")
-        print(f"  ({V.defaults_note(d['fusion'], d['graph'])})")
-        if d.get("spec_tokens"):
-            print(f"  spec k={d['spec_tokens']} ({d['spec_engine']}): target sizes in tokens (multiples of "
-                  f"{d['spec_tokens'] + 1}); draft '{d['draft']}' in {d['draft_graph_mode']} graphs, {d['draft_graphs']} "
-                  "graphs (own shared pool per family: an upper bound, engines share the target's pool)")
-            print(f"  draft graphs    {d['draft_total_bytes'] / MiB:10.1f} MiB, capture {d['draft_capture_s']:.2f} s, "
-                  f"weights {d['draft_weights_bytes'] / MiB:.0f} MiB")
-            print(f"  pinned + draft  {d['total_with_draft_bytes'] / MiB:10.1f} MiB")
-        print(f"  KV cache        {kv / MiB:10.1f} MiB = {d['kv_tokens']} tokens "
-              f"(after {d['weights_bytes'] / MiB:.0f} MiB weights, graphs and workspace"
-              + (", the draft's graphs, weights and its KV per token)" if d.get("spec_tokens") else ")"))
+        print_graph_memory(d, given)
     if not fits:
         total = d.get("total_with_draft_bytes", d["total_bytes"])
         print(f"launchsim: graph memory {total:.0f} bytes exceeds the budget {b} bytes", file=sys.stderr)
@@ -164,6 +138,39 @@ def _graph_memory(given: dict, flags: dict, as_json: bool = False) -> None:
     if kv <= 0:
         print("launchsim: no memory left for the KV cache", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def print_graph_memory(d: dict, given: dict) -> None:
+    """`graph-memory`'s text output of result `d` (`given`: the flags the user gave)."""
+    b, fits, kv = d["budget_bytes"], d["fits_budget"], d["kv_cache_bytes"]
+    private = bool(given.get("private"))
+    pool = "private pools" if private else f"one shared pool (largest first, outputs {d['retention']})"
+    tp = d.get("tp", 1)
+    per_gpu = "" if tp == 1 else f" at tp {tp} (per GPU; collective figures unmeasured)"
+    parts = d.get("parts", {})
+    print(f"{d['model']}{per_gpu} on {d['profile']}, {given.get('fusion') or 'fused'}/"
+          f"{given.get('graph') or 'full'} ({d['impl']}), layout {d['layout']}: {len(d['sizes'])} sizes, "
+          f"{d['graphs']} graphs, {pool} [{d['source']}]")
+    print(f"  graph pool      {d['pool_bytes'] / MiB:10.1f} MiB")
+    for name, part in ((k, v) for k, v in parts.items() if k != "static_buffers"):
+        print(f"    {name:<22}{part['bytes'] / MiB:10.1f} MiB  {part['source']}")
+    print(f"  static buffers  {d['static_buffer_bytes'] / MiB:10.1f} MiB  (inputs + logits for size "
+          f"{max(d['sizes'])})")
+    print(f"  pinned total    {d['total_bytes'] / MiB:10.1f} MiB"
+          + ("" if b is None else f"   budget {b / MiB:.1f} MiB: {'ok' if fits else 'OVER BUDGET'}"))
+    print(f"  capture time    {d['capture_s']:10.2f} s")
+    print(f"  ({V.defaults_note(d['fusion'], d['graph'])})")
+    if d.get("spec_tokens"):
+        print(f"  spec k={d['spec_tokens']} ({d['spec_engine']}): target sizes in tokens (multiples of "
+              f"{d['spec_tokens'] + 1}); draft '{d['draft']}' in {d['draft_graph_mode']} graphs, {d['draft_graphs']} "
+              "graphs (own shared pool per family: an upper bound, engines share the target's pool)")
+        print(f"  draft graphs    {d['draft_total_bytes'] / MiB:10.1f} MiB, capture {d['draft_capture_s']:.2f} s, "
+              f"weights {d['draft_weights_bytes'] / MiB:.0f} MiB")
+        print(f"  pinned + draft  {d['total_with_draft_bytes'] / MiB:10.1f} MiB")
+    print(f"  KV cache        {kv / MiB:10.1f} MiB = {d['kv_tokens']} tokens "
+          f"(after {d['weights_bytes'] / MiB:.0f} MiB weights, graphs and workspace"
+          + (", the draft's graphs, weights and its KV per token)" if d.get("spec_tokens") else ")"))
+
 
 
 def _register_graph_memory() -> None:

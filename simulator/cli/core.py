@@ -96,6 +96,8 @@ def register(app) -> None:
         from ..config import load_scenario  # pydantic scenario models: only when a scenario file is loaded
         from simulator.studies.runner import run_scenario
 
+        if rows_shown < 0:  # checked before the run, not after it
+            raise UserError(f"--rows must be >= 0, got {rows_shown}")
         try:
             sc = load_scenario(scenario, overrides=overrides)
         except UserError as e:  # the config layer names an override; the command line calls it --set
@@ -122,8 +124,6 @@ def register(app) -> None:
 
         rows = result.get("summary") or result.get("rows") or []
         cols = result.get("summary_columns")
-        if rows_shown < 0:
-            raise UserError(f"--rows must be >= 0, got {rows_shown}")
         print_rows(rows, f"{sc.name} ({sc.kind})", cols, limit=rows_shown,
                    where=f"{out / 'result.json'} (\"summary\")", more="--rows 0")
         if sc.kind == "buckets" and result.get("sizes"):

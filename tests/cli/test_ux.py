@@ -143,3 +143,10 @@ def test_run_set_overrides_a_field(tmp_path, capsys):
     err = cli_error(capsys, ["run", "scenarios/qwen3_0p6b_decode.yaml", "--out", str(tmp_path / "p"),
                              "--set", "nonsense"])
     assert "--set" in err
+
+
+def test_run_refuses_negative_rows_before_running(tmp_path, capsys):
+    """--rows is checked before the scenario runs: nothing is written, one error line, exit 2."""
+    err = cli_error(capsys, ["run", "scenarios/qwen3_0p6b_decode.yaml", "--out", str(tmp_path / "o"), "--rows", "-1"])
+    assert "--rows must be >= 0, got -1" in err
+    assert not (tmp_path / "o").exists()
