@@ -1,5 +1,6 @@
 #!/bin/bash
 # Round aj on one H200: the H200 half of rounds ah and ai, which ran on an H100 only (no H200 was lent then).
+# In this order (the held-out rows first, should the call be cut short):
 #   1. round_k --set lora: the LoRA adapter's GEMMs in isolation (256 shapes), for h200's GEMM grid
 #      (calibration/make_profiles reads calibration/measured/h200-round-ah/lora when present);
 #   2. round ag's rows (qwen3-0.6b, llama3-8b; ranks 0/16/64) timed and counted;
@@ -14,12 +15,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 grep -q H200 "$OUT/gpu.txt" || { echo "not an H200: stopping"; exit 3; }
 export PYTHONUNBUFFERED=1
 t0=$(date +%s)
-python3 -m calibration.scripts.round_k --set lora --out "$OUT/lora" --deadline 150 > "$OUT/lora.log" 2>&1
-echo "lora done $(( $(date +%s) - t0 )) s"
-python3 -m calibration.scripts.round_ag --job time --rows ag --out "$OUT/ag" --deadline 170 > "$OUT/ag_time.log" 2>&1
-echo "ag time done $(( $(date +%s) - t0 )) s"
 python3 -m calibration.scripts.round_ag --job time --rows unseen --out "$OUT/ai" --deadline 120 > "$OUT/ai_time.log" 2>&1
 echo "ai time done $(( $(date +%s) - t0 )) s"
+python3 -m calibration.scripts.round_ag --job time --rows ag --out "$OUT/ag" --deadline 170 > "$OUT/ag_time.log" 2>&1
+echo "ag time done $(( $(date +%s) - t0 )) s"
+python3 -m calibration.scripts.round_k --set lora --out "$OUT/lora" --deadline 150 > "$OUT/lora.log" 2>&1
+echo "lora done $(( $(date +%s) - t0 )) s"
 python3 -m calibration.scripts.round_ag --job counts --rows unseen --out "$OUT/ai" --deadline 60 > "$OUT/ai_counts.log" 2>&1
 python3 -m calibration.scripts.round_ag --job counts --rows ag --out "$OUT/ag" --deadline 60 > "$OUT/ag_counts.log" 2>&1
 echo "all done $(( $(date +%s) - t0 )) s"
