@@ -1,10 +1,11 @@
 #!/bin/bash
 # Round aj on one H200: the H200 half of rounds ah and ai, which ran on an H100 only (no H200 was lent then).
 # In this order (the held-out rows first, should the call be cut short):
-#   1. round_k --set lora: the LoRA adapter's GEMMs in isolation (256 shapes), for h200's GEMM grid
+#   1. round ai's rows (SmolLM2-1.7B, Llama-3.2-3B, held out) timed;
+#   2. round ag's rows (qwen3-0.6b, llama3-8b; ranks 0/16/64) timed;
+#   3. round_k --set lora: the LoRA adapter's GEMMs in isolation (256 shapes), for h200's GEMM grid
 #      (calibration/make_profiles reads calibration/measured/h200-round-ah/lora when present);
-#   2. round ag's rows (qwen3-0.6b, llama3-8b; ranks 0/16/64) timed and counted;
-#   3. round ai's rows (SmolLM2-1.7B, Llama-3.2-3B, held out) timed and counted.
+#   4. both row sets' kernels counted (separate profiled processes).
 # launchsim's h200 figures for 2 and 3 were committed before this call (round-ag/predicted_h200.json at 2b9b4e5,
 # round-ai/predicted_h200.json at 00a65ac), made without the grid of step 1.
 # From the repository root, with $OUT set (the device sets it): bash calibration/scripts/round_aj.sh
