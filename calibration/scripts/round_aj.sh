@@ -6,8 +6,8 @@
 #   3. round_k --set lora: the LoRA adapter's GEMMs in isolation (256 shapes), for h200's GEMM grid
 #      (calibration/make_profiles reads calibration/measured/h200-round-ah/lora when present);
 #   4. both row sets' kernels counted (separate profiled processes).
-# launchsim's h200 figures for 2 and 3 were committed before this call (round-ag/predicted_h200.json at 2b9b4e5,
-# round-ai/predicted_h200.json at 00a65ac), made without the grid of step 1.
+# launchsim's h200 figures for 1 and 2 were committed before this call (round-ag/predicted_h200.json at 2b9b4e5,
+# round-ai/predicted_h200.json at 00a65ac), made without the grid of step 3.
 # From the repository root, with $OUT set (the device sets it): bash calibration/scripts/round_aj.sh
 set -u
 OUT=${OUT:-/tmp/round-aj-out}
