@@ -2,7 +2,12 @@
 and committed before the rows were measured (calibration/scripts/round_ag.py).
 
     python -m calibration.scripts.round_ag_predict [--profile h100-sxm] [--out FILE] [--after WHY] [--rows unseen]
+        [--host-canary-us US]
     # default FILE: calibration/measured/round-ag/predicted_<profile>.json
+
+`--host-canary-us`: the profile's host lane moved to a machine whose tiny-op canary is US (model/profile.py
+`host_scaled`, what `launchsim predict --host-canary-us` does), e.g. the mean of a timing process's start and end
+canaries.
 
 Per row (the step attends `keys` keys: launchsim's ctx = keys - 1): kernels per step, the eager step on the profile's
 fast host, the full graph and the piecewise graph; fusion compiled as vLLM's torch.compile (dynamic=False).
@@ -18,7 +23,7 @@ import subprocess
 from simulator.engine.plan import PlanError
 from simulator.engine.predict import simulate
 from simulator.model.costs import CostModel
-from simulator.model.profile import load_profile
+from simulator.model.profile import host_scaled, load_profile
 from simulator.model.workload import build_step, decode
 
 from calibration.scripts.round_ag import KEYS, ROW_SETS, ROWS, label, spec
@@ -52,9 +57,13 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--after", default=None, help="made after the rows were measured: say why (stored as `after`)")
     ap.add_argument("--rows", choices=tuple(ROW_SETS), default="ag", help="the row set (round_ag.ROW_SETS)")
+    ap.add_argument("--host-canary-us", type=float, default=None, help="move the host lane to this canary (us)")
     a = ap.parse_args()
     out = a.out or f"calibration/measured/round-ag/predicted_{a.profile}.json"
-    rows = predict_rows(CostModel(load_profile(a.profile)), ROW_SETS[a.rows])
+    prof = load_profile(a.profile)
+    if a.host_canary_us is not None:
+        prof = host_scaled(prof, a.host_canary_us)
+    rows = predict_rows(CostModel(prof), ROW_SETS[a.rows])
     for r in rows:
         print(r)
     commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True).strip()
@@ -62,7 +71,9 @@ def main() -> None:
     with open(out, "w") as f:
         json.dump({"kind": "launchsim-round-ag-predictions", "made_before_measuring": a.after is None,
                    **({"after": a.after} if a.after else {}), "commit": commit, "profile": a.profile,
-                   "impl": "reference", "row_set": a.rows, "rows": rows}, f, indent=1)
+                   "impl": "reference", "row_set": a.rows,
+                   **({"host_canary_us": a.host_canary_us} if a.host_canary_us is not None else {}), "rows": rows},
+                  f, indent=1)
 
 
 if __name__ == "__main__":
