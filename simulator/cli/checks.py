@@ -7,7 +7,6 @@ from contextlib import contextmanager
 
 from simulator.common import limits as L
 from simulator.common.errors import UserError
-from simulator.common import vocab as V
 
 
 def count(flag: str, v: int | None, cap: int, low: int = 1) -> int | None:
@@ -82,10 +81,13 @@ def profile_flag(flag: str, v: str | None):
 
 
 def workload_fusion(fusion) -> None:
-    """An imported workload is rebuilt as none (as traced) or compiled (fusion rules) only."""
-    if fusion not in V.WORKLOAD_FUSIONS:
-        raise UserError(f"--fusion: fusion '{fusion}' is not available for an imported workload: use "
-                        f"{V.one_of(V.WORKLOAD_FUSIONS)}")
+    """traces/whatif.check_workload_fusion, its error naming --fusion."""
+    from simulator.traces.whatif import check_workload_fusion
+
+    try:
+        check_workload_fusion(fusion)
+    except UserError as e:
+        raise UserError(f"--fusion: {e}") from None
 
 
 def ctx_fits(model, ctx: int, extra: int = 1) -> None:

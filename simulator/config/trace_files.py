@@ -61,9 +61,10 @@ class ExportTraceScenario(Strict):
     @field_validator("fusion")
     @classmethod
     def _workload_fusion(cls, v, info):
-        if info.data.get("workload") is not None and v not in V.WORKLOAD_FUSIONS:
-            raise ValueError(f"fusion '{v}' is not available for an imported workload: use "
-                             f"{V.one_of(V.WORKLOAD_FUSIONS)}")
+        if info.data.get("workload") is not None:
+            from simulator.traces.whatif import check_workload_fusion  # its WhatIfError is a ValueError
+
+            check_workload_fusion(v)
         return v
 
     @field_validator("workload")

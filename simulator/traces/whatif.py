@@ -62,10 +62,17 @@ def scaled_times(wl: Workload, costs: CostModel, batch: int | None, ctx: int | N
     return r.gpu_us, []
 
 
+def check_workload_fusion(fusion: str) -> None:
+    """WhatIfError unless an imported workload can be rebuilt at `fusion`: none (as traced) or compiled (fusion
+    rules). The one rule the workload kinds' validators and the CLI call."""
+    if fusion not in WORKLOAD_FUSIONS:
+        raise WhatIfError(f"fusion '{fusion}' is not available for an imported workload: use "
+                          f"{V.one_of(V.WORKLOAD_FUSIONS)}")
+
+
 def workload_step(wl: Workload, costs: CostModel, batch: int | None = None, ctx: int | None = None,
                   fusion: str = "none") -> WhatIf:
-    if fusion not in WORKLOAD_FUSIONS:
-        raise WhatIfError(f"fusion '{fusion}' is not available for an imported workload: use none or compiled")
+    check_workload_fusion(fusion)
     if batch is not None and batch <= 0:
         raise WhatIfError(f"batch must be a positive integer, got {batch}")
     if ctx is not None and ctx <= 0:
