@@ -84,6 +84,11 @@ def axis_name(axis: str, n: int) -> str:
     return f"{axis}axis{n if n > 1 else ''}"
 
 
+def axis_ref(axis: str, n: int) -> str:
+    """How a trace or an anchor names axis `axis` ("x" or "y") number n (1: "x", 2: "x2", ...)."""
+    return f"{axis}{n if n > 1 else ''}"
+
+
 def cell_axes(row: int, col: int, cols: int) -> int:
     """The axis number of subplot (row, col) of a `subplots` grid of `cols` columns (rows from the top)."""
     return (row - 1) * cols + col
@@ -93,7 +98,7 @@ def add_trace(fig: dict, tr: dict, row: int | None = None, col: int | None = Non
     """Append `tr`; with (row, col) of a `subplots` grid of `cols` columns, on that subplot's axes."""
     if row is not None and col is not None:
         n = cell_axes(row, col, cols)
-        tr = {**tr, "xaxis": f"x{n if n > 1 else ''}", "yaxis": f"y{n if n > 1 else ''}"}
+        tr = {**tr, "xaxis": axis_ref("x", n), "yaxis": axis_ref("y", n)}
     fig["data"].append(tr)
     return fig
 
@@ -133,11 +138,11 @@ def subplots(rows: int, cols: int, shared_xaxes: bool = False, vertical_spacing:
             y_dom = [max(0.0, grid[r][c][1]), min(1.0, grid[r][c][1] + heights[-1 - r])]
             domains.append((x_dom, y_dom))
             n = r * cols + c + 1
-            lay[axis_name("x", n)] = {"domain": x_dom, "anchor": f"y{n if n > 1 else ''}"}
-            lay[axis_name("y", n)] = {"domain": y_dom, "anchor": f"x{n if n > 1 else ''}"}
+            lay[axis_name("x", n)] = {"domain": x_dom, "anchor": axis_ref("y", n)}
+            lay[axis_name("y", n)] = {"domain": y_dom, "anchor": axis_ref("x", n)}
     if shared_xaxes:  # each column's axes match its bottom one, whose tick labels are the only ones shown
         for c in range(cols):
-            first = f"x{(rows - 1) * cols + c + 1 if (rows - 1) * cols + c else ''}"
+            first = axis_ref("x", (rows - 1) * cols + c + 1)
             for r in range(rows - 2, -1, -1):
                 ax = lay[axis_name("x", r * cols + c + 1)]
                 ax["matches"] = first
