@@ -48,8 +48,7 @@ def scenario_from_flags(kind: type, data: dict, flags: dict[str, str], given: di
                 raise
             # the fields the user gave (and steps, which these rules ask for) are named by their flags; the others
             # stay field names (single words such as "engine" or "draft" also read as English)
-            for f in sorted((f for f in sub if given.get(pre + f) is not None or f == "steps"), key=len, reverse=True):
-                text = re.sub(rf"(?<![-\w.]){f}(?![-\w])", sub[f].split("/")[0], text)
+            text = _flags_in(text, {f: sub[f] for f in sub if given.get(pre + f) is not None or f == "steps"})
             raise UserError(f"{where}: {text}" if not named else text) from None
         if flag is None:
             raise
@@ -81,9 +80,15 @@ def study_named(study, sc, flags: dict, given: dict, free: dict[str, str] | None
                 raise UserError(f"{flag} ({head}){msg[len(head):]}") from None
         if not free:
             raise
-        for f in sorted(free, key=len, reverse=True):
-            msg = re.sub(rf"(?<![-\w.]){f}(?![-\w])", free[f], msg)
-        raise UserError(msg) from None
+        raise UserError(_flags_in(msg, free)) from None
+
+
+def _flags_in(text: str, flags: dict[str, str]) -> str:
+    """`text` with each field name of `flags` that stands as a word replaced by its flag's first name (longest
+    field first: `prefill_len` before `len`)."""
+    for f in sorted(flags, key=len, reverse=True):
+        text = re.sub(rf"(?<![-\w.]){f}(?![-\w])", flags[f].split("/")[0], text)
+    return text
 
 
 def command_scenario(kind: type, kind_name: str, given: dict, texts: dict, scenario=None, base: dict | None = None,
