@@ -254,7 +254,7 @@ class GraphMemoryModel:
         that cost model, shared by every model made with it)."""
         from simulator.model.costs import CostModel
 
-        self._costs = profile if isinstance(profile, CostModel) else None
+        self._given = profile  # what the start-up model is made with: a CostModel shares its memo of eager passes
         if isinstance(profile, CostModel):
             profile = profile.profile
         if fusion not in FUSION_LEVELS:
@@ -330,8 +330,7 @@ class GraphMemoryModel:
             from simulator.engine.startup import StartupModel
 
             self._startup = (StartupModel.of(self.setup) if self.setup is not None
-                             else StartupModel(self.model, self._costs or self.profile, self.fusion,
-                                               self.graph_mode))
+                             else StartupModel(self.model, self._given, self.fusion, self.graph_mode))
         return self._startup
 
     def capture_s(self, batch: int) -> float:

@@ -47,7 +47,6 @@ from simulator.engine.timeline import StepResult
 from simulator.model.workload import StepShape, decode
 
 
-
 def step_time(model: ModelSpec, profile: str | None | Profile | CostModel, fusion: str, mode: str,
               shape: StepShape) -> StepResult:
     """The fast engine's result for one step (no padding: `shape` is what the GPU runs), memoised in `DEFAULT`.
