@@ -27,6 +27,7 @@ import time
 
 from . import round_f as F
 from . import round_g as G
+from .round_ab import spec  # a preset, else the published config in calibration/configs/hf_unseen
 
 KEYS = 512
 SEED = 20261207
@@ -46,13 +47,6 @@ ROW_SETS = {"ag": ROWS, "unseen": UNSEEN_ROWS}
 
 def log(*a):
     print(*a, flush=True)
-
-
-def spec(name: str, layers: int | None):
-    """A preset, else the published config in calibration/configs/hf_unseen (round_ab.spec's rule)."""
-    from .round_ab import spec as ab_spec
-
-    return ab_spec(name, layers)
 
 
 def label(name: str, layers: int | None) -> str:
