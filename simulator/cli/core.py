@@ -99,8 +99,7 @@ def register(app) -> None:
         if rows_shown < 0:  # checked before the run, not after it
             raise UserError(f"--rows must be >= 0, got {rows_shown}")
         try:
-            resolved: dict = {}  # what the checks loaded (a model), which the run reuses
-            sc = load_scenario(scenario, overrides=overrides, resolved=resolved)
+            sc = load_scenario(scenario, overrides=overrides)
         except UserError as e:  # the config layer names an override; the command line calls it --set
             msg = str(e)
             if msg.startswith("override "):
@@ -116,7 +115,7 @@ def register(app) -> None:
             from simulator.report.html import plotly_inline
 
             with out_lock(out, "--out"), plotly_inline(inline_plotly):
-                result = run_scenario(sc, out, resolved)
+                result = run_scenario(sc, out)
         except UserError as e:  # found only while running: still name the scenario file
             if str(e).startswith(str(scenario)):
                 raise

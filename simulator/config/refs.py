@@ -229,19 +229,13 @@ def _checks(sc) -> Iterator[Check]:
         yield from check(sc)
 
 
-def check_references(sc, where: str, lines: dict | None = None) -> dict[tuple, object]:
-    """Run every check of the scenario; the first failure is one ConfigError line naming the field. Returns what the
-    checks resolved, {field path: value} (a model's ModelSpec at its field's path), for the run to reuse rather than
-    load again (studies/runner.py)."""
+def check_references(sc, where: str, lines: dict | None = None) -> None:
+    """Run every check of the scenario; the first failure is one ConfigError line naming the field."""
     lines = lines or {}
-    resolved: dict[tuple, object] = {}
     for loc, check in _checks(sc):
         try:
-            value = check()
+            check()
         except UserError as e:
             line = _line(lines, loc)
             at = f"{where}:{line}" if line else where
             raise ConfigError(f"{at}: field '{format_loc(loc)}': {e}") from None
-        if value is not None:
-            resolved.setdefault(loc, value)
-    return resolved

@@ -112,12 +112,10 @@ def apply_overrides(data: dict, overrides: list[str] | None) -> dict:
     return data
 
 
-def load_scenario(path: str | Path, check: bool = True, overrides: list[str] | None = None,
-                  resolved: dict | None = None):
+def load_scenario(path: str | Path, check: bool = True, overrides: list[str] | None = None):
     """Read, validate and (with `check`) resolve a scenario file: models, profiles and files it names must exist
     and fit (config/refs.py). Every problem is one ConfigError line `FILE:LINE: field 'path': message`.
-    `overrides` (`FIELD=VALUE` strings) are applied before validation. `resolved`: a dict of the caller's that the
-    checks fill with what they loaded (refs.check_references), for the run to reuse."""
+    `overrides` (`FIELD=VALUE` strings) are applied before validation."""
     data, lines = load_yaml(path)
     data = _rebase(data, Path(path).parent)
     if overrides:
@@ -129,9 +127,7 @@ def load_scenario(path: str | Path, check: bool = True, overrides: list[str] | N
         if check:
             from .refs import check_references
 
-            found = check_references(sc, str(path), lines)
-            if resolved is not None:
-                resolved.update(found)
+            check_references(sc, str(path), lines)
     except ConfigError as e:
         raise _name_override(e, str(path), overrides) from None
     return sc

@@ -21,21 +21,17 @@ RUNNERS: dict[str, tuple[str, str]] = {  # scenario kind -> (module, function)
     "import_trace": ("simulator.studies.trace", "run_import_trace_scenario"),
     "export_trace": ("simulator.studies.trace", "run_export_trace_scenario"),
 }
-# kinds whose function takes a third argument: what the scenario's checks resolved (config/refs.check_references,
-# {field path: value}), so that a model they loaded is not loaded again
-TAKES_RESOLVED = frozenset({"import_trace", "export_trace"})
 
 
-def run_scenario(sc, out: Path | None, resolved: dict | None = None) -> dict:
-    """Run `sc`, writing into `out` (`resolved`: what its checks resolved, for the TAKES_RESOLVED kinds). A run
-    that fails (an error, a full disk, Ctrl-C) removes the files it created there, so no half set of results (a
-    cache.jsonl, a result.json without its CSVs) looks like a finished run; files that were there before it are
-    left alone (the writes are atomic: each is the old or the new whole file)."""
+def run_scenario(sc, out: Path | None) -> dict:
+    """Run `sc`, writing into `out`. A run that fails (an error, a full disk, Ctrl-C) removes the files it
+    created there, so no half set of results (a cache.jsonl, a result.json without its CSVs) looks like a
+    finished run; files that were there before it are left alone (the writes are atomic: each is the old or
+    the new whole file)."""
     module, fn = RUNNERS[sc.kind]
     before = _files(out)
     try:
-        run = getattr(import_module(module), fn)
-        return run(sc, out, resolved or {}) if sc.kind in TAKES_RESOLVED else run(sc, out)
+        return getattr(import_module(module), fn)(sc, out)
     except BaseException:
         for f in _files(out) - before:
             try:

@@ -93,11 +93,10 @@ def run_predict_workload(sc: WorkloadScenario) -> dict:
             "fusion_kernels": [wi.fusion["kernels_before"], wi.fusion["kernels_after"]] if wi.fusion else None}
 
 
-def run_import_trace(sc: ImportTraceScenario, out: Path | None = None, model=None) -> dict:
+def run_import_trace(sc: ImportTraceScenario, out: Path | None = None) -> dict:
     """Import the trace, write the workload file (`sc.out`) and return what the import found: its steps, the
     representative step's kernels and host time under the policy, the launches by aten op, the recorded sizes and
-    whether the workload can be re-priced at other sizes. `model`: the ModelSpec the scenario's checks resolved
-    `sc.model` to (None: resolved here)."""
+    whether the workload can be re-priced at other sizes."""
     from collections import Counter
 
     from simulator.config.refs import load_profile_field, out_file
@@ -111,7 +110,7 @@ def run_import_trace(sc: ImportTraceScenario, out: Path | None = None, model=Non
 
     _field("out", out_file(sc.out))
     prof = _field("profile", load_profile_field, sc.profile)
-    spec = model if model is not None or sc.model is None else _field("model", load_model, sc.model)
+    spec = None if sc.model is None else _field("model", load_model, sc.model)
     wl, imp = workload_from_trace(sc.trace, sc.steps, sc.batch, sc.host_time, prof, spec, sc.ctx)
     classes = Counter(k.op_class for k in wl.kernels)
     rec = {"trace_name": Path(sc.trace).name, "steps": len(imp.step_rows), "method": imp.method,
@@ -128,10 +127,9 @@ def run_import_trace(sc: ImportTraceScenario, out: Path | None = None, model=Non
     return rec
 
 
-def run_export_trace(sc: ExportTraceScenario, out: Path | None = None, model=None) -> dict:
+def run_export_trace(sc: ExportTraceScenario, out: Path | None = None) -> dict:
     """Simulate the step (a model's, or an imported workload's) and write it as a Chrome trace (`sc.out`); return
-    its figures and what it shows. `model`: the ModelSpec the scenario's checks resolved `sc.model` to (None:
-    resolved here)."""
+    its figures and what it shows."""
     from simulator.config.refs import load_profile_field, out_file, spec_ctx_fits
     from simulator.traces.export import write_chrome_trace
 
@@ -148,7 +146,7 @@ def run_export_trace(sc: ExportTraceScenario, out: Path | None = None, model=Non
         from simulator.engine.predict import predict
         from simulator.model.models import load_model
 
-        m = model if model is not None else _field("model", load_model, sc.model)  # a config.json is read once
+        m = _field("model", load_model, sc.model)  # resolved once: a config.json is read once
         _field("ctx", spec_ctx_fits, m, sc.model, sc.ctx or 1024)
         p = predict(m, sc.batch or 1, sc.ctx or 1024, sc.fusion, sc.graph, prof)
         what = f"model {sc.model}"
@@ -166,15 +164,13 @@ def _write(out: Path | None, sc, d: dict) -> None:
     write_record(out, sc, d, "result", sc.kind)
 
 
-def run_import_trace_scenario(sc: ImportTraceScenario, out: Path | None, resolved: dict) -> dict:
-    """`resolved`: what the scenario's checks resolved (config/refs.check_references): its model is reused."""
+def run_import_trace_scenario(sc: ImportTraceScenario, out: Path | None) -> dict:
     from simulator.studies.record import as_result
 
-    return as_result(run_import_trace(sc, out, resolved.get(("model",))), "result")
+    return as_result(run_import_trace(sc, out), "result")
 
 
-def run_export_trace_scenario(sc: ExportTraceScenario, out: Path | None, resolved: dict) -> dict:
-    """`resolved`: what the scenario's checks resolved (config/refs.check_references): its model is reused."""
+def run_export_trace_scenario(sc: ExportTraceScenario, out: Path | None) -> dict:
     from simulator.studies.record import as_result
 
-    return as_result(run_export_trace(sc, out, resolved.get(("model",))), "result")
+    return as_result(run_export_trace(sc, out), "result")

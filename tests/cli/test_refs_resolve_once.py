@@ -1,6 +1,5 @@
 """A scenario's checks resolve each model it names once (issue 24: one owner per concept, resolve once): the checks
-of its context (and of serve's KV memory) reuse the spec its model check loaded, and `launchsim run` of a trace kind
-hands that spec to the study. Counted as reads of a config.json."""
+of its context (and of serve's KV memory) reuse the spec its model check loaded. Counted as reads of a config.json."""
 
 from __future__ import annotations
 
@@ -75,30 +74,17 @@ def test_serve_checks_context_and_memory_under_assume_family(tmp_path):
     assert load_scenario(s, overrides=["engine.max_model_len=4096"]).assume_family == "llama"
 
 
-@pytest.mark.parametrize("how", ["run", "flags"])
-def test_export_trace_reads_its_config_once_end_to_end(tmp_path, reads, capsys, how):
+def test_export_trace_flags_read_the_config_once(tmp_path, reads, capsys):
     cfg = _config(tmp_path, "a")
-    if how == "run":
-        (tmp_path / "s.yaml").write_text(f"kind: export_trace\nname: x\nout: {tmp_path / 't.json'}\nmodel: {cfg}\n"
-                                         "ctx: 2048\n")
-        argv = ["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o")]
-    else:
-        argv = ["export-trace", "--model", cfg, "--ctx", "2048", "--out", str(tmp_path / "t.json")]
     with pytest.raises(SystemExit) as e:
-        main(argv)
+        main(["export-trace", "--model", cfg, "--ctx", "2048", "--out", str(tmp_path / "t.json")])
     assert e.value.code in (0, None), capsys.readouterr().err
     assert (tmp_path / "t.json").is_file() and reads == [cfg]
 
 
-def test_import_trace_run_reads_its_config_once(tmp_path, reads, capsys):
-
-    from tests.fuzz_cases import trace_doc
-
+def test_export_trace_checks_read_the_config_once(tmp_path, reads):
     cfg = _config(tmp_path, "a")
-    (tmp_path / "trace.json").write_text(json.dumps(trace_doc()))
-    (tmp_path / "s.yaml").write_text(f"kind: import_trace\nname: x\ntrace: {tmp_path / 'trace.json'}\n"
-                                     f"out: {tmp_path / 'w.json'}\nmodel: {cfg}\n")
-    with pytest.raises(SystemExit) as e:
-        main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o")])
-    assert e.value.code in (0, None), capsys.readouterr().err
-    assert (tmp_path / "w.json").is_file() and reads == [cfg]
+    (tmp_path / "s.yaml").write_text(f"kind: export_trace\nname: x\nout: {tmp_path / 't.json'}\nmodel: {cfg}\n"
+                                     "ctx: 2048\n")
+    load_scenario(tmp_path / "s.yaml")
+    assert reads == [cfg]
