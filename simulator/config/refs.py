@@ -25,12 +25,10 @@ def _line(lines: dict, loc: tuple) -> int | None:
     return None
 
 
-def _ctx_fits(model_name: str, ctx: int, extra: int = 1, assume_family: str | None = None) -> Callable[[], None]:
-    def check():
-        from simulator.model.models import load_model
-
-        spec_ctx_fits(load_model(model_name, assume_family), model_name, ctx, extra)
-    return check
+def _ctx_fits(model: Callable[[], object], model_name: str, ctx: int, extra: int = 1) -> Callable[[], None]:
+    """`ctx` (+`extra`) fits the model that `model`, the model's own check (`_model`), resolved: it runs after that
+    check, which has passed (a bad model is reported at its own field), so it reuses the spec, not a second load."""
+    return lambda: spec_ctx_fits(model(), model_name, ctx, extra)
 
 
 def spec_ctx_fits(m, model_name: str, ctx: int, extra: int = 1) -> None:
@@ -42,10 +40,18 @@ def spec_ctx_fits(m, model_name: str, ctx: int, extra: int = 1) -> None:
                         f"{m.max_position_embeddings}")
 
 
-def _model(name: str, assume_family: str | None = None):
-    from simulator.model.models import load_model
+def _model(name: str, assume_family: str | None = None) -> Callable[[], object]:
+    """The check that resolves model `name` (models.load_model). Called again it returns the spec it resolved: the
+    checks of the model's context and memory reuse it, so a config.json is read once per check_references call."""
+    got: list = []
 
-    return lambda: load_model(name, assume_family)
+    def check():
+        if not got:
+            from simulator.model.models import load_model
+
+            got.append(load_model(name, assume_family))
+        return got[0]
+    return check
 
 
 def _profile(name):
@@ -60,18 +66,19 @@ def _profile(name):
 
 
 def _step(sc) -> Iterator[Check]:
-    yield ("model",), _model(sc.model, getattr(sc, "assume_family", None))
+    model = _model(sc.model, getattr(sc, "assume_family", None))
+    yield ("model",), model
     yield ("profile",), _profile(sc.profile)
-    yield ("ctx",), _ctx_fits(sc.model, sc.ctx, 1, getattr(sc, "assume_family", None))
+    yield ("ctx",), _ctx_fits(model, sc.model, sc.ctx, 1)
 
 
 def _sweep(sc) -> Iterator[Check]:
     from simulator.layouts.buckets import parse_layout
 
     for i, m in enumerate(sc.models):
-        yield ("models", i), _model(m, getattr(sc, "assume_family", None))
-        yield ("ctx",), _ctx_fits(m, sc.ctx, 1 + (sc.mixed.prefill_len if sc.mixed and sc.mixed.share else 0),
-                                  sc.assume_family)
+        model = _model(m, sc.assume_family)
+        yield ("models", i), model
+        yield ("ctx",), _ctx_fits(model, m, sc.ctx, 1 + (sc.mixed.prefill_len if sc.mixed and sc.mixed.share else 0))
     for i, p in enumerate(sc.profiles):
         yield ("profiles", i), _profile(p)
     for i, lay in enumerate(sc.layouts):
@@ -88,11 +95,12 @@ def _workload(sc) -> Iterator[Check]:
 
 
 def _serving(sc, models, profiles, layouts) -> Iterator[Check]:
+    """`models`: (field path, name, its `_model` check)."""
     from simulator.layouts.buckets import parse_layout
     from ..serving.arrivals import load_trace
 
-    for loc, m in models:
-        yield loc, _model(m, getattr(sc, "assume_family", None))
+    for loc, _, model in models:
+        yield loc, model
     for loc, p in profiles:
         yield loc, _profile(p)
     for loc, lay in layouts:
@@ -103,27 +111,28 @@ def _serving(sc, models, profiles, layouts) -> Iterator[Check]:
         lm = getattr(sc, name)
         if lm.kind == "csv":
             yield (name, "file"), lm.to_spec
-    for loc, m in models:
+    for loc, m, model in models:
         if sc.engine.max_model_len is not None:
-            yield ("engine", "max_model_len"), _ctx_fits(m, sc.engine.max_model_len, 0)
+            yield ("engine", "max_model_len"), _ctx_fits(model, m, sc.engine.max_model_len, 0)
 
 
 def _serve(sc) -> Iterator[Check]:
-    yield from _serving(sc, [(("model",), sc.model)], [(("profile",), sc.profile)],
+    model = _model(sc.model, sc.assume_family)
+    yield from _serving(sc, [(("model",), sc.model, model)], [(("profile",), sc.profile)],
                         [(("layout",), sc.layout)] if sc.graph != "none" else [])
 
     def kv_fits():
         from ..serving.kv import kv_capacity
         from ..serving.setup import build_config
 
-        cfg = build_config(sc, sc.model, sc.profile, sc.fusion, sc.graph, sc.layout)
+        cfg = build_config(sc, model(), sc.profile, sc.fusion, sc.graph, sc.layout)
         kv_capacity(cfg.model, cfg.profile, cfg.fusion, cfg.graph, list(cfg.sizes), cfg.gpu_util,
                     cfg.workspace_bytes, cfg.block_size, cfg.kv_blocks, prefill_sizes=cfg.prefill_sizes)
     yield ("engine",), kv_fits
 
 
 def _capacity(sc) -> Iterator[Check]:
-    yield from _serving(sc, [(("models", i), m) for i, m in enumerate(sc.models)],
+    yield from _serving(sc, [(("models", i), m, _model(m, sc.assume_family)) for i, m in enumerate(sc.models)],
                         [(("profiles", i), p) for i, p in enumerate(sc.profiles)],
                         [(("layouts", i, "sizes"), lay.sizes) for i, lay in enumerate(sc.layouts)
                          if lay.sizes is not None])
@@ -132,9 +141,11 @@ def _capacity(sc) -> Iterator[Check]:
 def _buckets(sc) -> Iterator[Check]:
     from simulator.config.specs import parse_memory_budget
 
-    yield ("model",), _model(sc.model, getattr(sc, "assume_family", None))
+    model = _model(sc.model, sc.assume_family)
+    yield ("model",), model
     yield ("profile",), _profile(sc.profile)
-    yield ("ctx",), _ctx_fits(sc.model, sc.ctx, 1, getattr(sc, "assume_family", None))
+    yield ("ctx",), _ctx_fits(model, sc.model, sc.ctx, 1)
+
     def dist():
         from simulator.common.limits import MAX_OPTIMIZE_SIZE
 
@@ -196,8 +207,9 @@ def _export_trace(sc) -> Iterator[Check]:
     yield ("out",), out_file(sc.out)
     yield ("profile",), _profile(sc.profile)
     if sc.model is not None:
-        yield ("model",), _model(sc.model)
-        yield ("ctx",), _ctx_fits(sc.model, sc.ctx or 1024)
+        model = _model(sc.model)
+        yield ("model",), model
+        yield ("ctx",), _ctx_fits(model, sc.model, sc.ctx or 1024)
     if sc.workload is not None:
         from simulator.model.workload_file import load_workload
 

@@ -20,14 +20,15 @@ from .replica import Prepared, ServeConfig, ServeResult, prepare, simulate_servi
 _SUMMED = ("requests", "completed", "unfinished", "rejected", "preemptions", "steps", "decode_steps", "mixed_steps")
 
 
-def build_config(run, model: str, profile: str | None, fusion: str, graph: str, layout, layout_label: str | None = None
+def build_config(run, model, profile: str | None, fusion: str, graph: str, layout, layout_label: str | None = None
                  ) -> ServeConfig:
-    """A `ServeConfig` from a scenario's run settings (`RunModel`) and one configuration."""
+    """A `ServeConfig` from a scenario's run settings (`RunModel`) and one configuration; `model`: a name, a path or
+    the ModelSpec it resolved to (config/refs.py passes the one its model check loaded)."""
     from simulator.engine.setup import StepSetup
     from simulator.model.resolve import resolve_model
 
     tp = run.tensor_parallel_size  # per-GPU shard: weights, KV and step time are one GPU's
-    m = resolve_model(model, run.dtype, run.kv_dtype, tp)
+    m = resolve_model(model, run.dtype, run.kv_dtype, tp, run.assume_family)
     prof = load_profile(profile)
     e = run.engine
     spec_engine = "vllm"
