@@ -490,9 +490,11 @@ class CostModel:
             top = Z[i0, j0] * (1 - wy) + Z[i0, j1] * wy
             bot = Z[i1, j0] * (1 - wy) + Z[i1, j1] * wy
             v = ((top * (1 - wx) + bot * wx) * US).tolist()
+        roof = self._roofline_at(o, values, n)  # `roofline_s` of the j-th op, read from its values (no op made)
+        ok = inside.tolist()
         for j in range(n):
-            x_ = None if qs[j] != 1 or not inside[j] else v[j]
-            out[j] = self.roofline_s(op_at(j)) if x_ is None else max(x_, 0.0)
+            x_ = None if qs[j] != 1 or not ok[j] else v[j]
+            out[j] = roof(j) if x_ is None else max(x_, 0.0)
             kern[j] = 1  # gemm_kernels of a kernel that is not a GEMM
         return out, kern
 
