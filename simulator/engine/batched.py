@@ -278,7 +278,7 @@ def _lower_rows(rows: list[_Row], costs, mode: str, memo: dict):
         lw = memo[key] = _Lowering(r0, costs, mode)
     G = np.asarray([r.gpu for r in rows], dtype=float)[:, lw.ki]
     X = np.asarray([r.extra for r in rows], dtype=float)[:, lw.ki]
-    gap = lw.gap_a + X * lw.gap_b
+    gap = np.add(lw.gap_a, np.multiply(X, lw.gap_b, out=X), out=X)  # gap_a + X * gap_b, in X's buffer
     host = np.empty((S, lw.host_const.size))
     host[:] = lw.host_const
     tail = np.zeros(S)
@@ -317,7 +317,7 @@ def _recurrence(host, counts, gpu, gap, tail, Q: int) -> np.ndarray:
     if n_l == 1 and Q >= 1:  # one launch (a full-graph replay): only the last kernel's finish is read
         c = gap + gpu
         C = np.cumsum(c, axis=1)
-        D = C - c
+        D = np.subtract(C, c, out=c)  # C - c, in c's buffer (c is not read again)
         sub = host[:, 0] + (0.0 - 0.0)
         # the general path's e at the last kernel: C + max(max_k (sub - D_k), 0 - D_0); sub - D_k is exactly
         # non-increasing in D_k, so its running maximum at the end is sub - min_k D_k
