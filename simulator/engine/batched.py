@@ -170,7 +170,7 @@ class _Row:
                     for c, h in enumerate(hcol):
                         if h is None:
                             hcol[c] = costs.host_s(cols[c].op(0), 0.5)
-                    self._host = list(hcol)
+                    self._host = hcol  # the trace's rows share the list (complete now, never changed again)
                     return self._host
                 self._materialise()
             h: list[float] = []
@@ -278,16 +278,27 @@ def _lower_rows(rows: list[_Row], costs, mode: str, memo: dict):
         lw = memo[key] = _Lowering(r0, costs, mode)
     G = np.asarray([r.gpu for r in rows], dtype=float)[:, lw.ki]
     X = np.asarray([r.extra for r in rows], dtype=float)[:, lw.ki]
-    gap = lw.gap_a + X * lw.gap_b
+    gap = np.add(lw.gap_a, np.multiply(X, lw.gap_b, out=X), out=X)  # gap_a + X * gap_b, in X's buffer
     host = np.empty((S, lw.host_const.size))
     host[:] = lw.host_const
     tail = np.zeros(S)
     if mode == "none":
-        Hu = np.asarray([r.host(costs) for r in rows], dtype=float)  # [S, distinct ops]
+        hs = [r.host(costs) for r in rows]
+        # the rows of one trace share one list of host figures (`_Row.host`): each distinct list summed once, the
+        # same additions, and its sums given to each of its rows
+        lists: dict[int, int] = {}
+        pick = [lists.setdefault(id(h), len(lists)) for h in hs]
+        uniq = hs if len(lists) == S else list({id(h): h for h in hs}.values())
+        Hu = np.asarray(uniq, dtype=float)  # [distinct lists, distinct ops]
+        hu = host if len(lists) == S else np.empty((len(uniq), lw.host_const.size))
+        hu[:] = lw.host_const
+        tu = tail if len(lists) == S else np.zeros(len(uniq))
         for launch, op in lw.layers:
-            host[:, launch] += Hu[:, op]
+            hu[:, launch] += Hu[:, op]
         for op in lw.tail_ops:
-            tail += Hu[:, op]
+            tu += Hu[:, op]
+        if len(lists) < S:
+            host, tail = hu[pick], tu[pick]
     elif lw.host_cols is not None:
         host[:, lw.host_cols] = np.asarray([r.host(costs) for r in rows], dtype=float)[:, lw.host_ops]
     return host, lw.counts, G, gap, tail
@@ -306,7 +317,7 @@ def _recurrence(host, counts, gpu, gap, tail, Q: int) -> np.ndarray:
     if n_l == 1 and Q >= 1:  # one launch (a full-graph replay): only the last kernel's finish is read
         c = gap + gpu
         C = np.cumsum(c, axis=1)
-        D = C - c
+        D = np.subtract(C, c, out=c)  # C - c, in c's buffer (c is not read again)
         sub = host[:, 0] + (0.0 - 0.0)
         # the general path's e at the last kernel: C + max(max_k (sub - D_k), 0 - D_0); sub - D_k is exactly
         # non-increasing in D_k, so its running maximum at the end is sub - min_k D_k

@@ -343,6 +343,8 @@ class GraphMemoryModel:
     # -- the same figures for many sizes at once (the optimizer's candidates): arrays, each element the scalar
     # method's figure --------------------------------------------------------------------------------
     def _sizes_array(self, sizes) -> np.ndarray:
+        if isinstance(sizes, np.ndarray) and sizes.ndim == 1 and sizes.dtype.kind == "i" and bool((sizes > 0).all()):
+            return sizes.astype(np.int64)  # the optimizer's candidates: checked at once (the loop's values)
         for s in sizes:
             _check_batch(s)
         return np.fromiter((int(s) for s in sizes), np.int64)

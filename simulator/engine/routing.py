@@ -176,6 +176,7 @@ def with_padding(shape, n: int):
         d = out.__dict__
         d.update(shape.__dict__)
         d["padding"] = shape.padding + n
+        d.pop("_hash", None)  # StepShape.__hash__'s kept value: the copy's fields differ
         return out
     return replace(shape, padding=shape.padding + n)
 

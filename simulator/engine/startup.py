@@ -126,6 +126,31 @@ def eager_pass(model: ModelSpec, profile, fusion: str, batch: int, ctx: int = DE
     return _pow2_interp(lambda b: _eager_point(model, costs, fusion, ctx, b), batch)
 
 
+def _pow2_many(point, batches: list[int]) -> tuple:
+    """`_pow2_interp(point, b)` of each batch (positive ints) as two float arrays (step_s, host_s): the points at the
+    powers of two read once each, in the order the scalar loop first reads them, and the same float operations
+    elementwise (int / int is numpy's correctly rounded quotient, as Python's, far below 2**53)."""
+    import numpy as np
+
+    los = [1 << (b.bit_length() - 1) for b in batches]
+    pts: dict[int, tuple[float, float]] = {}
+    for b, lo in zip(batches, los):
+        if lo not in pts:
+            pts[lo] = point(lo)
+        if lo != b and 2 * lo not in pts:
+            pts[2 * lo] = point(2 * lo)
+    B = np.asarray(batches, dtype=np.int64)
+    LO = np.asarray(los, dtype=np.int64)
+    exact = B == LO
+    hi = [lo if e else 2 * lo for lo, e in zip(los, exact.tolist())]
+    pa = np.asarray([pts[lo] for lo in los], dtype=float).reshape(-1, 2)
+    pb = np.asarray([pts[h] for h in hi], dtype=float).reshape(-1, 2)
+    f = (B - LO) / LO
+    step = np.where(exact, pa[:, 0], pa[:, 0] + f * (pb[:, 0] - pa[:, 0]))
+    host = np.where(exact, pa[:, 1], pa[:, 1] + f * (pb[:, 1] - pa[:, 1]))
+    return step, host
+
+
 def _pow2_interp(point, batch: int) -> tuple[float, float]:
     """`point(b)` -> (step_s, host_s) at the powers of two around `batch`, linear in between (exact at them)."""
     if batch < 1:
@@ -209,6 +234,7 @@ class StartupModel:
         m = cls(setup.model, setup.profile, setup.fusion, setup.capture.graph, ctx, warmup_runs,
                 lambda batch: _pow2_interp(point, batch))
         m.setup = setup
+        m._point = point
         return m
 
     def __init__(self, model: ModelSpec, profile, fusion: str = "fused", graph_mode: str = "full",
@@ -237,6 +263,9 @@ class StartupModel:
 
         self.modes = graph_kinds(graph_mode)  # full_decode_only captures full graphs, as full
         self._eager: EagerFn = eager or self._eager_pass
+        # the eager pass's figure at a power of two where `_eager` interpolates between them (`sizes_s` reads the
+        # points once and interpolates over arrays); None where the caller gave its own `eager`
+        self._point: Callable[[int], tuple[float, float]] | None = None if eager else self._default_point
         self.setup = None
         t = profile.device.graph_memory.get(model.name)
         self._table: tuple[list[int], list[float]] | None = None
@@ -248,6 +277,12 @@ class StartupModel:
         if self._costs is None:
             self._costs = _costs_of(self.profile)
         return eager_pass(self.model, self._costs, self.fusion, batch, self.ctx)
+
+    def _default_point(self, b: int) -> tuple[float, float]:
+        """The point `_eager_pass` interpolates between (`eager_pass`'s)."""
+        if self._costs is None:
+            self._costs = _costs_of(self.profile)
+        return _eager_point(self.model, self._costs, self.fusion, self.ctx, b)
 
     def _capture_one(self, batch: int, host_s: float) -> float:
         if self._table is not None:
@@ -281,7 +316,21 @@ class StartupModel:
         return float(sum(p.warmup_s + p.capture_s for p in self.passes(batch)))
 
     def sizes_s(self, batches) -> list[float]:
-        """`size_s(b)` of each batch, without a PassCost per pass (the same sums)."""
+        """`size_s(b)` of each batch, without a PassCost per pass (the same sums); over arrays where the eager pass
+        is the interpolation between powers of two (`_pow2_many`: the same figures)."""
+        batches = list(batches)
+        if self.modes and self._point is not None and len(batches) > 1 and all(
+                type(b) is int and b > 0 for b in batches):
+            import numpy as np
+
+            step_s, host_s = _pow2_many(self._point, batches)
+            cap = (self.fig.capture_host_ratio * host_s if self._table is None else
+                   np.asarray([_interp(*self._table, b) for b in batches], dtype=float))
+            x = self.warmup_runs * step_s + cap
+            tot = np.zeros(len(batches))  # sum() over the passes, from 0
+            for _ in self.modes:
+                tot = tot + x
+            return tot.tolist()
         out = []
         for batch in batches:
             if not isinstance(batch, numbers.Integral) or isinstance(batch, bool) or batch <= 0:

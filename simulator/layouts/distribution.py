@@ -8,6 +8,7 @@ serving run writes). Expectations over the distribution are exact weighted sums.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -57,11 +58,11 @@ def from_histogram(hist: dict[int, float], label: str = "histogram") -> BatchDis
             raise DistributionError(f"{label}: batch sizes must be positive, got {b}")
         if b > MAX_BATCH:
             raise DistributionError(f"{label}: batch size {b:,} is above the limit of {MAX_BATCH:,}")
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or c < 0 or not np.isfinite(float(c)):
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or c < 0 or not math.isfinite(float(c)):
             raise DistributionError(f"{label}: count for batch {b} must be a non-negative number, got {c!r}")
         items[b] = items.get(b, 0.0) + float(c)
     top = max(items.values())
-    if not np.isfinite(top):
+    if not math.isfinite(top):
         raise DistributionError(f"{label}: counts add up to more than a float holds")
     if top <= 0:
         raise DistributionError(f"{label}: all counts are zero")
@@ -117,10 +118,10 @@ def from_csv(path: str | Path) -> BatchDistribution:
                 c = float(r[ci])
             except (ValueError, IndexError):
                 raise DistributionError(f"{p}:{n}: column 'count': not a number") from None
-            if c < 0 or not np.isfinite(c):
+            if c < 0 or not math.isfinite(c):
                 raise DistributionError(f"{p}:{n}: column 'count': must be a non-negative number, got {r[ci]}")
         hist[b] = hist.get(b, 0.0) + c
-        if not np.isfinite(hist[b]):
+        if not math.isfinite(hist[b]):
             raise DistributionError(f"{p}:{n}: column 'count': counts for batch {b} add up to more than a float holds")
     return from_histogram(hist, str(p))
 

@@ -19,6 +19,7 @@ from simulator.common.errors import UserError
 import bisect
 import math
 from functools import cached_property
+from itertools import filterfalse, repeat
 
 import numpy as np
 
@@ -490,9 +491,11 @@ class CostModel:
             top = Z[i0, j0] * (1 - wy) + Z[i0, j1] * wy
             bot = Z[i1, j0] * (1 - wy) + Z[i1, j1] * wy
             v = ((top * (1 - wx) + bot * wx) * US).tolist()
+        roof = self._roofline_at(o, values, n)  # `roofline_s` of the j-th op, read from its values (no op made)
+        ok = inside.tolist()
         for j in range(n):
-            x_ = None if qs[j] != 1 or not inside[j] else v[j]
-            out[j] = self.roofline_s(op_at(j)) if x_ is None else max(x_, 0.0)
+            x_ = None if qs[j] != 1 or not ok[j] else v[j]
+            out[j] = roof(j) if x_ is None else max(x_, 0.0)
             kern[j] = 1  # gemm_kernels of a kernel that is not a GEMM
         return out, kern
 
@@ -527,29 +530,33 @@ class CostModel:
         `kern`, through the same memos the scalar path fills."""
         if t is None:  # `_fallback_kernels` of each m: the new ones counted together
             kc = self._kernels_cache
-            new = [m for m in dict.fromkeys(ms) if ("fb", n, k, m) not in kc]
+            keys = list(zip(repeat("fb"), repeat(n), repeat(k), ms))  # the memo's keys ("fb", n, k, m)
+            new = [key[3] for key in dict.fromkeys(filterfalse(kc.__contains__, keys))]
             if new:
-                for m, v in zip(new, self.gemm_fallback.kernels_many(n, k, new)):
-                    kc[("fb", n, k, m)] = v
-            for j, m in zip(js, ms):
-                kern[j] = kc[("fb", n, k, m)]
+                kc.update(zip(zip(repeat("fb"), repeat(n), repeat(k), new), self.gemm_fallback.kernels_many(n, k, new)))
+            for j, v in zip(js, map(kc.__getitem__, keys)):
+                kern[j] = v
         elif t.kernels is None:
             for j in js:
                 kern[j] = 1
         else:
-            self._prime_kernels(t, ms)
-            kc, tid = self._kernels_cache, id(t)
-            for j, m in zip(js, ms):
-                kern[j] = kc[(tid, m)]
+            keys = list(zip(repeat(id(t)), ms))  # the memo's keys (id(t), m)
+            self._prime_kernels(t, ms, keys)
+            for j, v in zip(js, map(self._kernels_cache.__getitem__, keys)):
+                kern[j] = v
 
-    def _prime_kernels(self, t, ms) -> None:
-        """`gemm_kernels`' memo for table `t` at each m: argmin over the grid of |log(max(m, 1) / grid m)|."""
-        todo = sorted({m for m in ms if (id(t), m) not in self._kernels_cache})
+    def _prime_kernels(self, t, ms, keys: list | None = None) -> None:
+        """`gemm_kernels`' memo for table `t` at each m: argmin over the grid of |log(max(m, 1) / grid m)|.
+        `keys`: the memo keys (id(t), m) of `ms`, where the caller has them."""
+        kc = self._kernels_cache
+        if keys is None:
+            keys = list(zip(repeat(id(t)), ms))
+        todo = sorted({m for _, m in filterfalse(kc.__contains__, keys)})
         if not todo:
             return
-        r = np.abs(np.log(np.array([max(m, 1) for m in todo])[:, None] / np.asarray(t.m)[None, :]))
-        for m, i in zip(todo, np.argmin(r, axis=1).tolist()):
-            self._kernels_cache[(id(t), m)] = int(t.kernels[i])
+        r = np.abs(np.log(np.maximum(np.asarray(todo), 1)[:, None] / np.asarray(t.m)[None, :]))
+        kv = [int(x) for x in t.kernels]
+        kc.update(zip(zip(repeat(id(t)), todo), map(kv.__getitem__, np.argmin(r, axis=1).tolist())))
 
     def collective_s(self, op: Op) -> float:
         """GPU time of a tensor-parallel collective (simulator/model/parallel.py: custom all-reduce / NCCL ring)."""

@@ -2,13 +2,11 @@
 `moe_routing`), built by calibration/build_moe_fp8.py from calibration/measured/h200-round-d/moe_fp8.json.
 All optional: a profile without them times those kernels by the roofline and says so."""
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Fp8QuantTable(_Strict):

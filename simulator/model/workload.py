@@ -54,6 +54,16 @@ class StepShape:
     padding: int = 0
     q_len: int = 1
 
+    def __hash__(self) -> int:
+        """The hash the dataclass would make (of the fields' tuple), kept in the instance after the first call: a
+        shape keys several memos on its way through the step-cost path (stepcost.py, batched.py), each lookup a
+        hash. `routing.with_padding`, which copies a shape's __dict__, drops it."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash((self.decode_seqs, self.ctx, self.prefill_seqs, self.prefill_len,
+                                               self.padding, self.q_len))
+        return h
+
     @property
     def tokens(self) -> int:
         """Rows the token-wise kernels run: real tokens + padding rows."""

@@ -183,7 +183,9 @@ def _forward_tail(W, K, pen, A, arg, m: int, scale: float, B: int):
     rows = np.arange(n1)
     pmax = 0.0 if pen is None else float(np.max(np.abs(pen)))
     head = [(j0, min(j0 + FORWARD_BLOCK, m)) for j0 in range(0, m, FORWARD_BLOCK)]
-    blocks = [(int(bounds[t]) + 1, int(bounds[t + 1]), t) for t in range(nb - 1) if bounds[t] + 1 < bounds[t + 1]]
+    # (first column, end column, boundary index, row numbers of the block's columns) of each block
+    blocks = [(int(bounds[t]) + 1, int(bounds[t + 1]), t, np.arange(int(bounds[t + 1]) - int(bounds[t]) - 1))
+              for t in range(nb - 1) if bounds[t] + 1 < bounds[t + 1]]
     ib = np.arange(nb)
     for n in range(2, K + 1):
         prev = A[n - 1]
@@ -203,19 +205,21 @@ def _forward_tail(W, K, pen, A, arg, m: int, scale: float, B: int):
         # (a boundary with no finite cell has no rows to exclude: certified)
         inf = ~np.isfinite(val)
         val0 = np.where(inf, 0.0, val)
-        okl = inf | (np.where(rows[None, :] < ab[:, None], vb, INF).min(axis=1) - val0 > tol)
-        okr = inf | (np.where(rows[None, :] > ab[:, None], vb, INF).min(axis=1) - val0 > tol)
-        for j0, j1, t in blocks:
-            lo, hi = int(ab[t]), int(ab[t + 1])
+        okl = (inf | (np.where(rows[None, :] < ab[:, None], vb, INF).min(axis=1) - val0 > tol)).tolist()
+        okr = (inf | (np.where(rows[None, :] > ab[:, None], vb, INF).min(axis=1) - val0 > tol)).tolist()
+        abl = ab.tolist()
+        An, argn = A[n], arg[n]
+        for j0, j1, t, ar in blocks:
+            lo, hi = abl[t], abl[t + 1]
             if okl[t] and okr[t + 1] and lo <= hi:
-                b = WT[j0:j1, lo:hi + 1] + prev[None, lo:hi + 1]
+                b = WT[j0:j1, lo:hi + 1] + prev[lo:hi + 1]
                 a = b.argmin(axis=1)
-                arg[n, j0:j1] = a + lo
+                argn[j0:j1] = a + lo
             else:  # the full scan (rows below j1: the cells from j on are +inf)
-                b = WT[j0:j1, :j1] + prev[None, :j1]
+                b = WT[j0:j1, :j1] + prev[:j1]
                 a = b.argmin(axis=1)
-                arg[n, j0:j1] = a
-            A[n, j0:j1] = b[np.arange(j1 - j0), a]
+                argn[j0:j1] = a
+            An[j0:j1] = b[ar, a]
     return A, arg
 
 
