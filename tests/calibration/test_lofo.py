@@ -63,23 +63,7 @@ def test_rows_are_the_familys_and_carry_their_canary():
     assert {r["model"] for r in ref} == {"llama3-8b"} and all(r["batch"] <= 64 for r in ref)
 
 
-def test_committed_lofo_summaries_are_reproducible(monkeypatch):
-    # lofo() as it runs, less two repeats of the same pure computation: hf_rounds() (the measured rounds' rows, read
-    # from the committed files; its round g rows come through round_g_rows, which also predicts each row, figures
-    # hf_rounds drops) is read once instead of once per family and variant (28 times); and the family's rows with
-    # the shipped model, which lofo computes twice (once for the model names, once as the "shipped" variant with
-    # the same CostModel and constants), are computed once. Every figure compared below is computed as before.
-    rounds = V.hf_rounds()
-    monkeypatch.setattr(V, "hf_rounds", lambda: rounds)
-    pred_rows, last = V._pred_rows, {}
-
-    def pred_rows_once(impl, family, cm, hf_consts=None):
-        key = (impl, family, hf_consts)
-        if last.get("key") != key or last.get("cm") is not cm:
-            last.update(key=key, cm=cm, rows=pred_rows(impl, family, cm, hf_consts))
-        return last["rows"]
-
-    monkeypatch.setattr(V, "_pred_rows", pred_rows_once)
+def test_committed_lofo_summaries_are_reproducible():
     committed = json.loads((V.HERE / "validation" / "lofo.json").read_text())
     fresh = V.lofo()
     assert committed.keys() == fresh.keys()
