@@ -616,8 +616,9 @@ def hf_constants_without(family: str, round_dir: Path = HERE / "measured" / "h20
     return py, plan, note
 
 
-def _pred_rows(impl: str, family: str, cm, hf_consts=None) -> list[dict]:
-    """Every measured row of `impl` whose model is of `family` (batch <= MAX_BATCH), predicted with `cm`."""
+def _pred_rows(impl: str, family: str, cm, hf_consts=None, rounds=None) -> list[dict]:
+    """Every measured row of `impl` whose model is of `family` (batch <= MAX_BATCH), predicted with `cm`; `rounds`:
+    `hf_rounds()` read once by a caller that scores many families (None: read here)."""
     from dataclasses import replace
 
     from simulator.engine.predict import simulate
@@ -671,7 +672,7 @@ def _pred_rows(impl: str, family: str, cm, hf_consts=None) -> list[dict]:
         return out
     py, plan = hf_consts
     with _Constants(py, plan):
-        for tag, d in hf_rounds():
+        for tag, d in (hf_rounds() if rounds is None else rounds):
             fast = _fast(d.get("canary") or {})
             counts = {(c["model"], c["cache"], c["batch"]): c for c in d.get("counts", [])}
             for r in d["rows"]:
@@ -756,12 +757,13 @@ def lofo(profile: str = "h200") -> dict:
     from simulator.model.profile import load_profile
 
     shipped = CostModel(load_profile(profile))
+    rounds = hf_rounds()  # the measured rows (files only): read once, not per family and variant
     out = {}
     for impl, fams in (("reference", ("qwen3", "llama")),
                        ("hf", ("qwen3", "llama", "qwen2", "phi3", "gemma2", "mistral", "gemma3"))):
         for fam in fams:
-            models = sorted({r["model"] for r in _pred_rows(impl, fam, shipped, (R.PYTHON_US_PER_CALL,
-                                                                               R.CUDNN_PLAN_MS))})
+            as_shipped = _pred_rows(impl, fam, shipped, (R.PYTHON_US_PER_CALL, R.CUDNN_PLAN_MS), rounds)
+            models = sorted({r["model"] for r in as_shipped})
             consts, cnote = ((R.PYTHON_US_PER_CALL, R.CUDNN_PLAN_MS), "")
             if impl == "hf":
                 py, plan, cnote = hf_constants_without(fam)
@@ -771,7 +773,7 @@ def lofo(profile: str = "h200") -> dict:
                 variants[v] = (CostModel(prof), note + (f"; {cnote}" if cnote else ""), consts)
             res = {}
             for v, (cm, note, k) in variants.items():
-                rs = _pred_rows(impl, fam, cm, k)
+                rs = as_shipped if v == "shipped" else _pred_rows(impl, fam, cm, k, rounds)
                 res[v] = {"note": note, "summary": _summ(rs), "rows": rs}
             out[f"{impl}:{fam}"] = {"impl": impl, "family": fam, "models": models, "variants": res}
     return out

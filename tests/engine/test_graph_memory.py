@@ -1,6 +1,7 @@
 """Graph memory and capture cost against hand computations, the measured-table path, KV capacity,
 and the `graph-memory` check command (exit 1 over budget)."""
 
+import functools
 import json
 
 import pytest
@@ -8,6 +9,7 @@ from typer.testing import CliRunner
 
 from simulator.cli import app, main
 from simulator.engine.graph_memory import GraphMemoryError, GraphMemoryModel, kv_cache_bytes, kv_cache_tokens, live_tensors, segment_bytes
+from simulator.model.costs import CostModel
 from simulator.model.models import ModelSpec
 from simulator.model.profile import GraphMemoryTable, load_profile
 
@@ -190,6 +192,14 @@ def test_shared_formula_with_a_measured_layout_by_hand():
     assert g2.layout([1, 2, 4]).pool_bytes == (16 + 1 + 30 + 2 + 4) * MiB  # no reuse: outputs stack
 
 
+@functools.cache
+def _costs(name: str) -> CostModel:
+    """One CostModel per profile for the property tests' models: a layout's capture times come from the start-up
+    model's eager passes, memoised in the cost model a GraphMemoryModel is given (graph_memory.py: "shared by every
+    model made with it"): the same figures, each computed once instead of once per model made."""
+    return CostModel(load_profile(name))
+
+
 _MODES = hs.sampled_from(["full", "piecewise", "full_and_piecewise"])
 _SIZES = hs.sets(hs.integers(1, 600), min_size=1, max_size=12)
 
@@ -197,14 +207,14 @@ _SIZES = hs.sets(hs.integers(1, 600), min_size=1, max_size=12)
 @settings(max_examples=60, deadline=None)
 @given(sizes=_SIZES, mode=_MODES, ret=hs.sampled_from(["keep", "drop"]), fusion=hs.sampled_from(["none", "fused"]))
 def test_shared_never_above_private(sizes, mode, ret, fusion):
-    g = GraphMemoryModel(load_model("qwen3-0.6b"), load_profile("h200"), fusion, mode, ret)
+    g = GraphMemoryModel(load_model("qwen3-0.6b"), _costs("h200"), fusion, mode, ret)
     assert g.layout(sizes).pool_bytes <= g.layout(sizes, shared_pool=False).pool_bytes + 1e-6
 
 
 @settings(max_examples=60, deadline=None)
 @given(sizes=_SIZES, extra=hs.integers(1, 600), mode=_MODES, ret=hs.sampled_from(["keep", "drop"]))
 def test_shared_monotone_in_adding_a_smaller_size(sizes, extra, mode, ret):
-    g = GraphMemoryModel(load_model("llama3-8b"), load_profile("datasheet-h200"), "fused", mode, ret)
+    g = GraphMemoryModel(load_model("llama3-8b"), _costs("datasheet-h200"), "fused", mode, ret)
     extra = min(extra, max(sizes))  # engines add sizes below the largest; a larger size may have a smaller pool
     assert g.layout(sizes | {extra}).pool_bytes >= g.layout(sizes).pool_bytes - 1e-6
 
@@ -212,7 +222,7 @@ def test_shared_monotone_in_adding_a_smaller_size(sizes, extra, mode, ret):
 @settings(max_examples=60, deadline=None)
 @given(sizes=_SIZES, mode=_MODES)
 def test_keep_at_least_drop(sizes, mode):
-    m, p = load_model("qwen3-0.6b"), load_profile("h200")
+    m, p = load_model("qwen3-0.6b"), _costs("h200")
     keep = GraphMemoryModel(m, p, "none", mode, "keep").layout(sizes).pool_bytes
     assert keep >= GraphMemoryModel(m, p, "none", mode, "drop").layout(sizes).pool_bytes
 

@@ -5,6 +5,7 @@ pricing paths (`prime`, `prime_column`) bitwise equal to `gpu_s` for them."""
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 from hypothesis import given, settings
@@ -23,6 +24,14 @@ def _curve(us):
 
 
 def _model(with_triton=True) -> CostModel:
+    """A fresh CostModel (its memos empty) of the test profile."""
+    return CostModel(_profile(with_triton))
+
+
+@functools.cache
+def _profile(with_triton: bool):
+    """h200 with hand-set curves (parsed once: ~70 ms a parse, and the property tests take fresh cost models per
+    example; a CostModel keeps its memos to itself and never writes its profile)."""
     p, _, _ = resolve("h200")
     raw = copy.deepcopy(p.model_dump(mode="json"))
     t = raw["device"]["tables"]
@@ -32,7 +41,7 @@ def _model(with_triton=True) -> CostModel:
     if with_triton:
         t["triton_pointwise"], t["triton_reduction"] = _curve((1.0, 2.0, 100.0)), _curve((1.5, 3.0, 150.0))
         t["triton_reduction_loop"] = {"bytes": [1e4, 1e6, 1e9], "us": [2.5, 5.0, 250.0]}  # a grid that starts higher
-    return CostModel(parse_profile(raw))
+    return parse_profile(raw)
 
 
 def _op(name, cls, path=LaunchPath.COMPILED, nbytes=1e6):
