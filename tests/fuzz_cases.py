@@ -339,13 +339,31 @@ def _del(data, loc):
     return d
 
 
+def profile_text(doc) -> str:
+    """A (mutated) profile document as the bad file's text: NaN and 1e999 written as JSON-invalid literals."""
+    return json.dumps(doc, indent=1).replace('"NaN!"', "NaN").replace('"1e999!"', "1e999")
+
+
+def mutated_profile_text(loc: tuple, value) -> str:
+    """`profile_text` of the shipped profile with the value at `loc` replaced (a "profile-mutation" file)."""
+    doc = json.loads(PROFILE.read_text())
+    cur = doc
+    for k in loc[:-1]:
+        cur = cur[k]
+    cur[loc[-1]] = value
+    return profile_text(doc)
+
+
 def profile_cases() -> list[Case]:
     prof = json.loads(PROFILE.read_text())
     nums = [(loc, v) for loc, v in _json_leaves(prof) if isinstance(v, (int, float)) and not isinstance(v, bool)
             and loc[0] != "environment"]
     muts = []
     for loc, v in nums[::37]:  # a spread of numbers across host, device, tables and graph memory
-        muts += [(f"{_loc_text(loc)}=-1", _set(prof, loc, -1.0)), (f"{_loc_text(loc)}=NaN", _set(prof, loc, "NaN!"))]
+        # written when the case runs (test_fuzz_inputs._write): ~1,500 copies of the 250 kB profile made and dumped at
+        # collection cost ~110 s in every process that collects the suite (each pytest-xdist worker)
+        muts += [(f"{_loc_text(loc)}=-1", ("profile-mutation", loc, -1.0)),
+                 (f"{_loc_text(loc)}=NaN", ("profile-mutation", loc, "NaN!"))]
     g = prof["device"]["tables"]["gemm"][0]
     a = prof["device"]["tables"]["attention"][0]
     e = prof["device"]["tables"]["elementwise"]
@@ -368,7 +386,7 @@ def profile_cases() -> list[Case]:
     ]
     cases = []
     for name, doc in muts:
-        text = json.dumps(doc, indent=1).replace('"NaN!"', "NaN").replace('"1e999!"', "1e999")
+        text = doc if isinstance(doc, tuple) else profile_text(doc)
         cases.append(Case(f"profile:{name}", ["predict", "--model", "qwen3-0.6b", "--profile", "{d}/p_bad.json"],
                           needles=("p_bad.json",), field_re=None if name == "top-list" else r"p_bad\.json" + FIELD,
                           files={"p_bad.json": text}))

@@ -80,6 +80,8 @@ def _write(d: Path, name: str, content) -> None:
         p.write_bytes(content)
     elif isinstance(content, str):
         p.write_text(content)
+    elif isinstance(content, tuple) and content and content[0] == "profile-mutation":
+        p.write_text(F.mutated_profile_text(*content[1:]))
     elif isinstance(content, tuple) and content and content[0] == "wl-mutation":
         _, loc, v = content
         doc = json.loads((d / "workload.json").read_text())

@@ -340,7 +340,7 @@ def _cpu_only():
     ("obj.json", b'{"hello": 1}', "without a 'traceEvents' list"),
     ("cpu.json", None, "no CUDA kernels"),
     ("cut.json", b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2}, {"ph": "X", "na', "truncated JSON"),
-    ("bad.json.gz", gzip.compress(b'{"traceEvents": []}')[:-12], "damaged gzip"),
+    ("bad.json.gz", gzip.compress(b'{"traceEvents": []}', mtime=0)[:-12], "damaged gzip"),
     ("fake.json.gz", b'{"traceEvents": []}', "not gzip data"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, name, content, message):
