@@ -231,8 +231,7 @@ class StartupModel:
                 pts[b] = (float(r.step_s), float(r.cpu_busy_s))
             return pts[b]
 
-        m = cls(setup.model, setup.profile, setup.fusion, setup.capture.graph, ctx, warmup_runs,
-                lambda batch: _pow2_interp(point, batch))
+        m = cls(setup.model, setup.profile, setup.fusion, setup.capture.graph, ctx, warmup_runs)
         m.setup = setup
         m._point = point
         return m
@@ -262,10 +261,10 @@ class StartupModel:
         from simulator.engine.routing import graph_kinds
 
         self.modes = graph_kinds(graph_mode)  # full_decode_only captures full graphs, as full
-        self._eager: EagerFn = eager or self._eager_pass
-        # the eager pass's figure at a power of two where `_eager` interpolates between them (`sizes_s` reads the
-        # points once and interpolates over arrays); None where the caller gave its own `eager`
+        # the eager pass's figure at a power of two, which `_eager` interpolates between (`sizes_s` reads the points
+        # once and interpolates over arrays); None where the caller gave its own `eager`
         self._point: Callable[[int], tuple[float, float]] | None = None if eager else self._default_point
+        self._eager: EagerFn = eager or self._interpolated
         self.setup = None
         t = profile.device.graph_memory.get(model.name)
         self._table: tuple[list[int], list[float]] | None = None
@@ -273,13 +272,13 @@ class StartupModel:
             pts = sorted(zip(t.batch, t.capture_s))
             self._table = ([int(b) for b, _ in pts], [float(c) for _, c in pts])
 
-    def _eager_pass(self, batch: int) -> tuple[float, float]:
-        if self._costs is None:
-            self._costs = _costs_of(self.profile)
-        return eager_pass(self.model, self._costs, self.fusion, batch, self.ctx)
+    def _interpolated(self, batch: int) -> tuple[float, float]:
+        """The eager pass at `batch`: `_point` at the powers of two around it, linear in between (`eager_pass`)."""
+        assert self._point is not None
+        return _pow2_interp(self._point, batch)
 
     def _default_point(self, b: int) -> tuple[float, float]:
-        """The point `_eager_pass` interpolates between (`eager_pass`'s)."""
+        """launchsim's eager step at a power of two (`eager_pass`'s points, memoised in the cost model)."""
         if self._costs is None:
             self._costs = _costs_of(self.profile)
         return _eager_point(self.model, self._costs, self.fusion, self.ctx, b)
