@@ -208,10 +208,14 @@ class CostModel:
 
     # -- GPU --------------------------------------------------------------------------------------
     def roofline_s(self, op: Op) -> float:
-        if op.op_class is OpClass.GEMM and op.dim("fp8"):  # fp8 tensor cores: twice the bf16 peak (datasheet)
-            return max(op.flops / (2 * self.peak_flops), op.bytes / self.bw, self.min_kernel_s)
-        return max(op.flops / self.peak_flops if op.op_class in (OpClass.GEMM, OpClass.ATTENTION) else 0.0,
-                   op.bytes / self.bw, self.min_kernel_s)
+        return self._roof(op.flops, op.bytes, op.op_class is OpClass.GEMM and op.dim("fp8"),
+                          op.op_class in (OpClass.GEMM, OpClass.ATTENTION))
+
+    def _roof(self, flops, nbytes, fp8, flop_bound: bool) -> float:
+        """The roofline of a kernel of `flops` and `nbytes` (`flop_bound`: GEMM or attention, whose flops count)."""
+        if fp8:  # fp8 tensor cores: twice the bf16 peak (datasheet)
+            return max(flops / (2 * self.peak_flops), nbytes / self.bw, self.min_kernel_s)
+        return max(flops / self.peak_flops if flop_bound else 0.0, nbytes / self.bw, self.min_kernel_s)
 
     def table_s(self, op: Op) -> float | None:
         """The measured time for this op, or None where the tables do not cover it."""
@@ -419,15 +423,9 @@ class CostModel:
         flops, bytes and fp8 flag (the same operations as `roofline_s`, no op made)."""
         fl, by = values("flops"), values("bytes")
         fp8 = values("fp8") if o.op_class is OpClass.GEMM else None
-        peak, bw, floor = self.peak_flops, self.bw, self.min_kernel_s
         flop_bound = o.op_class in (OpClass.GEMM, OpClass.ATTENTION)
-
-        def roof(j: int) -> float:
-            if fp8 is not None and fp8[j]:  # fp8 tensor cores: twice the bf16 peak (datasheet)
-                return max(fl[j] / (2 * peak), by[j] / bw, floor)
-            return max(fl[j] / peak if flop_bound else 0.0, by[j] / bw, floor)
-
-        return roof
+        # (flops are read only where they count: a column of elementwise ops may carry none)
+        return lambda j: self._roof(fl[j] if flop_bound else 0.0, by[j], fp8 is not None and fp8[j], flop_bound)
 
     def nearest_attention_table(self, heads: int, kv_heads: int, head_dim: int):
         """The decode (q_len 1) attention table nearest a shape the profile has no table for: nearest in head_dim,
