@@ -3,7 +3,9 @@ each measured (n, k) is predicted from the other tables only (time per M, and th
 compared with its measurement; the roofline alone is listed for reference. CPU only.
 
     python -m calibration.gemm_fallback [--profile h200] [--round calibration/measured/h200-round-f]
-                                        [--out calibration/validation/gemm_fallback.md]
+                                        [--out DIR | --write-shipped]
+
+Writes gemm_fallback.md to out/calibration, or DIR (`--write-shipped`: the committed calibration/validation one).
 
 Then, as a held-out look only (nothing is fitted to it), each round-f transformers trace's GEMM kernel time per
 step (cuBLAS / nvjet kernels, split-K reduces included; profiler on) against the `hf` recipe's GEMMs priced by the
@@ -111,7 +113,7 @@ def report(res: dict) -> str:
          "Each measured (n, k) predicted from the other tables only by simulator/model/gemm_model.py (slowdown over the",
          "roofline, inverse-distance mean of the 2 nearest tables in (ln nk, 0.25 ln k/n), floored at the fastest measured",
          "GEMM at that M; split-K count of the nearest counted table in (ln n, ln k)). Regenerate:",
-         "`python -m calibration.gemm_fallback`.", "",
+         "`python -m calibration.gemm_fallback --write-shipped`.", "",
          *_summary(rows, ms)]
     L += ["", "Per shape: error % of the fallback at each M (measured µs in brackets at M = 1).", "",
           "| n | k | " + " | ".join(str(m) for m in ms) + " |", "|---:|---:|" + "---:|" * len(ms)]
@@ -188,11 +190,14 @@ def trace_report(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
+    from calibration.jsonio import add_out_args, out_dir
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="h200")
     ap.add_argument("--round", default=str(HERE / "measured" / "h200-round-f"))
-    ap.add_argument("--out", default=str(HERE / "validation" / "gemm_fallback.md"))
+    add_out_args(ap)
     a = ap.parse_args(argv)
+    out = Path(out_dir(a, HERE.parent)) / "gemm_fallback.md"
     res = loo(a.profile)
     text = report(res)
     rd = Path(a.round)
@@ -203,11 +208,11 @@ def main(argv=None) -> int:
         text += grid_report(g)
     from simulator.common.jsonfile import atomic_write_text
 
-    atomic_write_text(a.out, text)
+    atomic_write_text(out, text)
     rows = res["rows"]
     print(f"summary: {len(rows)} (shape, M) cells; leave-one-shape-out MAPE fallback "
           f"{_mape([(r['pred_us'], r['us']) for r in rows if r['pred_us']]):.1f} %, roofline "
-          f"{_mape([(r['roof_us'], r['us']) for r in rows]):.1f} %; wrote {a.out}")
+          f"{_mape([(r['roof_us'], r['us']) for r in rows]):.1f} %; wrote {out}")
     return 0
 
 

@@ -65,3 +65,37 @@ def test_run_all_writes_out_benchmarks(tmp_path):
     assert _status() == before
     bad = subprocess.run(["bash", "benchmarks/run_all.sh", "--nope"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "usage" in bad.stderr
+
+
+# The validators whose full run takes minutes (the retargeting report ~6 min of CPU, the GEMM fallback's ~1 min):
+# their report functions stand in for the work, and what is checked is where main() writes. Each used to write its
+# committed file in calibration/validation by default.
+SLOW_VALIDATORS = [
+    ("calibration.hostprobe", ["--validate"], {"validate": lambda: ("# host\n## r\n", [])}, ["host_scaling.md"]),
+    ("calibration.validate_retarget", [], {"report": lambda: "# retarget\n"}, ["trace_retarget.md"]),
+    ("calibration.validate_impl", ["--lofo"], {"lofo": lambda: {}, "lofo_markdown": lambda res: "# lofo"},
+     ["lofo.md", "lofo.json"]),
+    ("calibration.gemm_fallback", ["--round", "/nonexistent"],
+     {"loo": lambda profile: {"rows": []}, "report": lambda res: "# fallback\n", "loo_grid": lambda profile: None},
+     ["gemm_fallback.md"]),
+]
+
+
+@pytest.mark.parametrize("module,args,stand_ins,files", SLOW_VALIDATORS, ids=[m for m, *_ in SLOW_VALIDATORS])
+def test_slow_validators_write_out_calibration_unless_asked(module, args, stand_ins, files, tmp_path, monkeypatch,
+                                                            capsys):
+    import importlib
+
+    mod = importlib.import_module(module)
+    for name, f in stand_ins.items():
+        monkeypatch.setattr(mod, name, f)
+    before = _status()
+    monkeypatch.chdir(tmp_path)  # the default folder, out/calibration, is relative to where the command runs
+    assert mod.main(list(args)) == 0
+    assert all((tmp_path / "out" / "calibration" / f).stat().st_size > 0 for f in files)
+    assert mod.main([*args, "--out", str(tmp_path / "mine")]) == 0
+    assert all((tmp_path / "mine" / f).exists() for f in files)
+    assert f"wrote {tmp_path / 'mine'}" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="not both"):
+        mod.main([*args, "--out", str(tmp_path / "x"), "--write-shipped"])
+    assert _status() == before
