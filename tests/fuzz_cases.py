@@ -689,3 +689,32 @@ _all_cases_before_traces = all_cases
 
 def all_cases() -> list[Case]:  # noqa: F811  (extends the list above with the traces block)
     return _all_cases_before_traces() + trace_input_cases()
+
+
+# ==== audit block (adversarial audit of bad input and silently ignored options) =================================
+# Appended by the "audit" session; everything it adds is below this line.
+def audit_cases() -> list[Case]:
+    cases = [
+        # an output onto one of the command's own inputs: the input was destroyed (exit 0)
+        Case("audit:out-is-input:import-trace", ["import-trace", "{d}/t_self.json", "--out", "{d}/t_self.json"],
+             needles=("--out", "t_self.json", "is an input"), files={"t_self.json": json.dumps(trace_doc())}),
+        Case("audit:out-is-input:export-trace-workload", ["export-trace", "--workload", "{d}/workload.json", "--out",
+                                                          "{d}/workload.json"], needles=("--out", "is an input")),
+        Case("audit:out-is-input:export-trace-config", ["export-trace", "--model", "{d}/config.json", "--out",
+                                                        "{d}/config.json"], needles=("--out", "is an input")),
+        Case("audit:out-is-input:export-trace-profile", ["export-trace", "--model", "qwen3-0.6b", "--profile",
+                                                         "{d}/profile.json", "--out", "{d}/profile.json"],
+             needles=("--out", "is an input")),
+        Case("audit:out-is-input:combine-profiles", ["combine-profiles", "{d}/profile.json", "h200", "--out",
+                                                     "{d}/profile.json"], needles=("--out", "is an input")),
+        Case("audit:out-is-input:combine-profiles-shipped", ["combine-profiles", "h200", "h200", "--out",
+                                                             str(PROFILE)], needles=("--out", "is an input")),
+    ]
+    return cases
+
+
+_all_cases_before_audit = all_cases
+
+
+def all_cases() -> list[Case]:  # noqa: F811  (extends the list above with the audit block)
+    return _all_cases_before_audit() + audit_cases()
