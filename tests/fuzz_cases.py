@@ -710,6 +710,13 @@ def audit_cases() -> list[Case]:
         Case("audit:out-is-input:combine-profiles-shipped", ["combine-profiles", "h200", "h200", "--out",
                                                              str(PROFILE)], needles=("--out", "is an input")),
     ]
+    # YAML merge keys: `<<: [*a, *b]` with a key in both: YAML 1.1 takes the first, PyYAML the last (batch 5 ran)
+    merge = "kind: predict\nname: m\nmodel: qwen3-0.6b\n<<: [{batch: 4}, {batch: 5}]\n"
+    cases.append(Case("audit:yaml:merge-list-conflict", ["run", "{d}/merge.yaml", "--out", "{out}"],
+                      needles=("merge.yaml:4", "'batch'", "merged"), files={"merge.yaml": merge}))
+    ok = "kind: predict\nname: m\nmodel: qwen3-0.6b\n<<: [{batch: 4}, {ctx: 64}]\nbatch: 8\n"
+    cases.append(Case("ok:audit:yaml:merge", ["run", "{d}/merge_ok.yaml", "--out", "{out}"], 0,
+                      files={"merge_ok.yaml": ok}, outputs=("result.json",)))
     return cases
 
 
