@@ -70,6 +70,10 @@ def _step(sc) -> Iterator[Check]:
     yield ("model",), model
     yield ("profile",), _profile(sc.profile)
     yield ("ctx",), _ctx_fits(model, sc.model, sc.ctx, 1)
+    if sc.kind == "predict" and sc.layout is not None:  # the sizes the step pads to
+        from simulator.layouts.buckets import parse_layout
+
+        yield ("layout",), lambda: parse_layout(sc.layout)
 
 
 def _sweep(sc) -> Iterator[Check]:
