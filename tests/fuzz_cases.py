@@ -717,6 +717,53 @@ def audit_cases() -> list[Case]:
     ok = "kind: predict\nname: m\nmodel: qwen3-0.6b\n<<: [{batch: 4}, {ctx: 64}]\nbatch: 8\n"
     cases.append(Case("ok:audit:yaml:merge", ["run", "{d}/merge_ok.yaml", "--out", "{out}"], 0,
                       files={"merge_ok.yaml": ok}, outputs=("result.json",)))
+    # an engine's layout text whose keys launchsim would drop or pick one of silently
+    for name, text in (("json-dup", '{"cudagraph_capture_sizes": [1, 8], "cudagraph_capture_sizes": [4]}'),
+                       ("json-unread-key", '{"cudagraph_capture_sizes": [1, 8], "cudagraph_mode": "NONE"}'),
+                       ("json-outer-key", '{"compilation_config": {"cudagraph_capture_sizes": [1, 8]}, "level": 3}'),
+                       ("trtllm-dup", "cuda_graph_config: {batch_sizes: [1, 8], batch_sizes: [4]}")):
+        cases.append(Case(f"audit:layout:{name}", ["pad", "3", "--layout", text], needles=("--layout",)))
+    step = {"kind": "predict", "name": "x", "model": "qwen3-0.6b"}
+    serve = {"kind": "serve", "name": "x", "model": "qwen3-0.6b", "rate": 1, "duration_s": 1}
+    # errors found after validation or by a rule across fields: FILE:LINE: field 'F' (was FILE: or field '<top>')
+    for name, doc, fld in (("predict-layout-bad", {**step, "layout": "nope"}, "layout"),
+                           ("predict-layout-json-dup", {**step, "layout": '{"cudagraph_capture_sizes": [1], '
+                                                                          '"cudagraph_capture_sizes": [2]}'}, "layout"),
+                           ("startup-layout-bad", {**step, "kind": "startup", "layout": "nope"}, "layout"),
+                           ("graph-memory-layout-bad", {**step, "kind": "graph_memory", "layout": "{bad"}, "layout"),
+                           ("predict-scheduling-no-steps", {**step, "scheduling": "async"}, "scheduling"),
+                           ("predict-prefill-len-alone", {**step, "prefill_len": 8}, "prefill_len")):
+        fname = f"audit_{name}.yaml"
+        cases.append(Case(f"audit:located:{name}", ["run", "{d}/" + fname, "--out", "{out}"], needles=(fname,),
+                          field_re=re.escape(fname) + FIELD + fld + "'", files={fname: doc}))
+    # capture sizes with graph none: nothing is captured, so they were ignored (serve did not even read them)
+    for name, doc in (("predict-layout", {**step, "graph": "none", "layout": [1, 2]}),
+                      ("predict-prefill-layout", {**step, "graph": "none", "prefill_seqs": 1, "prefill_len": 8,
+                                                  "prefill_layout": [8]}),
+                      ("predict-attention-backend", {**step, "graph": "none", "attention_backend": "fa3"}),
+                      ("serve-layout-bad", {**serve, "graph": "none", "layout": "nope"}),
+                      ("serve-layout", {**serve, "graph": "none", "layout": "sglang"}),
+                      ("startup-layout", {**step, "kind": "startup", "graph": "none", "layout": "1,2"}),
+                      ("graph-memory-layout", {**step, "kind": "graph_memory", "graph": "none", "layout": "vllm"})):
+        fname = f"audit_graph_none_{name}.yaml"
+        fld = next(k for k in ("prefill_layout", "attention_backend", "layout") if k in doc)
+        cases.append(Case(f"audit:graph-none:{name}", ["run", "{d}/" + fname, "--out", "{out}"],
+                          needles=(fname, "graph none"), field_re=re.escape(fname) + FIELD + fld + "'",
+                          files={fname: doc}))
+    cases += [
+        Case("audit:graph-none:flags-predict", ["predict", "--model", "qwen3-0.6b", "--graph", "none", "--layout",
+                                                "1,2"], needles=("--layout", "--graph none")),
+        Case("audit:graph-none:flags-graph-memory", ["graph-memory", "--model", "qwen3-0.6b", "--graph", "none",
+                                                     "--layout", "1,2"], needles=("--layout", "--graph none")),
+        Case("audit:graph-none:flags-serve-scenario", ["serve", "--scenario", "{d}/scenarios/serve_qwen3_0p6b.yaml",
+                                                       "--graph", "none", "--layout", "1,2"], needles=("--layout",)),
+        # --graph none over a file's graph mode takes the file's layout with it (a what-if, still valid)
+        Case("ok:audit:graph-none:serve-scenario-override", ["serve", "--scenario",
+                                                             "{d}/scenarios/serve_qwen3_0p6b.yaml", "--graph", "none",
+                                                             "--duration", "1", "--json"], 0),
+        Case("ok:audit:graph-none:spec-layout", ["predict", "--model", "qwen3-0.6b", "--graph", "none", "--layout",
+                                                 "vllm", "--spec-tokens", "2", "--acceptance", "0.7", "--json"], 0),
+    ]
     return cases
 
 

@@ -157,6 +157,21 @@ class StepOptions(Strict):
             raise ValueError("acceptance and draft apply to speculative decoding: they need spec_tokens > 0")
         return self
 
+    @model_validator(mode="after")
+    def _sizes_need_graphs(self):
+        """Capture sizes given for graph none (the kinds with one graph mode and one layout): nothing is captured,
+        so they would be ignored (predict printed padded: null; serve did not even read a bad layout). Under
+        speculation a layout naming an engine also picks its draft routing: not refused there."""
+        if getattr(self, "graph", None) == "none" and not self.spec_tokens:
+            for f in ("layout", "prefill_layout"):
+                if f in self.model_fields_set and getattr(self, f, None) is not None:
+                    raise ValueError(f"{f} gives capture sizes, but graph none captures nothing: leave {f} out, "
+                                     "or pick a graph mode")
+            if self.attention_backend != "flashinfer":  # it decides which steps a graph captures (routing.py)
+                raise ValueError("attention_backend decides what CUDA graphs capture, but graph none "
+                                 "captures nothing: leave attention_backend out, or pick a graph mode")
+        return self
+
     def _fusions(self) -> list[str]:
         """The kind's fusion level(s) as a list (a kind has one level or a list; [] where it has no fusion field)."""
         f = getattr(self, "fusion", None)
