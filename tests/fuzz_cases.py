@@ -764,6 +764,25 @@ def audit_cases() -> list[Case]:
         Case("ok:audit:graph-none:spec-layout", ["predict", "--model", "qwen3-0.6b", "--graph", "none", "--layout",
                                                  "vllm", "--spec-tokens", "2", "--acceptance", "0.7", "--json"], 0),
     ]
+    # options given explicitly that nothing reads: the seed without replicates, draft / kv_cache at their defaults
+    for name, argv, needles in (
+            ("predict-seed", ["predict", "--model", "qwen3-0.6b", "--seed", "3"], ("--seed", "replicates > 0")),
+            ("workload-seed", ["predict", "--workload", "{d}/workload.json", "--seed", "3"], ("--seed",)),
+            ("predict-draft-default", ["predict", "--model", "qwen3-0.6b", "--draft", "eagle"], ("--draft",)),
+            ("graph-memory-draft-default", ["graph-memory", "--model", "qwen3-0.6b", "--draft", "eagle"], ("--draft",)),
+            ("predict-kv-cache-default", ["predict", "--model", "qwen3-0.6b", "--kv-cache", "static"],
+             ("--kv-cache", "impl hf"))):
+        cases.append(Case(f"audit:unread:{name}", argv, needles=needles))
+    for name, doc in (("predict-seed", {**step, "seed": 0}), ("step-seed", {**step, "kind": "step", "seed": 7}),
+                      ("serve-draft", {**serve, "draft": "eagle"})):
+        fname = f"audit_unread_{name}.yaml"
+        fld = "draft" if "draft" in doc else "seed"
+        cases.append(Case(f"audit:unread:yaml-{name}", ["run", "{d}/" + fname, "--out", "{out}"], needles=(fname,),
+                          field_re=re.escape(fname) + FIELD + fld + "'", files={fname: doc}))
+    cases += [Case("ok:audit:seed-with-replicates", ["predict", "--model", "qwen3-0.6b", "--seed", "3", "--replicates",
+                                                     "2", "--json"], 0),
+              Case("ok:audit:kv-cache-hf", ["predict", "--model", "qwen3-0.6b", "--fusion", "none", "--impl", "hf",
+                                            "--kv-cache", "static", "--json"], 0)]
     return cases
 
 

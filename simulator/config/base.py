@@ -85,6 +85,14 @@ class Strict(BaseModel):
         return data
 
 
+def seed_needs_replicates(model) -> None:
+    """A `seed` given to a kind whose seed draws only the host-noise replicates, with replicates 0 (the default):
+    nothing is drawn, so the seed would be ignored."""
+    if "seed" in model.model_fields_set and not model.replicates:
+        raise ValueError("seed draws host noise only for replicates > 0; with none nothing is drawn: give "
+                         "replicates, or leave seed out")
+
+
 def format_loc(loc: tuple) -> str:
     out = ""
     for part in loc:

@@ -111,7 +111,8 @@ class StepOptions(Strict):
 
     @model_validator(mode="after")
     def _recipe_knobs(self):
-        if self.impl != "hf" and (self.kv_cache != "static" or self.max_cache_len is not None):
+        if self.impl != "hf" and (self.kv_cache != "static" or self.max_cache_len is not None
+                                  or "kv_cache" in self.model_fields_set):  # given, even at its default: unread
             raise ValueError("kv_cache and max_cache_len are options of impl hf (transformers' caches)")
         if self.kv_cache == "dynamic" and self.max_cache_len is not None:
             raise ValueError("max_cache_len sizes a static cache: leave it out with kv_cache dynamic")
@@ -153,7 +154,7 @@ class StepOptions(Strict):
                 raise ValueError("spec_tokens needs acceptance (a probability or one per draft token)")
             else:
                 self.spec_acceptance()  # refuses a bad value or a list of the wrong length here
-        elif self.acceptance is not None or self.draft != "eagle":
+        elif self.acceptance is not None or self.draft != "eagle" or "draft" in self.model_fields_set:
             raise ValueError("acceptance and draft apply to speculative decoding: they need spec_tokens > 0")
         return self
 
