@@ -773,7 +773,7 @@ def audit_cases() -> list[Case]:
             ("predict-kv-cache-default", ["predict", "--model", "qwen3-0.6b", "--kv-cache", "static"],
              ("--kv-cache", "impl hf"))):
         cases.append(Case(f"audit:unread:{name}", argv, needles=needles))
-    for name, doc in (("predict-seed", {**step, "seed": 0}), ("step-seed", {**step, "kind": "step", "seed": 7}),
+    for name, doc in (("predict-seed", {**step, "seed": 1}), ("step-seed", {**step, "kind": "step", "seed": 7}),
                       ("serve-draft", {**serve, "draft": "eagle"})):
         fname = f"audit_unread_{name}.yaml"
         fld = "draft" if "draft" in doc else "seed"
@@ -781,6 +781,8 @@ def audit_cases() -> list[Case]:
                           field_re=re.escape(fname) + FIELD + fld + "'", files={fname: doc}))
     cases += [Case("ok:audit:seed-with-replicates", ["predict", "--model", "qwen3-0.6b", "--seed", "3", "--replicates",
                                                      "2", "--json"], 0),
+              Case("ok:audit:seed-0-no-replicates", ["run", "{d}/scenarios/qwen3_0p6b_decode.yaml", "--set",
+                                                     "replicates=0", "--set", "batch=[1]", "--out", "{out}"], 0),
               Case("ok:audit:kv-cache-hf", ["predict", "--model", "qwen3-0.6b", "--fusion", "none", "--impl", "hf",
                                             "--kv-cache", "static", "--json"], 0)]
     return cases

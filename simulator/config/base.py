@@ -86,9 +86,10 @@ class Strict(BaseModel):
 
 
 def seed_needs_replicates(model) -> None:
-    """A `seed` given to a kind whose seed draws only the host-noise replicates, with replicates 0 (the default):
-    nothing is drawn, so the seed would be ignored."""
-    if "seed" in model.model_fields_set and not model.replicates:
+    """A seed other than the default 0 given to a kind whose seed draws only the host-noise replicates, with
+    replicates 0 (the default): nothing is drawn, so the seed would be ignored. (Seed 0 is what runs anyway: a file's
+    `seed: 0` under `--set replicates=0` stays valid.)"""
+    if model.seed and not model.replicates:
         raise ValueError("seed draws host noise only for replicates > 0; with none nothing is drawn: give "
                          "replicates, or leave seed out")
 
