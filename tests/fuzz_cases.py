@@ -689,3 +689,107 @@ _all_cases_before_traces = all_cases
 
 def all_cases() -> list[Case]:  # noqa: F811  (extends the list above with the traces block)
     return _all_cases_before_traces() + trace_input_cases()
+
+
+# ==== audit block (adversarial audit of bad input and silently ignored options) =================================
+# Appended by the "audit" session; everything it adds is below this line.
+def audit_cases() -> list[Case]:
+    cases = [
+        # an output onto one of the command's own inputs: the input was destroyed (exit 0)
+        Case("audit:out-is-input:import-trace", ["import-trace", "{d}/t_self.json", "--out", "{d}/t_self.json"],
+             needles=("--out", "t_self.json", "is an input"), files={"t_self.json": json.dumps(trace_doc())}),
+        Case("audit:out-is-input:export-trace-workload", ["export-trace", "--workload", "{d}/workload.json", "--out",
+                                                          "{d}/workload.json"], needles=("--out", "is an input")),
+        Case("audit:out-is-input:export-trace-config", ["export-trace", "--model", "{d}/config.json", "--out",
+                                                        "{d}/config.json"], needles=("--out", "is an input")),
+        Case("audit:out-is-input:export-trace-profile", ["export-trace", "--model", "qwen3-0.6b", "--profile",
+                                                         "{d}/profile.json", "--out", "{d}/profile.json"],
+             needles=("--out", "is an input")),
+        Case("audit:out-is-input:combine-profiles", ["combine-profiles", "{d}/profile.json", "h200", "--out",
+                                                     "{d}/profile.json"], needles=("--out", "is an input")),
+        Case("audit:out-is-input:combine-profiles-shipped", ["combine-profiles", "h200", "h200", "--out",
+                                                             str(PROFILE)], needles=("--out", "is an input")),
+    ]
+    # YAML merge keys: `<<: [*a, *b]` with a key in both: YAML 1.1 takes the first, PyYAML the last (batch 5 ran)
+    merge = "kind: predict\nname: m\nmodel: qwen3-0.6b\n<<: [{batch: 4}, {batch: 5}]\n"
+    cases.append(Case("audit:yaml:merge-list-conflict", ["run", "{d}/merge.yaml", "--out", "{out}"],
+                      needles=("merge.yaml:4", "'batch'", "merged"), files={"merge.yaml": merge}))
+    ok = "kind: predict\nname: m\nmodel: qwen3-0.6b\n<<: [{batch: 4}, {ctx: 64}]\nbatch: 8\n"
+    cases.append(Case("ok:audit:yaml:merge", ["run", "{d}/merge_ok.yaml", "--out", "{out}"], 0,
+                      files={"merge_ok.yaml": ok}, outputs=("result.json",)))
+    # an engine's layout text whose keys launchsim would drop or pick one of silently
+    for name, text in (("json-dup", '{"cudagraph_capture_sizes": [1, 8], "cudagraph_capture_sizes": [4]}'),
+                       ("json-unread-key", '{"cudagraph_capture_sizes": [1, 8], "cudagraph_mode": "NONE"}'),
+                       ("json-outer-key", '{"compilation_config": {"cudagraph_capture_sizes": [1, 8]}, "level": 3}'),
+                       ("trtllm-dup", "cuda_graph_config: {batch_sizes: [1, 8], batch_sizes: [4]}")):
+        cases.append(Case(f"audit:layout:{name}", ["pad", "3", "--layout", text], needles=("--layout",)))
+    step = {"kind": "predict", "name": "x", "model": "qwen3-0.6b"}
+    serve = {"kind": "serve", "name": "x", "model": "qwen3-0.6b", "rate": 1, "duration_s": 1}
+    # errors found after validation or by a rule across fields: FILE:LINE: field 'F' (was FILE: or field '<top>')
+    for name, doc, fld in (("predict-layout-bad", {**step, "layout": "nope"}, "layout"),
+                           ("predict-layout-json-dup", {**step, "layout": '{"cudagraph_capture_sizes": [1], '
+                                                                          '"cudagraph_capture_sizes": [2]}'}, "layout"),
+                           ("startup-layout-bad", {**step, "kind": "startup", "layout": "nope"}, "layout"),
+                           ("graph-memory-layout-bad", {**step, "kind": "graph_memory", "layout": "{bad"}, "layout"),
+                           ("predict-scheduling-no-steps", {**step, "scheduling": "async"}, "scheduling"),
+                           ("predict-prefill-len-alone", {**step, "prefill_len": 8}, "prefill_len")):
+        fname = f"audit_{name}.yaml"
+        cases.append(Case(f"audit:located:{name}", ["run", "{d}/" + fname, "--out", "{out}"], needles=(fname,),
+                          field_re=re.escape(fname) + FIELD + fld + "'", files={fname: doc}))
+    # capture sizes with graph none: nothing is captured, so they were ignored (serve did not even read them)
+    for name, doc in (("predict-layout", {**step, "graph": "none", "layout": [1, 2]}),
+                      ("predict-prefill-layout", {**step, "graph": "none", "prefill_seqs": 1, "prefill_len": 8,
+                                                  "prefill_layout": [8]}),
+                      ("predict-attention-backend", {**step, "graph": "none", "attention_backend": "fa3"}),
+                      ("serve-layout-bad", {**serve, "graph": "none", "layout": "nope"}),
+                      ("serve-layout", {**serve, "graph": "none", "layout": "sglang"}),
+                      ("startup-layout", {**step, "kind": "startup", "graph": "none", "layout": "1,2"}),
+                      ("graph-memory-layout", {**step, "kind": "graph_memory", "graph": "none", "layout": "vllm"})):
+        fname = f"audit_graph_none_{name}.yaml"
+        fld = next(k for k in ("prefill_layout", "attention_backend", "layout") if k in doc)
+        cases.append(Case(f"audit:graph-none:{name}", ["run", "{d}/" + fname, "--out", "{out}"],
+                          needles=(fname, "graph none"), field_re=re.escape(fname) + FIELD + fld + "'",
+                          files={fname: doc}))
+    cases += [
+        Case("audit:graph-none:flags-predict", ["predict", "--model", "qwen3-0.6b", "--graph", "none", "--layout",
+                                                "1,2"], needles=("--layout", "--graph none")),
+        Case("audit:graph-none:flags-graph-memory", ["graph-memory", "--model", "qwen3-0.6b", "--graph", "none",
+                                                     "--layout", "1,2"], needles=("--layout", "--graph none")),
+        Case("audit:graph-none:flags-serve-scenario", ["serve", "--scenario", "{d}/scenarios/serve_qwen3_0p6b.yaml",
+                                                       "--graph", "none", "--layout", "1,2"], needles=("--layout",)),
+        # --graph none over a file's graph mode takes the file's layout with it (a what-if, still valid)
+        Case("ok:audit:graph-none:serve-scenario-override", ["serve", "--scenario",
+                                                             "{d}/scenarios/serve_qwen3_0p6b.yaml", "--graph", "none",
+                                                             "--duration", "1", "--json"], 0),
+        Case("ok:audit:graph-none:spec-layout", ["predict", "--model", "qwen3-0.6b", "--graph", "none", "--layout",
+                                                 "vllm", "--spec-tokens", "2", "--acceptance", "0.7", "--json"], 0),
+    ]
+    # options given explicitly that nothing reads: the seed without replicates, draft / kv_cache at their defaults
+    for name, argv, needles in (
+            ("predict-seed", ["predict", "--model", "qwen3-0.6b", "--seed", "3"], ("--seed", "replicates > 0")),
+            ("workload-seed", ["predict", "--workload", "{d}/workload.json", "--seed", "3"], ("--seed",)),
+            ("predict-draft-default", ["predict", "--model", "qwen3-0.6b", "--draft", "eagle"], ("--draft",)),
+            ("graph-memory-draft-default", ["graph-memory", "--model", "qwen3-0.6b", "--draft", "eagle"], ("--draft",)),
+            ("predict-kv-cache-default", ["predict", "--model", "qwen3-0.6b", "--kv-cache", "static"],
+             ("--kv-cache", "impl hf"))):
+        cases.append(Case(f"audit:unread:{name}", argv, needles=needles))
+    for name, doc in (("predict-seed", {**step, "seed": 1}), ("step-seed", {**step, "kind": "step", "seed": 7}),
+                      ("serve-draft", {**serve, "draft": "eagle"})):
+        fname = f"audit_unread_{name}.yaml"
+        fld = "draft" if "draft" in doc else "seed"
+        cases.append(Case(f"audit:unread:yaml-{name}", ["run", "{d}/" + fname, "--out", "{out}"], needles=(fname,),
+                          field_re=re.escape(fname) + FIELD + fld + "'", files={fname: doc}))
+    cases += [Case("ok:audit:seed-with-replicates", ["predict", "--model", "qwen3-0.6b", "--seed", "3", "--replicates",
+                                                     "2", "--json"], 0),
+              Case("ok:audit:seed-0-no-replicates", ["run", "{d}/scenarios/qwen3_0p6b_decode.yaml", "--set",
+                                                     "replicates=0", "--set", "batch=[1]", "--out", "{out}"], 0),
+              Case("ok:audit:kv-cache-hf", ["predict", "--model", "qwen3-0.6b", "--fusion", "none", "--impl", "hf",
+                                            "--kv-cache", "static", "--json"], 0)]
+    return cases
+
+
+_all_cases_before_audit = all_cases
+
+
+def all_cases() -> list[Case]:  # noqa: F811  (extends the list above with the audit block)
+    return _all_cases_before_audit() + audit_cases()

@@ -23,10 +23,10 @@ def _need_gpu(what: str) -> None:
     require_gpu(what, UserError)
 
 
-def _out_json(out: Path) -> Path:
+def _out_json(out: Path, inputs=()) -> Path:
     from simulator.common.outpaths import check_out_file
 
-    return check_out_file(out, "--out", suffix=".json")
+    return check_out_file(out, "--out", suffix=".json", inputs=inputs)
 
 
 def _round(args: list[str], tmp: str) -> int:
@@ -215,10 +215,10 @@ def combine_profiles(
     out: Path = typer.Option(..., "--out", help="profile file to write (.json)"),
 ) -> None:
     """Write a profile with one profile's host section and another's device section."""
-    from simulator.model.profile import combine, load_profile
+    from simulator.model.profile import combine, load_profile, profile_path
     from simulator.common.jsonfile import write_json
 
-    _out_json(out)
+    _out_json(out, inputs=(profile_path(host), profile_path(device)))
     p = combine(load_profile(host), load_profile(device))
     path = write_json(out, p.model_dump(mode="json"))
     print(f"wrote {path}: host from {host}, device from {device}")

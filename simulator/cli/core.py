@@ -116,10 +116,11 @@ def register(app) -> None:
 
             with out_lock(out, "--out"), plotly_inline(inline_plotly):
                 result = run_scenario(sc, out)
-        except UserError as e:  # found only while running: still name the scenario file
-            if str(e).startswith(str(scenario)):
-                raise
-            raise UserError(f"{scenario}: {e}") from None
+        except UserError as e:  # found only while running: still name the scenario file (and the field's line)
+            from ..config.scenario import run_error
+
+            msg = str(run_error(e, scenario, overrides))
+            raise UserError("--set " + msg.removeprefix("override ") if msg.startswith("override ") else msg) from None
         from .tables import print_rows, say
 
         rows = result.get("summary") or result.get("rows") or []

@@ -112,6 +112,13 @@ def command_scenario(kind: type, kind_name: str, given: dict, texts: dict, scena
         if not typed:
             return sc
         data, where = sc.model_dump(mode="python", exclude_unset=True), f"{scenario} (with command-line flags)"
+        graph = given.get("graph")
+        if graph is not None and str(getattr(graph, "value", graph)) == "none":
+            # --graph none over a file's graph mode: the capture fields the file gave for that mode go with it (the
+            # model refuses capture sizes with graph none only where they are given together)
+            for f in ("layout", "prefill_layout", "attention_backend"):
+                if given.get(f) is None:
+                    data.pop(f, None)
     else:
         data, where = {"kind": kind_name, **(base or {})}, "command line"
     return scenario_from_flags(kind, fill(data, given, flags), texts, given, where)

@@ -2,7 +2,9 @@
 
 `check_out_dir(path)`: a folder for several outputs (report.html, result.json, ...): it must be a folder or not
 exist yet, sit under folders (not files) and be writable. `check_out_file(path)`: one output file: not a folder,
-not a device such as /dev/null, its folder writable. Both raise one `UserError` line naming the flag and path.
+not a device such as /dev/null, its folder writable, and not one of the command's own input files (`inputs`: a
+trace imported onto itself, a profile combined into one of its sources, would be destroyed). Both raise one
+`UserError` line naming the flag and path.
 `out_lock(path)` holds an exclusive lock file inside an output folder for a run's duration; a second run into the
 same folder stops at once with one line instead of interleaving writes.
 """
@@ -66,7 +68,16 @@ def check_out_dir(path, flag: str = "out") -> Path:
     return p
 
 
-def check_out_file(path, flag: str = "out", suffix: str | None = None) -> Path:
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either one missing or unreadable: not the same existing file
+        return False
+
+
+def check_out_file(path, flag: str = "out", suffix: str | None = None, inputs=()) -> Path:
+    """`inputs`: the paths (str or Path; None skipped) of the files the command reads; the output may be none of
+    them."""
     p = Path(path)
     if str(path) == "":
         raise OutputError(f"{flag}: empty path")
@@ -76,6 +87,10 @@ def check_out_file(path, flag: str = "out", suffix: str | None = None) -> Path:
         raise OutputError(f"{flag} {p}: is a folder (give a file name)")
     if p.exists() and not p.is_file():
         raise OutputError(f"{flag} {p}: not a regular file (outputs are written to a temporary file, then renamed)")
+    for src in inputs:
+        if src is not None and str(src) != "" and _same_file(p, Path(src)):
+            raise OutputError(f"{flag} {p}: is an input of this command ({src}); writing it would destroy it: give "
+                              "another file name")
     base = _check_parents(p.parent, flag, p)
     if base.is_dir():
         _writable_dir(base, flag, p)

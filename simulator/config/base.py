@@ -85,6 +85,15 @@ class Strict(BaseModel):
         return data
 
 
+def seed_needs_replicates(model) -> None:
+    """A seed other than the default 0 given to a kind whose seed draws only the host-noise replicates, with
+    replicates 0 (the default): nothing is drawn, so the seed would be ignored. (Seed 0 is what runs anyway: a file's
+    `seed: 0` under `--set replicates=0` stays valid.)"""
+    if model.seed and not model.replicates:
+        raise ValueError("seed draws host noise only for replicates > 0; with none nothing is drawn: give "
+                         "replicates, or leave seed out")
+
+
 def format_loc(loc: tuple) -> str:
     out = ""
     for part in loc:
@@ -99,6 +108,20 @@ def _clean(loc) -> tuple:
     """A pydantic error location without the union-branch and validator tags it inserts."""
     return tuple(x for x in loc if not (isinstance(x, str) and (
         x.startswith("function-") or "[" in x or x in _TYPE_TAGS)))
+
+
+def _named_key(msg: str, lines: dict[tuple, int], loc: tuple) -> tuple[tuple, int] | None:
+    """For a rule checked on a whole mapping (`loc`: the scenario, or a nested mapping): the key of that mapping
+    which the message names first, among the keys the file sets (`lines`), and its line; None if it names none."""
+    import re
+
+    best = None
+    for path, line in lines.items():
+        if len(path) == len(loc) + 1 and path[: len(loc)] == loc and isinstance(path[-1], str):
+            m = re.search(rf"(?<![-\w.]){re.escape(path[-1])}(?![-\w])", msg)
+            if m and (best is None or m.start() < best[0]):
+                best = (m.start(), path, line)
+    return None if best is None else (best[1], best[2])
 
 
 def validation_error(e: ValidationError, where: str, lines: dict[tuple, int], strip: tuple = ()) -> ConfigError:
@@ -117,6 +140,11 @@ def validation_error(e: ValidationError, where: str, lines: dict[tuple, int], st
             line = lines[loc[:n]]
             break
     msg = err["msg"]
+    if err["type"] == "value_error":
+        msg = msg.removeprefix("Value error, ")
+        named = _named_key(msg, lines, loc)
+        if named is not None:  # a rule across fields: the first field it names that the file sets, at its line
+            loc, line = named
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
     elif err["type"] == "missing":

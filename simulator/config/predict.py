@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from simulator.common import limits as L
 from simulator.common import vocab as V
-from .base import Batch, Seed, Tokens
+from .base import Batch, Seed, Tokens, seed_needs_replicates
 from .specs import LayoutSizes
 from .stepopts import ShardedStepOptions
 
@@ -61,6 +61,7 @@ class PredictScenario(ShardedStepOptions):
         if self.spec_tokens and (self.steps or self.prefill_seqs):
             raise ValueError("spec_tokens prices one verify step and its draft loop: it needs steps 0 and no "
                              "prefill rows (the engine loop and mixed verify steps are not modelled)")
+        seed_needs_replicates(self)
         if (self.prefill_seqs > 0) != (self.prefill_len > 0):
             raise ValueError("prefill_seqs and prefill_len must both be positive (a mixed step) or both 0")
         if not self.steps:

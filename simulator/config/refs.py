@@ -70,6 +70,10 @@ def _step(sc) -> Iterator[Check]:
     yield ("model",), model
     yield ("profile",), _profile(sc.profile)
     yield ("ctx",), _ctx_fits(model, sc.model, sc.ctx, 1)
+    if sc.kind == "predict" and sc.layout is not None:  # the sizes the step pads to
+        from simulator.layouts.buckets import parse_layout
+
+        yield ("layout",), lambda: parse_layout(sc.layout)
 
 
 def _sweep(sc) -> Iterator[Check]:
@@ -161,13 +165,27 @@ def _buckets(sc) -> Iterator[Check]:
                                                                    f"{V.one_of(V.CAPTURING_MODES)}"))
 
 
-def out_file(path) -> Callable[[], None]:
-    """An output file the scenario writes (common/outpaths.check_out_file), its error naming only the path."""
+def read_files(sc) -> list:
+    """The files a trace kind reads (its trace or workload, a model's config.json, its profile), which its output
+    may not overwrite."""
+    from pathlib import Path
+
+    from simulator.model.profile import DEFAULT_PROFILE, profile_path
+
+    files: list = [getattr(sc, "trace", None), getattr(sc, "workload", None), profile_path(sc.profile or DEFAULT_PROFILE)]
+    if sc.model is not None and str(sc.model).strip():
+        files += [sc.model, Path(sc.model) / "config.json"]
+    return files
+
+
+def out_file(path, inputs=()) -> Callable[[], None]:
+    """An output file the scenario writes (common/outpaths.check_out_file), its error naming only the path;
+    `inputs`: the files the scenario reads (`read_files`), which it may not overwrite."""
     def check():
         from simulator.common.outpaths import check_out_file
 
         try:
-            check_out_file(path, "out")
+            check_out_file(path, "out", inputs=inputs)
         except UserError as e:
             raise UserError(str(e).removeprefix("out").lstrip(": ")) from None
     return check
@@ -194,7 +212,7 @@ def load_profile_field(name):
 def _import_trace(sc) -> Iterator[Check]:
     from simulator.traces.host import deflate_factor
 
-    yield ("out",), out_file(sc.out)
+    yield ("out",), out_file(sc.out, read_files(sc))
     yield ("profile",), _profile(sc.profile)
     if sc.host_time == "deflate":
         yield ("host_time",), lambda: deflate_factor(_profile(sc.profile)())
@@ -204,7 +222,7 @@ def _import_trace(sc) -> Iterator[Check]:
 
 
 def _export_trace(sc) -> Iterator[Check]:
-    yield ("out",), out_file(sc.out)
+    yield ("out",), out_file(sc.out, read_files(sc))
     yield ("profile",), _profile(sc.profile)
     if sc.model is not None:
         model = _model(sc.model)

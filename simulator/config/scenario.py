@@ -149,6 +149,27 @@ def _name_override(e: ConfigError, path: str, overrides: list[str] | None) -> Co
     return e
 
 
+def run_error(e: Exception, path: str | Path, overrides: list[str] | None = None) -> ConfigError:
+    """An error a study raised while running a scenario file, as one line naming the file: a study speaks in fields
+    (`field 'layout': ...`), and the field's line is read back from the file (the line of a `--set` item names it)."""
+    import re
+
+    msg = str(e)
+    if msg.startswith(str(path)):
+        return e if isinstance(e, ConfigError) else ConfigError(msg)
+    m = re.match(r"^field '([^']*)': ", msg)
+    if m is None:
+        return ConfigError(f"{path}: {msg}")
+    loc = tuple(int(x) if x.isdigit() else x for x in re.findall(r"[^.\[\]]+", m.group(1)))
+    try:
+        _, lines = load_yaml(path)
+    except ConfigError:
+        lines = {}
+    line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), None)
+    at = f"{path}:{line}" if line else str(path)
+    return _name_override(ConfigError(f"{at}: {msg}"), str(path), overrides)
+
+
 def scenario_json_schema() -> str:
     return json.dumps(_adapter().json_schema(), indent=2)
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from .base import Batch, Seed, Strict, Tokens
+from .base import Batch, Seed, Strict, Tokens, seed_needs_replicates
 from .stepopts import ShardedStepOptions
 from simulator.common import vocab as V
 
@@ -42,6 +42,7 @@ class StepScenario(ShardedStepOptions):
 
     @model_validator(mode="after")
     def _grid(self):
+        seed_needs_replicates(self)
         sims = len(self.fusion) * len(self.graph) * len(self.batch) * max(1, self.replicates)
         if sims > MAX_STEP_SIMULATIONS:
             raise ValueError(f"fusion x graph x batch x replicates = {sims:,} simulations; the limit is "

@@ -111,7 +111,8 @@ class StepOptions(Strict):
 
     @model_validator(mode="after")
     def _recipe_knobs(self):
-        if self.impl != "hf" and (self.kv_cache != "static" or self.max_cache_len is not None):
+        if self.impl != "hf" and (self.kv_cache != "static" or self.max_cache_len is not None
+                                  or "kv_cache" in self.model_fields_set):  # given, even at its default: unread
             raise ValueError("kv_cache and max_cache_len are options of impl hf (transformers' caches)")
         if self.kv_cache == "dynamic" and self.max_cache_len is not None:
             raise ValueError("max_cache_len sizes a static cache: leave it out with kv_cache dynamic")
@@ -153,8 +154,23 @@ class StepOptions(Strict):
                 raise ValueError("spec_tokens needs acceptance (a probability or one per draft token)")
             else:
                 self.spec_acceptance()  # refuses a bad value or a list of the wrong length here
-        elif self.acceptance is not None or self.draft != "eagle":
+        elif self.acceptance is not None or self.draft != "eagle" or "draft" in self.model_fields_set:
             raise ValueError("acceptance and draft apply to speculative decoding: they need spec_tokens > 0")
+        return self
+
+    @model_validator(mode="after")
+    def _sizes_need_graphs(self):
+        """Capture sizes given for graph none (the kinds with one graph mode and one layout): nothing is captured,
+        so they would be ignored (predict printed padded: null; serve did not even read a bad layout). Under
+        speculation a layout naming an engine also picks its draft routing: not refused there."""
+        if getattr(self, "graph", None) == "none" and not self.spec_tokens:
+            for f in ("layout", "prefill_layout"):
+                if f in self.model_fields_set and getattr(self, f, None) is not None:
+                    raise ValueError(f"{f} gives capture sizes, but graph none captures nothing: leave {f} out, "
+                                     "or pick a graph mode")
+            if self.attention_backend != "flashinfer":  # it decides which steps a graph captures (routing.py)
+                raise ValueError("attention_backend decides what CUDA graphs capture, but graph none "
+                                 "captures nothing: leave attention_backend out, or pick a graph mode")
         return self
 
     def _fusions(self) -> list[str]:

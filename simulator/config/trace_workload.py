@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
-from .base import Batch, Seed, Strict, Tokens
+from .base import Batch, Seed, Strict, Tokens, seed_needs_replicates
 from simulator.common import limits as L
 from simulator.common import vocab as V
 from .step import EngineName, GraphName
@@ -32,3 +32,8 @@ class WorkloadScenario(Strict):
                                                                       "band of each row (0: off)")
     seed: Seed = Field(0, description="seed of the host-noise generator")
     timeline_launches: PositiveInt = Field(18, le=100_000, description="how many first launches the timeline shows")
+
+    @model_validator(mode="after")
+    def _seed(self):
+        seed_needs_replicates(self)
+        return self

@@ -34,6 +34,23 @@ def _precheck(text: str, where: str) -> None:
             depth -= 1
 
 
+def _merge_conflicts(value: yaml.Node, where: str) -> None:
+    """A merge key given a list of mappings (`<<: [*a, *b]`) that set the same key: YAML 1.1 says the first
+    mapping wins, PyYAML takes the last, so the value would silently be the other one; refused."""
+    if not isinstance(value, yaml.SequenceNode):
+        return
+    seen: dict = {}
+    for sub in value.value:
+        for k, _ in sub.value if isinstance(sub, yaml.MappingNode) else ():
+            if isinstance(k, yaml.ScalarNode):
+                kk = (k.tag, k.value)
+                if kk in seen:
+                    raise ConfigError(f"{where}:{value.start_mark.line + 1}: key '{k.value}' is set by two of the "
+                                      f"mappings merged here (lines {seen[kk]} and {k.start_mark.line + 1}): which "
+                                      "one wins differs between YAML readers; set it once")
+                seen[kk] = k.start_mark.line + 1
+
+
 def _check_graph(root: yaml.Node, where: str) -> None:
     """Refuse recursive aliases, duplicate keys and documents that expand to more than MAX_NODES nodes."""
     size: dict[int, int] = {}
@@ -63,7 +80,7 @@ def _check_graph(root: yaml.Node, where: str) -> None:
             seen: dict = {}
             for k, v in node.value:
                 if isinstance(k, yaml.ScalarNode) and k.value == "<<" and k.tag.endswith(":merge"):
-                    pass
+                    _merge_conflicts(v, where)
                 elif isinstance(k, yaml.ScalarNode):
                     kk = (k.tag, k.value)
                     if kk in seen:

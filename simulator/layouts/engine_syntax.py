@@ -103,6 +103,24 @@ def _sglang_flags(text: str) -> list[int]:
     return _ints(sizes, "--cuda-graph-bs")
 
 
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object's pairs as a dict, a key given twice refused (json.loads would keep the last silently)."""
+    d: dict = {}
+    for k, v in pairs:
+        if k in d:
+            raise EngineLayoutError(f"JSON key '{k}' given twice")
+        d[k] = v
+    return d
+
+
+def _only(obj: dict, key: str) -> None:
+    """Refuse the keys of a vLLM config object beside `key`: launchsim reads only the capture sizes, and a key such as
+    cudagraph_mode or max_cudagraph_capture_size would change what vLLM captures."""
+    other = sorted(k for k in obj if k != key)
+    if other:
+        raise EngineLayoutError(f"JSON key '{other[0]}' is not read (only {key} is): leave it out")
+
+
 def parse_engine_layout(text: str) -> list[int] | None:
     """Sizes from an engine's configuration text (see the module docstring), or None if it is none of them."""
     t = text.strip()
@@ -111,14 +129,16 @@ def parse_engine_layout(text: str) -> list[int] | None:
         t = m.group(1).strip().strip("'\"")
     if t.startswith("[") or t.startswith("{"):
         try:
-            v = json.loads(t)
+            v = json.loads(t, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as e:
             raise EngineLayoutError(f"not valid JSON ({e.msg} at character {e.pos})") from None
         if isinstance(v, dict):
             if "compilation_config" in v and isinstance(v["compilation_config"], dict):
+                _only(v, "compilation_config")
                 v = v["compilation_config"]
             if "cudagraph_capture_sizes" not in v:
                 raise EngineLayoutError("a JSON object needs the vLLM key 'cudagraph_capture_sizes'")
+            _only(v, "cudagraph_capture_sizes")
             v = v["cudagraph_capture_sizes"]
         if not isinstance(v, list):
             raise EngineLayoutError("cudagraph_capture_sizes must be a list of integers")
@@ -126,6 +146,8 @@ def parse_engine_layout(text: str) -> list[int] | None:
     if "--cuda-graph-bs" in t:
         return _sglang_flags(t)
     m = re.search(r"batch_sizes\s*:\s*\[([^\]]*)\]", t)
+    if m and len(re.findall(r"batch_sizes\s*:", t)) > 1:
+        raise EngineLayoutError("batch_sizes: given twice")
     if m:
         return _ints([x for x in re.split(r"[\s,]+", m.group(1).strip()) if x], "batch_sizes")
     return None

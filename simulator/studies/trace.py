@@ -99,7 +99,7 @@ def run_import_trace(sc: ImportTraceScenario, out: Path | None = None) -> dict:
     whether the workload can be re-priced at other sizes."""
     from collections import Counter
 
-    from simulator.config.refs import load_profile_field, out_file
+    from simulator.config.refs import load_profile_field, out_file, read_files
     from simulator.model.costs import CostModel
     from simulator.model.models import load_model
     from simulator.model.workload_file import save_workload
@@ -108,7 +108,7 @@ def run_import_trace(sc: ImportTraceScenario, out: Path | None = None) -> dict:
     from simulator.traces.retarget import readiness
     from simulator.traces.workload import workload_from_trace
 
-    _field("out", out_file(sc.out))
+    _field("out", out_file(sc.out, read_files(sc)))
     prof = _field("profile", load_profile_field, sc.profile)
     spec = None if sc.model is None else _field("model", load_model, sc.model)
     wl, imp = workload_from_trace(sc.trace, sc.steps, sc.batch, sc.host_time, prof, spec, sc.ctx)
@@ -130,10 +130,10 @@ def run_import_trace(sc: ImportTraceScenario, out: Path | None = None) -> dict:
 def run_export_trace(sc: ExportTraceScenario, out: Path | None = None) -> dict:
     """Simulate the step (a model's, or an imported workload's) and write it as a Chrome trace (`sc.out`); return
     its figures and what it shows."""
-    from simulator.config.refs import load_profile_field, out_file, spec_ctx_fits
+    from simulator.config.refs import load_profile_field, out_file, read_files, spec_ctx_fits
     from simulator.traces.export import write_chrome_trace
 
-    _field("out", out_file(sc.out))
+    _field("out", out_file(sc.out, read_files(sc)))
     prof = _field("profile", load_profile_field, sc.profile)
     if sc.workload is not None:
         from simulator.model.workload_file import load_workload

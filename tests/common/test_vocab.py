@@ -213,9 +213,9 @@ def test_predict_flags_and_predict_yaml_are_one_scenario(tmp_path):
 
     (tmp_path / "s.yaml").write_text("kind: predict\nname: predict\nmodel: qwen3-0.6b\nprofile: datasheet-h200\n"
                                      "fusion: fused\ngraph: full\nbatch: 8\nctx: 300\nengine: des\n"
-                                     "replicates: 0\nseed: 3\ntensor_parallel_size: 2\n")
+                                     "replicates: 2\nseed: 3\ntensor_parallel_size: 2\n")
     given = {"model": "qwen3-0.6b", "profile": "datasheet-h200", "fusion": "fused", "graph": "full", "batch": 8,
-             "ctx": 300, "engine": "des", "replicates": 0, "seed": 3, "tensor_parallel_size": 2}
+             "ctx": 300, "engine": "des", "replicates": 2, "seed": 3, "tensor_parallel_size": 2}
     _, flags = model_options(PredictScenario, {"tensor_parallel_size": ("--tp",)})
     assert set(given) <= set(flags)
     sc = scenario_from_flags(PredictScenario, {"kind": "predict", **given}, flags, given)
