@@ -779,6 +779,21 @@ def audit_cases() -> list[Case]:
         fld = "draft" if "draft" in doc else "seed"
         cases.append(Case(f"audit:unread:yaml-{name}", ["run", "{d}/" + fname, "--out", "{out}"], needles=(fname,),
                           field_re=re.escape(fname) + FIELD + fld + "'", files={fname: doc}))
+    # the backend and prefill sizes of a decode-only predict step: they route mixed steps only (printed, unread)
+    cases += [Case("audit:unread:predict-prefill-layout-decode", ["predict", "--model", "qwen3-0.6b", "--graph",
+                                                                  "full_and_piecewise", "--prefill-layout",
+                                                                  "sglang_pcg"], needles=("--prefill-layout",
+                                                                                          "decodes only")),
+              Case("audit:unread:predict-backend-decode", ["predict", "--model", "qwen3-0.6b", "--graph", "full",
+                                                           "--attention-backend", "fa3"],
+                   needles=("--attention-backend", "decodes only"))]
+    fname = "audit_unread_predict_backend.yaml"
+    cases.append(Case("audit:unread:yaml-predict-backend", ["run", "{d}/" + fname, "--out", "{out}"],
+                      needles=(fname, "decodes only"), field_re=re.escape(fname) + FIELD + "attention_backend'",
+                      files={fname: {**step, "graph": "full", "attention_backend": "fa3"}}))
+    cases += [Case("ok:audit:predict-backend-mixed", ["predict", "--model", "qwen3-0.6b", "--graph", "full",
+                                                      "--attention-backend", "fa3", "--prefill-seqs", "1",
+                                                      "--prefill-len", "16", "--json"], 0)]
     cases += [Case("ok:audit:seed-with-replicates", ["predict", "--model", "qwen3-0.6b", "--seed", "3", "--replicates",
                                                      "2", "--json"], 0),
               Case("ok:audit:seed-0-no-replicates", ["run", "{d}/scenarios/qwen3_0p6b_decode.yaml", "--set",
