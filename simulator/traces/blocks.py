@@ -12,7 +12,8 @@ the lowest i and the first that occurs in `b` is taken at its lowest j: difflib'
 the one that starts earliest in `a`, then earliest in `b`; without junk every longest block is maximal, so its
 extension steps do nothing). The recursion on the two sides of each block, the sort and the merging of adjacent
 blocks are difflib's own; a side's longest block is at most its parent's (shorter on the left, where one as long
-would start before it), which bounds the search.
+would start before it), which bounds the search, and the search starts there and gallops: the blocks peeled off a
+layer-periodic trace are mostly a layer long, so one or two probes usually settle a side.
 """
 
 from __future__ import annotations
@@ -45,19 +46,32 @@ def _first_window(a: bytes, b: bytes, w: int, alo: int, ahi: int, blo: int, bhi:
     return None
 
 
-def _longest(a: bytes, b: bytes, w: int, alo: int, ahi: int, blo: int, bhi: int,
-             bound: int) -> tuple[int, int, int]:
-    """difflib's `find_longest_match(alo, ahi, blo, bhi)` without junk, knowing no block is longer than `bound`."""
+def _longest(a: bytes, b: bytes, w: int, alo: int, ahi: int, blo: int, bhi: int, bound: int,
+             guess: int) -> tuple[int, int, int]:
+    """difflib's `find_longest_match(alo, ahi, blo, bhi)` without junk, knowing no block is longer than `bound`:
+    the longest length first galloped to from `guess` (0: none), then bisected."""
     best = (alo, blo, 0)
-    lo, hi = 0, min(ahi - alo, bhi - blo, bound)
-    while lo < hi:
-        k = (lo + hi + 1) // 2
+    lo, hi = 0, min(ahi - alo, bhi - blo, bound)  # a block of length lo is known (best); none is longer than hi
+
+    def probe(k: int) -> bool:
+        nonlocal lo, hi, best
         hit = _first_window(a, b, w, alo, ahi, blo, bhi, k)
         if hit is None:
             hi = k - 1
+            return False
+        lo, best = k, (hit[0], hit[1], k)
+        return True
+
+    if guess and lo < hi:
+        step = 1
+        if probe(min(guess, hi)):
+            while lo < hi and probe(min(lo + step, hi)):
+                step *= 2
         else:
-            lo = k
-            best = (hit[0], hit[1], k)
+            while lo < hi and not probe(max(hi - step + 1, lo + 1)):
+                step *= 2
+    while lo < hi:
+        probe((lo + hi + 1) // 2)
     return best
 
 
@@ -66,17 +80,17 @@ def matching_blocks(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[
     blocks a[i:i+n] == b[j:j+n] ascending, adjacent ones merged, ending with (len(a), len(b), 0)."""
     la, lb = len(a), len(b)
     ea, eb, w = _encode(a, b)
-    queue = [(0, la, 0, lb, min(la, lb))]
+    queue = [(0, la, 0, lb, min(la, lb), 0)]
     blocks = []
     while queue:
-        alo, ahi, blo, bhi, bound = queue.pop()
-        i, j, k = x = _longest(ea, eb, w, alo, ahi, blo, bhi, bound)
+        alo, ahi, blo, bhi, bound, guess = queue.pop()
+        i, j, k = x = _longest(ea, eb, w, alo, ahi, blo, bhi, bound, guess)
         if k:
             blocks.append(x)
             if alo < i and blo < j:  # a block of length k there would start before i: none is that long
-                queue.append((alo, i, blo, j, k - 1))
+                queue.append((alo, i, blo, j, k - 1, k))
             if i + k < ahi and j + k < bhi:
-                queue.append((i + k, ahi, j + k, bhi, k))
+                queue.append((i + k, ahi, j + k, bhi, k, k))
     blocks.sort()
     out = []
     i1 = j1 = k1 = 0
