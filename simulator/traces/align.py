@@ -8,22 +8,23 @@ muls over [batch, heads, 1, head_dim]). Here the trace's kernel calls are aligne
 kernel ops of each recipe launchsim has for that model (`reference` eager; `hf` static cache of `ctx` slots;
 `hf` dynamic cache: simulator/model/workload.py `build_step`), by op class (a call's class: GEMM if it runs a
 GEMM kernel, attention if it runs an attention kernel, else its first kernel's), with difflib's longest matching
-blocks. The recipe that matches the most calls is kept when the matched calls are at least `MIN_MATCHED` of the
-trace's calls and of the recipe's ops (a recipe of another decoder, or a partial trace, is not used); each
-matched call is then re-priced by its own op: t_new = t_traced x price(op at the new shape) / price(op at the
-traced shape), the op found at the new shape by (name, occurrence). The attention call keeps retarget's table
-ratio (the recipe op's own ratio was tried and is far off for Phi-3 at batch 1 -> 8: +160 %), but takes from
-the recipe the K/V heads SDPA reads after repeat_kv, which decide cuDNN's split-KV combine and the table the ratio
-is read from (retarget.py: the shapes a recorded trace would give). Unmatched calls keep retarget's rules.
+blocks (simulator/traces/blocks.py finds the same blocks without difflib's quadratic search). The recipe that
+matches the most calls is kept when the matched calls are at least `MIN_MATCHED` of the trace's calls and of the
+recipe's ops (a recipe of another decoder, or a partial trace, is not used); each matched call is then re-priced
+by its own op: t_new = t_traced x price(op at the new shape) / price(op at the traced shape), the op found at the
+new shape by (name, occurrence). The attention call keeps retarget's table ratio (the recipe op's own ratio was
+tried and is far off for Phi-3 at batch 1 -> 8: +160 %), but takes from the recipe the K/V heads SDPA reads after
+repeat_kv, which decide cuDNN's split-KV combine and the table the ratio is read from (retarget.py: the shapes a
+recorded trace would give). Unmatched calls keep retarget's rules.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 
 from simulator.model.kernels import OpClass
 from simulator.model.workload_file import KernelEntry
+from simulator.traces.blocks import matching_blocks
 
 MIN_MATCHED = 0.9  # of the trace's kernel calls and of the recipe's kernel ops, for a recipe to be used at all
 _ATTN_WORDS = ("flash", "fmha", "sdpa", "attention", "attn")
@@ -109,8 +110,8 @@ def align(ks: list[KernelEntry], groups: list[list[int]], spec, batch: int, ctx:
         if not ops:
             continue
         keys = _keys(ops)
-        sm = difflib.SequenceMatcher(None, tokens, [o.op_class.value for o in ops], autojunk=False)
-        matched = {a + t: keys[b + t] for a, b, n in sm.get_matching_blocks() for t in range(n)}
+        blocks = matching_blocks(tokens, [o.op_class.value for o in ops])
+        matched = {a + t: keys[b + t] for a, b, n in blocks for t in range(n)}
         if len(matched) >= MIN_MATCHED * max(len(tokens), len(ops)) and \
                 (best is None or len(matched) > len(best.matched)):
             best = Alignment(impl, dict(kw), matched, len(tokens))
