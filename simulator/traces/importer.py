@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from simulator.model.kernels import OpClass
 from simulator.traces.classify import classify
+from simulator.traces.gcpause import no_gc
 from simulator.traces.host import annotate
 from simulator.traces.read import GPU_CATS, LAUNCH_CATS, Event, RawTrace, TraceError
 from simulator.traces.steps import StepWindow, find_steps
@@ -153,7 +154,8 @@ def _split(events: list[Event]) -> tuple[list[Event], list[Event], list[Event], 
 
 def link(trace: RawTrace) -> tuple[list[TracedKernel], list[Event], list[tuple[float, float]]]:
     """Ordered kernels, step-marker candidates (ProfilerStep / user annotations), sync intervals."""
-    return _link(trace.path, _split(trace.events))
+    with no_gc():
+        return _link(trace.path, _split(trace.events))
 
 
 def _link(where: str, parts) -> tuple[list[TracedKernel], list[Event], list[tuple[float, float]]]:
@@ -285,6 +287,11 @@ def step_rows(kernels, steps, tails, syncs: _Syncs) -> list[dict]:
 
 
 def import_trace(trace: RawTrace, steps: str | int = "auto") -> ImportedTrace:
+    with no_gc():
+        return _import_trace(trace, steps)
+
+
+def _import_trace(trace: RawTrace, steps: str | int) -> ImportedTrace:
     split = _split(trace.events)
     kernels, markers, sync_spans = _link(trace.path, split)
     syncs = _Syncs(sync_spans)

@@ -91,7 +91,13 @@ def _event(d: dict) -> Event | None:
 
 def read_trace(path: str | Path) -> RawTrace:
     """Parse a Chrome trace; raise `TraceError` (one line, naming the file) on any user-side problem."""
-    p = Path(path)
+    from simulator.traces.gcpause import no_gc
+
+    with no_gc():
+        return _read_trace(Path(path))
+
+
+def _read_trace(p: Path) -> RawTrace:
     raw = _read_bytes(p)
     try:
         text = raw.decode("utf-8")
