@@ -71,9 +71,13 @@ def describe(policy: str, profile=None) -> str:
 def _top_ops(cpu_ops, threads) -> list:
     """Top-level cpu ops (no enclosing cpu op) on the launching threads, by start time."""
     out, end = [], {}
-    for e in sorted((e for e in cpu_ops if (e.pid, e.tid) in threads), key=lambda e: (e.ts, -e.dur)):
+    # sorted by (ts, -dur) and, for ties, trace order (a stable sort by that key), without a key function
+    items = [(e.ts, -e.dur, i, e) for i, e in enumerate(cpu_ops) if (e.pid, e.tid) in threads]
+    items.sort()
+    ninf = float("-inf")
+    for ts, _, _, e in items:
         key = (e.pid, e.tid)
-        if e.ts >= end.get(key, float("-inf")) - 1e-3:
+        if ts >= end.get(key, ninf) - 1e-3:
             out.append(e)
             end[key] = e.end
     return out
@@ -98,24 +102,38 @@ def annotate(kernels, windows, cpu_ops, syncs) -> list[tuple[int, float]]:
         if k.chain:
             calls.setdefault(id(k.chain[0]), []).append(k)
 
+    ends = [e.end for e in tops]
+    host_only = [id(e) not in launching for e in tops]
+    ntops = len(tops)
+    within = syncs.within
+
     def between(a: float, b: float) -> tuple[int, float]:
         """Host-only top-level ops starting in [a, b) and interpreter µs in (a, b] outside any top op."""
-        i = max(bisect.bisect_left(starts, a) - 1, 0)
+        # max(0.0, min(end, b) - max(ts, a)) written out: the same floats, without two calls per op
+        j = bisect.bisect_left(starts, a) - 1
+        if j < 0:
+            j = 0
         n, covered = 0, 0.0
-        for j in range(i, len(tops)):  # an index walk, not tops[i:]: a slice per kernel made the import quadratic
-            e = tops[j]
-            if e.ts >= b:
+        while j < ntops:  # an index walk, not tops[i:]: a slice per kernel made the import quadratic
+            ts = starts[j]
+            if ts >= b:
                 break
-            covered += max(0.0, min(e.end, b) - max(e.ts, a))
-            if e.ts >= a and id(e) not in launching:
+            e = ends[j]
+            x = (b if b < e else e) - (a if a > ts else ts)
+            if x > 0.0:
+                covered += x
+            if ts >= a and host_only[j]:
                 n += 1
-        return n, max(0.0, (b - a) - covered - syncs.within(a, b))
+            j += 1
+        x = (b - a) - covered - within(a, b)
+        return n, x if x > 0.0 else 0.0
 
     tails = []
     for st in windows:
         prev = st.host_start
         for k in kernels[st.i0:st.i1]:
-            if k.launch is None or k.graph_pos > 0:
+            launch = k.launch
+            if launch is None or k.graph_pos > 0:
                 continue
             call = calls.get(id(k.chain[0])) if k.chain else None
             if call is None:
@@ -124,8 +142,9 @@ def annotate(kernels, windows, cpu_ops, syncs) -> list[tuple[int, float]]:
                 k.path = _call_path(call).value
             else:
                 k.path = LaunchPath.RAW.value
-            k.host_ops, k.gap_us = between(prev, k.submit)
-            prev = k.submit
+            sub = launch.end  # k.submit
+            k.host_ops, k.gap_us = between(prev, sub)
+            prev = sub
         tails.append(between(prev, max(st.host_end, prev)))
     return tails
 

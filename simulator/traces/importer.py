@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from simulator.model.kernels import OpClass
 from simulator.traces.classify import classify
+from simulator.traces.gcpause import no_gc
 from simulator.traces.host import annotate
 from simulator.traces.read import GPU_CATS, LAUNCH_CATS, Event, RawTrace, TraceError
 from simulator.traces.steps import StepWindow, find_steps
@@ -97,53 +98,105 @@ def _nest(cpu_ops: list[Event], launches: list[Event]) -> dict[int, list[Event]]
     """For each launch (by id()), the cpu ops enclosing it on its thread, outermost first."""
     out: dict[int, list[Event]] = {}
     by_tid: dict[tuple, list[tuple]] = {}
-    for e in cpu_ops:
-        by_tid.setdefault((e.pid, e.tid), []).append((e.ts, 0, -e.dur, e))
-    for e in launches:
-        by_tid.setdefault((e.pid, e.tid), []).append((e.ts, 1, 0.0, e))
+    # (ts, kind, -dur) orders a thread's items; the running index keeps ties in input order (a stable sort by that
+    # key, without a key function) and never lets the sort compare two events; the end rides along
+    i = 0
+    for kind, evs in ((0, cpu_ops), (1, launches)):
+        for e in evs:
+            ts, dur = e.ts, e.dur
+            item = (ts, kind, -dur if kind == 0 else 0.0, i, ts + dur, e)
+            i += 1
+            items = by_tid.get((e.pid, e.tid))
+            if items is None:
+                by_tid[(e.pid, e.tid)] = [item]
+            else:
+                items.append(item)
     eps = 1e-3
     for items in by_tid.values():
-        items.sort(key=lambda x: (x[0], x[1], x[2]))
-        stack: list[Event] = []
-        for ts, kind, _, e in items:
-            while stack and stack[-1].end < ts - eps:
-                stack.pop()
+        items.sort()
+        stack: list[tuple[float, Event]] = []  # (end, op)
+        push, pop = stack.append, stack.pop
+        for ts, kind, _, _, end, e in items:
+            lim = ts - eps
+            while stack and stack[-1][0] < lim:
+                pop()
             if kind == 0:
-                stack.append(e)
+                push((end, e))
             else:
-                out[id(e)] = [s for s in stack if s.end >= e.end - eps]
+                lo = end - eps
+                out[id(e)] = [s for se, s in stack if se >= lo]
     return out
+
+
+def _split(events: list[Event]) -> tuple[list[Event], list[Event], list[Event], list[Event], list[Event]]:
+    """In trace order: every cpu op, the cpu ops that are not `ProfilerStep#` markers, the step-marker
+    candidates (ProfilerStep / user annotations), the launch calls, the GPU events."""
+    cpu_all: list[Event] = []
+    cpu_ops: list[Event] = []
+    markers: list[Event] = []
+    launches: list[Event] = []
+    gpus: list[Event] = []
+    for e in events:
+        cat = e.cat
+        step = e.name.startswith("ProfilerStep#")
+        if step or cat == "user_annotation":
+            markers.append(e)
+        if cat == "cpu_op":
+            cpu_all.append(e)
+            if not step:
+                cpu_ops.append(e)
+        elif cat in LAUNCH_CATS:
+            launches.append(e)
+        elif cat in GPU_CATS:
+            gpus.append(e)
+    return cpu_all, cpu_ops, markers, launches, gpus
 
 
 def link(trace: RawTrace) -> tuple[list[TracedKernel], list[Event], list[tuple[float, float]]]:
     """Ordered kernels, step-marker candidates (ProfilerStep / user annotations), sync intervals."""
-    cpu_ops = [e for e in trace.events if e.cat == "cpu_op" and not e.name.startswith("ProfilerStep#")]
-    markers = [e for e in trace.events if e.name.startswith("ProfilerStep#") or e.cat == "user_annotation"]
-    launches = [e for e in trace.events if e.cat in LAUNCH_CATS]
+    with no_gc():
+        return _link(trace.path, _split(trace.events))
+
+
+def _link(where: str, parts) -> tuple[list[TracedKernel], list[Event], list[tuple[float, float]]]:
+    _, cpu_ops, markers, launches, gpus = parts
     syncs = sorted((e.ts, e.end) for e in launches if is_sync(e.name))
-    by_corr = {e.correlation: e for e in launches if e.correlation is not None}
-    chains = _nest(cpu_ops, [e for e in launches if e.correlation is not None])
+    by_corr: dict[int, Event] = {}
+    linked = []
+    for e in launches:
+        c = e.args.get("correlation")  # Event.correlation, inline
+        if isinstance(c, int):
+            by_corr[c] = e
+            linked.append(e)
+    chains = _nest(cpu_ops, linked)
     kernels = []
+    keys = []
     seen: dict[tuple, OpClass] = {}  # a step repeats the same few hundred (kernel, ops) pairs: classify each once
-    for g in trace.by_cat(GPU_CATS):
-        launch = by_corr.get(g.correlation)
+    for g in gpus:
+        args = g.args
+        corr = args.get("correlation")
+        if not isinstance(corr, int):
+            corr = None
+        launch = by_corr.get(corr)  # type: ignore[arg-type]
         chain = chains.get(id(launch), []) if launch is not None else []
-        k = TracedKernel(g.name, g.cat, g.ts, g.dur, g.args.get("stream", g.tid), g.correlation, launch, chain)
-        key = (g.name, g.cat, tuple(e.name for e in chain), g.args.get("launchsim.op_class"))
+        k = TracedKernel(g.name, g.cat, g.ts, g.dur, args.get("stream", g.tid), corr, launch, chain)
+        key = (g.name, g.cat, tuple([e.name for e in chain]), args.get("launchsim.op_class"))
         c = seen.get(key)
         if c is None:
             c = seen[key] = classify(*key)
         k.op_class = c
         kernels.append(k)
-    kernels.sort(key=lambda k: (k.submit, k.ts))
+        keys.append((launch.ts + launch.dur if launch is not None else g.ts, g.ts))  # (k.submit, k.ts)
+    order = sorted(range(len(kernels)), key=keys.__getitem__)  # as kernels.sort(key=...): stable, same order
+    kernels = [kernels[i] for i in order]
     last_corr = None
     pos = 0
     for k in kernels:
         pos = pos + 1 if (k.corr is not None and k.corr == last_corr and k.launch is not None) else 0
         k.graph_pos, last_corr = pos, k.corr
     if not kernels:
-        raise TraceError(f"{trace.path}: trace has no CUDA kernels")
-    check_order(kernels, trace.path)
+        raise TraceError(f"{where}: trace has no CUDA kernels")
+    check_order(kernels, where)
     return kernels, markers, syncs
 
 
@@ -175,11 +228,15 @@ class _Syncs:
         """Seconds (µs) of sync calls overlapping (a, b]."""
         tot = 0.0
         spans = self.spans
+        if not spans:
+            return tot
         for j in range(max(bisect.bisect_left(self.starts, a) - 1, 0), len(spans)):  # no slice copy per call
             s, e = spans[j]
             if s >= b:
                 break
-            tot += max(0.0, min(e, b) - max(s, a))
+            x = (b if b < e else e) - (a if a > s else s)  # max(0.0, min(e, b) - max(s, a)), without the calls
+            if x > 0.0:
+                tot += x
         return tot
 
 
@@ -230,13 +287,18 @@ def step_rows(kernels, steps, tails, syncs: _Syncs) -> list[dict]:
 
 
 def import_trace(trace: RawTrace, steps: str | int = "auto") -> ImportedTrace:
-    kernels, markers, sync_spans = link(trace)
+    with no_gc():
+        return _import_trace(trace, steps)
+
+
+def _import_trace(trace: RawTrace, steps: str | int) -> ImportedTrace:
+    split = _split(trace.events)
+    kernels, markers, sync_spans = _link(trace.path, split)
     syncs = _Syncs(sync_spans)
     windows, method = find_steps(kernels, markers, steps, trace.path, sync_spans)
     tails = host_times(kernels, windows, syncs)
     rows = step_rows(kernels, windows, tails, syncs)
-    cpu_ops = [e for e in trace.events if e.cat == "cpu_op"]
-    parts = annotate(kernels, windows, cpu_ops, syncs)
+    parts = annotate(kernels, windows, split[0], syncs)
     inside = sum(w.i1 - w.i0 for w in windows)
     return ImportedTrace(trace.path, kernels, windows, method, rows, tails, len(kernels) - inside, trace.meta, parts)
 
@@ -256,10 +318,8 @@ def representative(imp: ImportedTrace) -> tuple[list[dict], float, str, tuple[in
         out = []
         for j in range(n):
             col = [ks[w.i0 + j] for w in ws]
-            d = _kernel_dict(col[0], statistics.median(k.dur for k in col),
-                             statistics.median(k.host_us for k in col))
-            _host_parts(d, round(statistics.median(k.host_ops for k in col)),
-                        statistics.median(k.gap_us for k in col))
+            d = _kernel_dict(col[0], _median([k.dur for k in col]), _median([k.host_us for k in col]))
+            _host_parts(d, round(_median([k.host_ops for k in col])), _median([k.gap_us for k in col]))
             out.append(d)
         how = f"per-kernel median over {len(ws)} identical step(s)"
         tails = imp.host_tails or [(0, 0.0)]
@@ -274,6 +334,17 @@ def representative(imp: ImportedTrace) -> tuple[list[dict], float, str, tuple[in
     tail = imp.host_tails[i] if imp.host_tails else (0, 0.0)
     return (out, imp.tails_us[i], f"step {i} (median wall time of {len(cand)} steps with {mode} kernels; steps differ)",
             tail)
+
+
+def _median(xs: list):
+    """statistics.median of a non-empty list, its very arithmetic (the middle value, or the mean of the two middle
+    ones), without its per-call overhead: called four times per kernel of the representative step."""
+    xs.sort()
+    n = len(xs)
+    if n % 2 == 1:
+        return xs[n // 2]
+    i = n // 2
+    return (xs[i - 1] + xs[i]) / 2
 
 
 def _host_parts(d: dict, host_ops: int, gap_us: float) -> dict:

@@ -91,7 +91,13 @@ def _event(d: dict) -> Event | None:
 
 def read_trace(path: str | Path) -> RawTrace:
     """Parse a Chrome trace; raise `TraceError` (one line, naming the file) on any user-side problem."""
-    p = Path(path)
+    from simulator.traces.gcpause import no_gc
+
+    with no_gc():
+        return _read_trace(Path(path))
+
+
+def _read_trace(p: Path) -> RawTrace:
     raw = _read_bytes(p)
     try:
         text = raw.decode("utf-8")
@@ -118,8 +124,7 @@ def read_trace(path: str | Path) -> RawTrace:
         evs, meta = data, {}
     else:
         raise TraceError(f"{p}: not a Chrome trace (top-level JSON is a {type(data).__name__})")
-    _check_times(evs, p, text, isinstance(data, dict))
-    events = [e for e in (_event(d) for d in evs if isinstance(d, dict)) if e is not None]
+    events = _events(evs, p, text, isinstance(data, dict))
     if evs and not any(isinstance(d, dict) and "ph" in d for d in evs):
         raise TraceError(f"{p}: not a Chrome trace (events have no 'ph' field)")
     if not any(e.cat in GPU_CATS for e in events):
@@ -158,10 +163,60 @@ def _short(v) -> str:
     return r if len(r) <= 40 else f"{r[:20]}...({len(r)} characters)"
 
 
-def _check_times(evs: list, p: Path, text: str, wrapped: bool) -> None:
-    """Complete events need a finite timestamp and a finite, non-negative duration, within bounds (MAX_TS_US,
-    MAX_US); GPU events and CUDA launch calls must have a duration (their GPU time and launch return come from it)
-    and an integer correlation id (it links a kernel to its launch)."""
+def _events(evs: list, p: Path, text: str, wrapped: bool) -> list[Event]:
+    """The complete events of `evs`, in order, each checked by `_check_event`'s rules; the first bad one raises.
+
+    One pass: an event whose timestamp and duration are plain floats within bounds and whose name and category
+    are strings (what torch.profiler writes) is checked and built inline; any other is checked by
+    `_check_event` and built by `_event` once every event has passed (as when all were checked first), so
+    both paths accept, refuse and build exactly the same events."""
+    from simulator.common.limits import MAX_US
+
+    out: list = []  # Events, and the dicts of events that `_event` builds after the pass
+    append = out.append
+    late = False
+    new = object.__new__
+    set_dict = object.__setattr__  # Event is frozen: one __dict__ write instead of __init__'s seven field writes
+    lo_ts, hi_ts, hi_dur = -MAX_TS_US, MAX_TS_US, MAX_US
+    timed_cats = TIMED_CATS
+    for i, d in enumerate(evs):
+        if type(d) is dict:
+            get = d.get
+            if get("ph") != "X":
+                continue
+            ts, dur = get("ts"), get("dur")
+            if type(ts) is float and type(dur) is float and lo_ts <= ts <= hi_ts and 0.0 <= dur <= hi_dur:
+                cat, name, args = get("cat", ""), get("name", ""), get("args")
+                if type(args) is not dict:
+                    args = args if isinstance(args, dict) else None
+                if cat in timed_cats and args is not None:
+                    c = args.get("correlation")
+                    if c is not None and type(c) is not int:
+                        _check_event(i, d, p, text, wrapped)  # the full rules: raises unless an int subclass
+                if type(name) is str and type(cat) is str:
+                    ev = new(Event)
+                    set_dict(ev, "__dict__", {"name": name, "cat": cat, "ts": ts, "dur": dur, "pid": get("pid"),
+                                              "tid": get("tid"), "args": {} if args is None else args})
+                    append(ev)
+                else:
+                    append(d)
+                    late = True
+                continue
+        elif not isinstance(d, dict) or d.get("ph") != "X":  # a dict subclass is never from json.loads
+            continue
+        _check_event(i, d, p, text, wrapped)
+        append(d)
+        late = True
+    if not late:
+        return out
+    return [e for e in (x if x.__class__ is Event else _event(x) for x in out) if e is not None]
+
+
+def _check_event(i: int, d: dict, p: Path, text: str, wrapped: bool) -> None:
+    """The rules for one complete event `d` (index `i` of the list), raising on its first problem: a finite
+    timestamp and a finite, non-negative duration, within bounds (MAX_TS_US, MAX_US); GPU events and CUDA launch
+    calls must have a duration (their GPU time and launch return come from it) and an integer correlation id (it
+    links a kernel to its launch)."""
     from simulator.common.jsonfile import field_error
     from simulator.common.limits import MAX_US
 
@@ -169,32 +224,29 @@ def _check_times(evs: list, p: Path, text: str, wrapped: bool) -> None:
         loc = (("traceEvents",) if wrapped else ()) + (i, k)
         raise field_error(str(p), text, loc, msg, TraceError)
 
-    for i, d in enumerate(evs):
-        if not isinstance(d, dict) or d.get("ph") != "X":
+    timed = d.get("cat") in TIMED_CATS
+    for k in ("ts", "dur"):
+        v = d.get(k)
+        if v is None and k == "dur":
+            if timed:
+                fail(i, k, f"missing: a {d.get('cat')} event needs its duration (event '{d.get('name', '')}')")
             continue
-        timed = d.get("cat") in TIMED_CATS
-        for k in ("ts", "dur"):
-            v = d.get(k)
-            if v is None and k == "dur":
-                if timed:
-                    fail(i, k, f"missing: a {d.get('cat')} event needs its duration (event '{d.get('name', '')}')")
-                continue
-            try:
-                x = float(v)
-            except OverflowError:
-                x = float("inf")
-            except (TypeError, ValueError):
-                if k == "ts":
-                    continue  # events without a usable timestamp are dropped, as before
-                x = float("nan")
-            cap = MAX_US if k == "dur" else MAX_TS_US
-            if not math.isfinite(x) or (k == "dur" and x < 0) or abs(x) > cap:
-                fail(i, k, f"must be a finite number{' >= 0' if k == 'dur' else ''} up to {cap:g} µs, got "
-                           f"{_short(v)} (event '{d.get('name', '')}')")
-        if timed:
-            c = (d.get("args") or {}).get("correlation") if isinstance(d.get("args"), dict) else None
-            if c is not None and (isinstance(c, bool) or not isinstance(c, int)):
-                loc = ("args", "correlation")
-                raise field_error(str(p), text, (("traceEvents",) if wrapped else ()) + (i, *loc),
-                                  f"must be an integer id, got {_short(c)} (event '{d.get('name', '')}')",
-                                  TraceError)
+        try:
+            x = float(v)
+        except OverflowError:
+            x = float("inf")
+        except (TypeError, ValueError):
+            if k == "ts":
+                continue  # events without a usable timestamp are dropped, as before
+            x = float("nan")
+        cap = MAX_US if k == "dur" else MAX_TS_US
+        if not math.isfinite(x) or (k == "dur" and x < 0) or abs(x) > cap:
+            fail(i, k, f"must be a finite number{' >= 0' if k == 'dur' else ''} up to {cap:g} µs, got "
+                       f"{_short(v)} (event '{d.get('name', '')}')")
+    if timed:
+        c = (d.get("args") or {}).get("correlation") if isinstance(d.get("args"), dict) else None
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int)):
+            loc = ("args", "correlation")
+            raise field_error(str(p), text, (("traceEvents",) if wrapped else ()) + (i, *loc),
+                              f"must be an integer id, got {_short(c)} (event '{d.get('name', '')}')",
+                              TraceError)

@@ -91,10 +91,17 @@ def _gaps(kernels) -> np.ndarray:
 
 def find_period(names: list[str]) -> tuple[int, int, int] | None:
     """(start, period, span): the smallest period repeating >= 2 times over >= n - 2p kernels."""
-    ids = {}
-    a = np.array([ids.setdefault(n, len(ids)) for n in names], dtype=np.int64)
+    ids: dict[str, int] = {}
+    seq = [ids.setdefault(n, len(ids)) for n in names]
+    a = np.array(seq, dtype=np.int64)
     n = a.size
     for p in range(1, n // 2 + 1):
+        # p is found only if the longest run of a[i] == a[i + p] has length L >= m = max(p, n - 3p) (reps >= 2
+        # needs L + p >= 2p; reps * p >= n - 2p needs L + p >= n - 2p). Any m consecutive indices hold one that is
+        # m - 1 modulo m: where none of those matches, p cannot be found and the full test below is skipped.
+        m = max(p, n - 3 * p)
+        if not any(seq[i] == seq[i + p] for i in range(m - 1, n - p, m)):
+            continue
         eq = a[p:] == a[:-p]
         if not eq.any():
             continue
@@ -128,12 +135,16 @@ def _repetition(kernels, syncs=()) -> tuple[list[StepWindow], str] | None:
     g = _gaps(kernels)
     sy = _synced(kernels, list(syncs))
     best, phase = None, 0
+    # A score leads with its phase's whole steps, so only the phases with the most whole steps can win: the
+    # others' scores (numpy means) are not worth computing. Same phase chosen, ties to the first as before.
+    size = [len(range(s + ph, s + span, p)) - (s + ph <= 0) for ph in range(p)]
+    most = max(((span - ph) // p for ph in range(p) if size[ph] > 0), default=None)
     for ph in range(p):
-        idx = np.arange(s + ph, s + span, p)
         whole = (s + span - (s + ph)) // p
-        idx = idx[idx > 0]
-        if idx.size == 0:
+        if size[ph] <= 0 or whole != most:
             continue
+        idx = np.arange(s + ph, s + span, p)
+        idx = idx[idx > 0]
         score = (whole, float(sy[idx].mean()), float(g[idx].mean()))
         if best is None or score > best:
             best, phase = score, ph

@@ -3,13 +3,12 @@ host-time policy (simulator/traces/host.py) and what it charges under the given 
 
 from __future__ import annotations
 
-import gc
 import hashlib
-from contextlib import contextmanager
 from pathlib import Path
 
 from simulator.traces.importer import ImportedTrace, import_trace, infer_batch, representative
 from simulator.traces.read import read_trace
+from simulator.traces.gcpause import no_gc
 from simulator.model.workload_file import FORMAT_VERSION, StepsInfo, Workload
 
 
@@ -18,19 +17,6 @@ def _device(meta: dict) -> str | None:
     if isinstance(props, list) and props and isinstance(props[0], dict):
         return props[0].get("name")
     return None
-
-
-@contextmanager
-def _no_gc():
-    """The cyclic garbage collector paused while a trace is parsed and linked: a trace is millions of fresh objects
-    and none of them cycles, so the collector's repeated full passes only cost time (2x on 250k events)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def workload_from_trace(path: str | Path, steps: str | int = "auto", batch: int | None = None,
@@ -51,7 +37,7 @@ def workload_from_trace(path: str | Path, steps: str | int = "auto", batch: int 
     if host_time == "deflate":
         deflate_factor(prof)
     p = Path(path)
-    with _no_gc():
+    with no_gc():
         imp = import_trace(read_trace(p), steps)
     kernels, tail, how, (tail_ops, tail_gap) = representative(imp)
     b, q_len, c = infer_batch(imp.kernels)
