@@ -132,8 +132,7 @@ def annotate(kernels, windows, cpu_ops, syncs) -> list[tuple[int, float]]:
     for st in windows:
         prev = st.host_start
         for k in kernels[st.i0:st.i1]:
-            launch = k.launch
-            if launch is None or k.graph_pos > 0:
+            if k.launch is None or k.graph_pos > 0:
                 continue
             call = calls.get(id(k.chain[0])) if k.chain else None
             if call is None:
@@ -142,9 +141,8 @@ def annotate(kernels, windows, cpu_ops, syncs) -> list[tuple[int, float]]:
                 k.path = _call_path(call).value
             else:
                 k.path = LaunchPath.RAW.value
-            sub = launch.end  # k.submit
-            k.host_ops, k.gap_us = between(prev, sub)
-            prev = sub
+            k.host_ops, k.gap_us = between(prev, k.submit)
+            prev = k.submit
         tails.append(between(prev, max(st.host_end, prev)))
     return tails
 

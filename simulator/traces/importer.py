@@ -161,23 +161,15 @@ def link(trace: RawTrace) -> tuple[list[TracedKernel], list[Event], list[tuple[f
 def _link(where: str, parts) -> tuple[list[TracedKernel], list[Event], list[tuple[float, float]]]:
     _, cpu_ops, markers, launches, gpus = parts
     syncs = sorted((e.ts, e.end) for e in launches if is_sync(e.name))
-    by_corr: dict[int, Event] = {}
-    linked = []
-    for e in launches:
-        c = e.args.get("correlation")  # Event.correlation, inline
-        if isinstance(c, int):
-            by_corr[c] = e
-            linked.append(e)
+    linked = [e for e in launches if e.correlation is not None]
+    by_corr = {e.correlation: e for e in linked}
     chains = _nest(cpu_ops, linked)
     kernels = []
-    keys = []
     seen: dict[tuple, OpClass] = {}  # a step repeats the same few hundred (kernel, ops) pairs: classify each once
     for g in gpus:
         args = g.args
-        corr = args.get("correlation")
-        if not isinstance(corr, int):
-            corr = None
-        launch = by_corr.get(corr)  # type: ignore[arg-type]
+        corr = g.correlation
+        launch = by_corr.get(corr) if corr is not None else None
         chain = chains.get(id(launch), []) if launch is not None else []
         k = TracedKernel(g.name, g.cat, g.ts, g.dur, args.get("stream", g.tid), corr, launch, chain)
         key = (g.name, g.cat, tuple([e.name for e in chain]), args.get("launchsim.op_class"))
@@ -186,9 +178,7 @@ def _link(where: str, parts) -> tuple[list[TracedKernel], list[Event], list[tupl
             c = seen[key] = classify(*key)
         k.op_class = c
         kernels.append(k)
-        keys.append((launch.ts + launch.dur if launch is not None else g.ts, g.ts))  # (k.submit, k.ts)
-    order = sorted(range(len(kernels)), key=keys.__getitem__)  # as kernels.sort(key=...): stable, same order
-    kernels = [kernels[i] for i in order]
+    kernels.sort(key=lambda k: (k.submit, k.ts))
     last_corr = None
     pos = 0
     for k in kernels:
