@@ -308,8 +308,10 @@ def representative(imp: ImportedTrace) -> tuple[list[dict], float, str, tuple[in
         out = []
         for j in range(n):
             col = [ks[w.i0 + j] for w in ws]
-            d = _kernel_dict(col[0], _median([k.dur for k in col]), _median([k.host_us for k in col]))
-            _host_parts(d, round(_median([k.host_ops for k in col])), _median([k.gap_us for k in col]))
+            d = _kernel_dict(col[0], statistics.median(k.dur for k in col),
+                             statistics.median(k.host_us for k in col))
+            _host_parts(d, round(statistics.median(k.host_ops for k in col)),
+                        statistics.median(k.gap_us for k in col))
             out.append(d)
         how = f"per-kernel median over {len(ws)} identical step(s)"
         tails = imp.host_tails or [(0, 0.0)]
@@ -324,17 +326,6 @@ def representative(imp: ImportedTrace) -> tuple[list[dict], float, str, tuple[in
     tail = imp.host_tails[i] if imp.host_tails else (0, 0.0)
     return (out, imp.tails_us[i], f"step {i} (median wall time of {len(cand)} steps with {mode} kernels; steps differ)",
             tail)
-
-
-def _median(xs: list):
-    """statistics.median of a non-empty list, its very arithmetic (the middle value, or the mean of the two middle
-    ones), without its per-call overhead: called four times per kernel of the representative step."""
-    xs.sort()
-    n = len(xs)
-    if n % 2 == 1:
-        return xs[n // 2]
-    i = n // 2
-    return (xs[i - 1] + xs[i]) / 2
 
 
 def _host_parts(d: dict, host_ops: int, gap_us: float) -> dict:
