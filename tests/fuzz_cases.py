@@ -784,6 +784,11 @@ def audit_cases() -> list[Case]:
                                                                   "full_and_piecewise", "--prefill-layout",
                                                                   "sglang_pcg"], needles=("--prefill-layout",
                                                                                           "decodes only")),
+              Case("audit:unread:predict-prefill-layout-spec", ["predict", "--model", "llama3-8b", "--layout", "vllm",
+                                                                "--spec-tokens", "3", "--acceptance", "0.7", "--graph",
+                                                                "full_and_piecewise", "--prefill-layout",
+                                                                "sglang_pcg"], needles=("--prefill-layout",
+                                                                                        "decodes only")),
               Case("audit:unread:predict-backend-decode", ["predict", "--model", "qwen3-0.6b", "--graph", "full",
                                                            "--attention-backend", "fa3"],
                    needles=("--attention-backend", "decodes only"))]

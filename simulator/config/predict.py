@@ -64,11 +64,17 @@ class PredictScenario(ShardedStepOptions):
         seed_needs_replicates(self)
         if (self.prefill_seqs > 0) != (self.prefill_len > 0):
             raise ValueError("prefill_seqs and prefill_len must both be positive (a mixed step) or both 0")
-        if not self.steps and not self.prefill_seqs and not self.spec_tokens:
-            # a decode-only step: the backend and the prefill sizes route mixed steps only (routing.plan_mode, route)
-            if self.attention_backend != "flashinfer" or self.prefill_layout is not None:
-                raise ValueError("attention_backend and prefill_layout route mixed (prefill + decode) forwards only; "
-                                 "this forward decodes only: give prefill_seqs and prefill_len, or leave them out")
+        if not self.steps and not self.prefill_seqs:
+            # a decode-only forward: the prefill sizes route mixed forwards only (routing.route; speculative verify
+            # and draft passes route as decode), the backend too (routing.plan_mode) except where it picks vLLM's
+            # verify graph mode (engine/spec.py verify_graph_mode)
+            if self.prefill_layout is not None:
+                raise ValueError("prefill_layout routes mixed (prefill + decode) forwards only; this forward decodes "
+                                 "only (speculative verify and draft passes too): give prefill_seqs and prefill_len, "
+                                 "or leave it out")
+            if self.attention_backend != "flashinfer" and not self.spec_tokens:
+                raise ValueError("attention_backend routes mixed (prefill + decode) forwards only; this forward "
+                                 "decodes only: give prefill_seqs and prefill_len, or leave it out")
         if not self.steps:
             if self.report is not None:
                 raise ValueError("report draws the engine loop: it needs steps > 0")
